@@ -1,0 +1,1 @@
+"""Fleet supervisor: registry, liveness, leases and fail-closed retirement for MCP workers."""

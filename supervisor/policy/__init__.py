@@ -1,0 +1,1 @@
+"""Pure decisions of the supervisor: rows, evidence and `now` in; frozen results out."""

@@ -1,0 +1,1 @@
+"""Database layer: schema, migrations, row mapping and SQL."""

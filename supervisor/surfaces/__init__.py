@@ -1,0 +1,1 @@
+"""Request surfaces (local socket, MCP tools) that turn requests into actor messages."""

@@ -1,0 +1,10 @@
+"""Shared pytest configuration: pin anyio to asyncio (aiosqlite is asyncio-only)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
