@@ -1,0 +1,249 @@
+"""The retirement compare-and-swap transaction the registry writer runs (DESIGN §6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from actors.messages import ApplyRetirement
+from supervisor.clock import Clock
+from supervisor.policy.apply_rules import (
+    TargetVerdict,
+    check_mass_guard,
+    precheck_apply,
+    reprobe_verdict,
+)
+from supervisor.policy.eligibility import FencingContext, plan_retirement, protected_from_leases
+from supervisor.policy.evidence import PidEvidence, row_pid
+from supervisor.policy.fingerprints import lease_fingerprint
+from supervisor.policy.liveness import STATUS_ACTIVE
+from supervisor.policy.reasons import (
+    OUTCOME_APPLIED,
+    OUTCOME_MASS_GUARD,
+    OUTCOME_NOTHING_REQUESTED,
+    OUTCOME_REFUSED,
+    OUTCOME_TRANSACTION_FAILED,
+    REASON_ELIGIBLE,
+    REASON_ROW_CHANGED,
+)
+from supervisor.policy.stamps import format_stamp
+from supervisor.probes import ProbeBackend
+from supervisor.store.base import Store, WriteTx
+
+__all__ = ["ApplySettings", "LeaseFenceMoved", "run_apply"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplySettings:
+    mass_guard_share: float = 0.5
+    mass_guard_floor: int = 5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Env:
+    clock: Clock
+    probes: ProbeBackend
+    settings: ApplySettings
+
+
+class LeaseFenceMoved(RuntimeError):
+    """Leases changed while the transaction was deciding; every remaining decision is void."""
+
+
+def _base(msg: ApplyRetirement, outcome: str) -> dict[str, Any]:
+    token_name = "registry_fingerprint" if msg.mode == "strict" else "scope_fingerprint"
+    return {
+        "success": True,
+        "outcome": outcome,
+        "mutation_performed": False,
+        "retired": [],
+        "retired_count": 0,
+        "preserved": [],
+        "preserved_count": 0,
+        "requested_count": len(msg.worker_identities),
+        "compared_token": token_name,
+        f"expected_{token_name}": msg.expected_token,
+        "expected_candidate_fingerprint": msg.expected_candidate_fingerprint,
+        "acting_identity": msg.retired_by,
+        "reasons": [],
+    }
+
+
+def _verdict_dict(verdict: TargetVerdict) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "worker_identity": verdict.worker_identity,
+        "reason_code": verdict.reason_code,
+        "detail": verdict.detail,
+    }
+    if verdict.evidence is not None:
+        entry["evidence"] = dict(verdict.evidence)
+    return entry
+
+
+def _evidence_map(
+    probes: ProbeBackend, rows: Sequence[Mapping[str, Any]]
+) -> dict[int, PidEvidence]:
+    pids = sorted(
+        {
+            pid
+            for row in rows
+            if str(row.get("status") or "") == STATUS_ACTIVE and (pid := row_pid(row)) is not None
+        }
+    )
+    return {
+        seen.pid: PidEvidence(alive=seen.alive, start_time=seen.start_time)
+        for seen in probes.probe_many(pids)
+    }
+
+
+async def run_apply(
+    msg: ApplyRetirement,
+    *,
+    store: Store,
+    clock: Clock,
+    probes: ProbeBackend,
+    settings: ApplySettings,
+) -> dict[str, Any]:
+    """Everything from the authoritative re-read to the last guarded write, in one transaction.
+
+    Any exception rolls the whole transaction back and is reported as
+    ``transaction_failed``: a partial write can never be reported as success.
+    """
+    requested = list(dict.fromkeys(w for w in msg.worker_identities if w.strip()))
+    if not requested:
+        result = _base(msg, OUTCOME_NOTHING_REQUESTED)
+        result["reasons"] = ["no worker identities were given; nothing to retire"]
+        return result
+    try:
+        async with store.write() as tx:
+            env = _Env(clock=clock, probes=probes, settings=settings)
+            return await _decide_and_write(msg, requested, tx, env)
+    except Exception as exc:  # rolled back by store.write(); report, never half-claim
+        failed = _base(msg, OUTCOME_TRANSACTION_FAILED)
+        failed["success"] = False
+        failed["reasons"] = [
+            f"retirement transaction rolled back, nothing retired: {type(exc).__name__}: {exc}"
+        ]
+        failed["preserved"] = [
+            {
+                "worker_identity": w,
+                "reason_code": OUTCOME_TRANSACTION_FAILED,
+                "detail": "rolled back",
+            }
+            for w in requested
+        ]
+        failed["preserved_count"] = len(requested)
+        return failed
+
+
+async def _decide_and_write(
+    msg: ApplyRetirement,
+    requested: list[str],
+    tx: WriteTx,
+    env: _Env,
+) -> dict[str, Any]:
+    probes, settings = env.probes, env.settings
+    # The lease fence is captured before the authoritative read so that any
+    # lease movement after this point is seen by the per-target re-check.
+    fence = lease_fingerprint(await tx.leases(status="active"))
+    rows = await tx.registrations()
+    leases = await tx.leases(status="active")
+    fencing = FencingContext(host_id=probes.host_id(), boot_id=probes.boot_id())
+    now = env.clock.now()
+    fresh = plan_retirement(
+        rows,
+        now=now,
+        evidence=_evidence_map(probes, rows),
+        fencing=fencing,
+        canonical_repository=msg.canonical_repository,
+        protected=protected_from_leases(leases),
+    )
+    pre = precheck_apply(
+        rows,
+        mode=msg.mode,
+        expected_token=msg.expected_token,
+        expected_candidate_fingerprint=msg.expected_candidate_fingerprint,
+        requested=requested,
+        fresh_plan=fresh,
+    )
+    result = _base(msg, pre.outcome or OUTCOME_APPLIED)
+    result["current_token"] = pre.current_token
+    result["current_candidate_fingerprint"] = pre.current_candidate_fingerprint
+    result["idempotent"] = pre.outcome == "already_retired"
+    if pre.outcome is not None:
+        result["reasons"] = [pre.reason]
+        result["preserved"] = [_verdict_dict(v) for v in pre.preserved]
+        result["preserved_count"] = len(pre.preserved)
+        return result
+
+    guard = check_mass_guard(
+        len(pre.targets),
+        rows,
+        host_id=fencing.host_id,
+        max_share=settings.mass_guard_share,
+        floor=settings.mass_guard_floor,
+    )
+    if guard is not None:
+        result["outcome"] = OUTCOME_MASS_GUARD
+        result["success"] = False
+        result["reasons"] = [guard.reason]
+        result["mass_guard"] = {
+            "would_retire": guard.would_retire,
+            "host_active_rows": guard.host_active_rows,
+            "max_share": guard.max_share,
+            "floor": guard.floor,
+        }
+        return result
+
+    denial = msg.recheck_grant()
+    if denial is not None:
+        result["outcome"] = OUTCOME_REFUSED
+        result["success"] = False
+        result["reasons"] = [f"grant re-checked immediately before mutation: {denial}"]
+        return result
+
+    stamp = format_stamp(now)
+    retired: list[dict[str, Any]] = []
+    preserved = [_verdict_dict(v) for v in pre.preserved]
+    for row, entry in zip(pre.targets, pre.target_entries, strict=True):
+        pid = row_pid(row)
+        seen = probes.probe(pid) if pid is not None else None
+        refusal = reprobe_verdict(
+            row,
+            PidEvidence(alive=seen.alive, start_time=seen.start_time)
+            if seen is not None
+            else PidEvidence(alive=None),
+        )
+        if refusal is not None:
+            preserved.append(_verdict_dict(refusal))
+            continue
+        if lease_fingerprint(await tx.leases(status="active")) != fence:
+            raise LeaseFenceMoved("active leases changed inside the retirement transaction")
+        if await tx.retire_guarded(
+            row, retired_at=stamp, retired_by=msg.retired_by, reason=REASON_ELIGIBLE
+        ):
+            retired.append(
+                {
+                    "worker_identity": entry.worker_identity,
+                    "reason_code": entry.reason_code,
+                    "retired_at": stamp,
+                    "retired_by": msg.retired_by,
+                    "evidence": dict(entry.evidence),
+                }
+            )
+        else:
+            preserved.append(
+                {
+                    "worker_identity": entry.worker_identity,
+                    "reason_code": REASON_ROW_CHANGED,
+                    "detail": "guarded update matched no row; the registration changed",
+                }
+            )
+    result["retired"] = retired
+    result["retired_count"] = len(retired)
+    result["preserved"] = preserved
+    result["preserved_count"] = len(preserved)
+    result["mutation_performed"] = bool(retired)
+    result["retired_at"] = stamp if retired else None
+    return result

@@ -1,0 +1,296 @@
+"""Registrations, heartbeats and releases: validated, coalesced per worker, sent to the writer."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+import anyio
+from anyio.abc import TaskStatus
+
+from actors.mailbox import Inbox, Outbox, ask, tell
+from actors.messages import (
+    Heartbeat,
+    HeartbeatInbox,
+    HeartbeatResult,
+    HeartbeatWrite,
+    InsertRegistration,
+    LivenessInbox,
+    Register,
+    RegisterResult,
+    Release,
+    ReleaseRegistration,
+    TouchHeartbeats,
+    Watch,
+    WriteAck,
+    WriterInbox,
+)
+from supervisor.clock import Clock
+from supervisor.errors import SupervisorError
+from supervisor.logs import get_logger
+from supervisor.policy.identity import NAMESPACES, assess_instance_identity
+from supervisor.policy.liveness import STATUS_ACTIVE
+from supervisor.policy.stamps import format_stamp
+from supervisor.probes import ProbeBackend
+
+__all__ = ["CLAIM_FIELDS", "HeartbeatActor", "HeartbeatSettings"]
+
+_log = get_logger()
+
+#: What a worker may declare about itself. Identity, generation, fencing and
+#: the process quadruple are never taken from the worker: the supervisor mints
+#: or probes them.
+CLAIM_FIELDS: tuple[str, ...] = (
+    "client_name",
+    "client_instance_id",
+    "session_id",
+    "namespace",
+    "role",
+    "profile",
+    "remote",
+    "repository_binding",
+    "transport",
+    "fleet_run_id",
+    "authenticated_account",
+    "heartbeat_ttl_seconds",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatSettings:
+    ttl_seconds: float = 30.0
+    min_ttl_seconds: float = 1.0
+    max_ttl_seconds: float = 3600.0
+    max_batch: int = 4096
+    max_in_flight: int = 4
+
+
+class HeartbeatActor:
+    """Front door for workers; the writer is the only place their rows change."""
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox[HeartbeatInbox],
+        writer: Outbox[WriterInbox],
+        liveness: Outbox[LivenessInbox] | None,
+        clock: Clock,
+        probes: ProbeBackend,
+        settings: HeartbeatSettings | None = None,
+    ) -> None:
+        self._inbox = inbox
+        self._writer = writer
+        self._liveness = liveness
+        self._clock = clock
+        self._probes = probes
+        self._settings = settings or HeartbeatSettings()
+        self._limiter = anyio.CapacityLimiter(self._settings.max_in_flight)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until the inbox closes; in-flight batches finish before returning."""
+        async with anyio.create_task_group() as tg:
+            task_status.started()
+            while True:
+                try:
+                    first = await self._inbox.receive()
+                except anyio.EndOfStream:
+                    break
+                batch = [first]
+                while len(batch) < self._settings.max_batch:
+                    try:
+                        batch.append(self._inbox.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                beats = [m for m in batch if isinstance(m, Heartbeat)]
+                if beats:
+                    await self._limiter.acquire()
+                    tg.start_soon(self._flush, beats)
+                for message in batch:
+                    if not isinstance(message, Heartbeat):
+                        tg.start_soon(self._handle, message)
+
+    async def _handle(self, message: Register | Release) -> None:
+        match message:
+            case Register():
+                with message.reply:
+                    message.reply.send(await self._register(message))
+            case Release():
+                with message.reply:
+                    message.reply.send(await self._release(message))
+            case _:
+                assert_never(message)
+
+    async def _flush(self, beats: Sequence[Heartbeat]) -> None:
+        try:
+            stamp = format_stamp(self._clock.now())
+            writes = {
+                b.worker_identity: HeartbeatWrite(
+                    worker_identity=b.worker_identity,
+                    pid=b.pid,
+                    generation_id=b.generation_id,
+                    fencing_epoch=b.fencing_epoch,
+                    stamp=stamp,
+                )
+                for b in beats
+            }
+            try:
+                results: Mapping[str, HeartbeatResult] = await ask(
+                    self._writer,
+                    lambda reply: TouchHeartbeats(beats=tuple(writes.values()), reply=reply),
+                    actor="registry_writer",
+                )
+            except SupervisorError as exc:
+                results = {
+                    identity: HeartbeatResult(
+                        ok=False, code=exc.code, detail=exc.detail, worker_identity=identity
+                    )
+                    for identity in writes
+                }
+            for beat in beats:
+                with beat.reply:
+                    own = results[beat.worker_identity]
+                    # Several beats of one worker were coalesced into one write;
+                    # each still gets an answer that matches its own claim.
+                    if own.ok and writes[beat.worker_identity] != _as_write(beat, stamp):
+                        own = HeartbeatResult(
+                            ok=False,
+                            code="fencing_mismatch",
+                            detail="a newer beat of this worker carried other fencing values",
+                            worker_identity=beat.worker_identity,
+                        )
+                    beat.reply.send(own)
+        finally:
+            self._limiter.release()
+
+    async def _register(self, message: Register) -> RegisterResult:
+        problem = _claim_problem(message.claims, self._settings)
+        if problem:
+            return RegisterResult(ok=False, code="invalid_registration", detail=problem)
+        seen = self._probes.probe(message.pid)
+        if not seen.alive or not seen.start_time:
+            return RegisterResult(
+                ok=False,
+                code="process_unverifiable",
+                detail=f"pid {message.pid} cannot be probed on this host; refusing to register it",
+            )
+        host_id = self._probes.host_id()
+        if not host_id:
+            return RegisterResult(
+                ok=False, code="host_unknown", detail="the supervisor cannot establish its host id"
+            )
+        row = self._row(message, host_id=host_id, start_time=seen.start_time)
+        try:
+            ack: WriteAck = await ask(
+                self._writer,
+                lambda reply: InsertRegistration(row=row, reply=reply),
+                actor="registry_writer",
+            )
+        except SupervisorError as exc:
+            return RegisterResult(ok=False, code=exc.code, detail=exc.detail)
+        if not ack.ok:
+            return RegisterResult(ok=False, code=ack.code, detail=ack.detail)
+        registration = dict(ack.data.get("registration", row))
+        if self._liveness is not None:
+            try:
+                await tell(
+                    self._liveness,
+                    Watch(
+                        worker_identity=str(registration["worker_identity"]),
+                        pid=message.pid,
+                        start_time=seen.start_time,
+                    ),
+                    actor="liveness",
+                )
+            except SupervisorError:
+                _log.warning("liveness_not_told", worker_identity=registration["worker_identity"])
+        _log.info(
+            "registered",
+            worker_identity=registration["worker_identity"],
+            pid=message.pid,
+            namespace=registration.get("namespace"),
+        )
+        ttl = float(registration["heartbeat_ttl_seconds"])
+        registration["heartbeat_interval_seconds"] = round(ttl / 3, 3)
+        return RegisterResult(ok=True, code="registered", detail="", registration=registration)
+
+    def _row(self, message: Register, *, host_id: str, start_time: str) -> dict[str, Any]:
+        claims = message.claims
+        stamp = format_stamp(self._clock.now())
+        ttl = claims.get("heartbeat_ttl_seconds") or self._settings.ttl_seconds
+        binding = claims.get("repository_binding") or self._probes.process_cwd(message.pid)
+        identity = assess_instance_identity(claims.get("client_instance_id"))
+        row: dict[str, Any] = {name: claims.get(name) for name in CLAIM_FIELDS}
+        row.update(
+            {
+                "worker_identity": f"wkr-{secrets.token_hex(12)}",
+                "generation_id": f"gen-{secrets.token_hex(8)}",
+                "fencing_epoch": 1,
+                "pid": message.pid,
+                "process_identity": f"{host_id}:{message.pid}:{start_time}",
+                "host_id": host_id,
+                "boot_id": self._probes.boot_id(),
+                "process_start_time": start_time,
+                "repository_binding": binding,
+                "heartbeat_ttl_seconds": float(ttl),
+                "instance_id_provenance": identity.provenance,
+                "started_at": stamp,
+                "last_heartbeat_at": stamp,
+                "status": STATUS_ACTIVE,
+            }
+        )
+        return row
+
+    async def _release(self, message: Release) -> WriteAck:
+        stamp = format_stamp(self._clock.now())
+        try:
+            ack: WriteAck = await ask(
+                self._writer,
+                lambda reply: ReleaseRegistration(
+                    worker_identity=message.worker_identity,
+                    pid=message.pid,
+                    generation_id=message.generation_id,
+                    fencing_epoch=message.fencing_epoch,
+                    stamp=stamp,
+                    reply=reply,
+                ),
+                actor="registry_writer",
+            )
+        except SupervisorError as exc:
+            return WriteAck(ok=False, code=exc.code, detail=exc.detail)
+        return ack
+
+
+def _as_write(beat: Heartbeat, stamp: str) -> HeartbeatWrite:
+    return HeartbeatWrite(
+        worker_identity=beat.worker_identity,
+        pid=beat.pid,
+        generation_id=beat.generation_id,
+        fencing_epoch=beat.fencing_epoch,
+        stamp=stamp,
+    )
+
+
+def _claim_problem(claims: Mapping[str, Any], settings: HeartbeatSettings) -> str | None:
+    unknown = sorted(set(claims) - set(CLAIM_FIELDS))
+    if unknown:
+        return f"unknown registration field(s): {unknown}"
+    for name in CLAIM_FIELDS:
+        value = claims.get(name)
+        if name == "heartbeat_ttl_seconds":
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return "heartbeat_ttl_seconds must be a number"
+            if not settings.min_ttl_seconds <= float(value) <= settings.max_ttl_seconds:
+                return (
+                    f"heartbeat_ttl_seconds must be within [{settings.min_ttl_seconds}, "
+                    f"{settings.max_ttl_seconds}]"
+                )
+        elif value is not None and (not isinstance(value, str) or len(value) > 512):
+            return f"{name} must be a string of at most 512 characters"
+    namespace = claims.get("namespace")
+    if namespace is not None and namespace not in NAMESPACES:
+        return f"namespace must be one of {list(NAMESPACES)}"
+    return None

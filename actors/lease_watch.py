@@ -1,0 +1,119 @@
+"""Lease watch: expires leases on the clock via the writer; knows who holds active leases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import TaskStatus
+
+from actors.mailbox import Inbox, Outbox, ask
+from actors.messages import (
+    ExpireLeases,
+    LeaseOwners,
+    LeaseWatchInbox,
+    WriteAck,
+    WriterInbox,
+)
+from supervisor.clock import Clock
+from supervisor.logs import get_logger
+from supervisor.policy.eligibility import ProtectedOwners, protected_from_leases
+from supervisor.policy.fingerprints import lease_fingerprint
+from supervisor.policy.stamps import format_stamp
+from supervisor.store.base import Store
+
+__all__ = ["LeaseWatch", "LeaseWatchSettings"]
+
+_log = get_logger()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseWatchSettings:
+    expiry_interval_seconds: float = 5.0
+
+
+_UNREADABLE = LeaseOwners(
+    readable=False,
+    owners=ProtectedOwners(),
+    fingerprint="",
+    active_lease_count=0,
+    detail="leases have not been read yet",
+)
+
+
+class LeaseWatch:
+    """Answers "who owns an active lease" from a fresh read; unreadable is never "nobody"."""
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox[LeaseWatchInbox],
+        writer: Outbox[WriterInbox],
+        store: Store,
+        clock: Clock,
+        settings: LeaseWatchSettings | None = None,
+    ) -> None:
+        self._inbox = inbox
+        self._writer = writer
+        self._store = store
+        self._clock = clock
+        self._settings = settings or LeaseWatchSettings()
+        self.last = _UNREADABLE
+        self.expired_total = 0
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._expirer)
+            task_status.started()
+            while True:
+                try:
+                    message = await self._inbox.receive()
+                except anyio.EndOfStream:
+                    break
+                with message.reply:
+                    message.reply.send(await self.refresh())
+            tg.cancel_scope.cancel()
+
+    async def _expirer(self) -> None:
+        while True:
+            await self.expire_due()
+            await self._clock.sleep(self._settings.expiry_interval_seconds)
+
+    async def expire_due(self) -> list[str]:
+        """Ask the writer to expire every active lease whose deadline has passed."""
+        stamp = format_stamp(self._clock.now())
+        try:
+            ack: WriteAck = await ask(
+                self._writer,
+                lambda reply: ExpireLeases(now_stamp=stamp, reply=reply),
+                actor="registry_writer",
+            )
+        except Exception as exc:
+            _log.error("lease_expiry_failed", error=repr(exc))
+            return []
+        expired = [str(lease_id) for lease_id in ack.data.get("expired", [])] if ack.ok else []
+        if expired:
+            self.expired_total += len(expired)
+            _log.info("leases_expired", lease_ids=expired)
+        await self.refresh()
+        return expired
+
+    async def refresh(self) -> LeaseOwners:
+        try:
+            leases = await self._store.read_leases(status="active")
+        except Exception as exc:
+            self.last = LeaseOwners(
+                readable=False,
+                owners=ProtectedOwners(),
+                fingerprint="",
+                active_lease_count=0,
+                detail=f"lease store unreadable: {exc}",
+            )
+            return self.last
+        self.last = LeaseOwners(
+            readable=True,
+            owners=protected_from_leases(leases),
+            fingerprint=lease_fingerprint(leases),
+            active_lease_count=len(leases),
+        )
+        return self.last

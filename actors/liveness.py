@@ -1,0 +1,222 @@
+"""Liveness verdicts per active registration: chunked sweeps, pidfd exit watches, probe-now."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import TaskGroup, TaskStatus
+
+from actors.mailbox import Inbox
+from actors.messages import (
+    LivenessInbox,
+    LivenessStatus,
+    LivenessStatusQuery,
+    ProbeNow,
+    Verdict,
+    Watch,
+)
+from supervisor import probes as os_probes
+from supervisor.clock import Clock
+from supervisor.logs import get_logger
+from supervisor.policy.canonical import canon
+from supervisor.policy.evidence import PidEvidence, row_pid
+from supervisor.probes import ProbeBackend, ProcessEvidence
+from supervisor.store.base import Store
+
+__all__ = ["LivenessActor", "LivenessSettings", "judge"]
+
+_log = get_logger()
+
+ALIVE = "alive"
+DEAD = "dead"
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LivenessSettings:
+    sweep_interval_seconds: float = 5.0
+    #: Pids probed between two checkpoints; bounds how long one chunk holds the loop.
+    sweep_chunk: int = 256
+    use_pidfd: bool = True
+
+
+def judge(evidence: ProcessEvidence | PidEvidence, registered_start: str | None) -> str:
+    """Alive only if this exact incarnation still runs; a reused pid means ours is dead."""
+    if evidence.alive is None:
+        return UNKNOWN
+    if not evidence.alive:
+        return DEAD
+    if registered_start and evidence.start_time and evidence.start_time != registered_start:
+        return DEAD
+    return ALIVE
+
+
+@dataclass(slots=True)
+class _Watched:
+    pid: int
+    start_time: str | None
+    scope: anyio.CancelScope
+
+
+class LivenessActor:
+    """Keeps a verdict per active registration; never writes the database."""
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox[LivenessInbox],
+        store: Store,
+        clock: Clock,
+        probes: ProbeBackend,
+        settings: LivenessSettings | None = None,
+        pidfd_open: Callable[[int, str | None], int | None] | None = None,
+    ) -> None:
+        self._inbox = inbox
+        self._store = store
+        self._clock = clock
+        self._probes = probes
+        self._settings = settings or LivenessSettings()
+        self._verdicts: dict[str, Verdict] = {}
+        self._watched: dict[str, _Watched] = {}
+        self._sweeps = 0
+        use_pidfd = self._settings.use_pidfd and os_probes.pidfd_supported()
+        self._pidfd_open = pidfd_open or (_open_pidfd if use_pidfd else None)
+
+    @property
+    def sweeps_completed(self) -> int:
+        return self._sweeps
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._sweeper, tg)
+            task_status.started()
+            while True:
+                try:
+                    message = await self._inbox.receive()
+                except anyio.EndOfStream:
+                    break
+                self._handle(message, tg)
+            tg.cancel_scope.cancel()
+
+    def _handle(self, message: LivenessInbox, tg: TaskGroup) -> None:
+        match message:
+            case Watch():
+                self._watch(message.worker_identity, message.pid, message.start_time, tg)
+            case ProbeNow():
+                with message.reply:
+                    message.reply.send(self.probe_now(message.pids))
+            case LivenessStatusQuery():
+                with message.reply:
+                    message.reply.send(
+                        LivenessStatus(
+                            sweeps_completed=self._sweeps,
+                            watched_pids=len(self._watched),
+                            verdicts=tuple(self._verdicts[k] for k in sorted(self._verdicts)),
+                        )
+                    )
+
+    def probe_now(self, pids: Sequence[int]) -> dict[int, PidEvidence]:
+        """Fresh evidence, straight from the OS: used by plan and by apply's re-probe."""
+        return {
+            seen.pid: PidEvidence(alive=seen.alive, start_time=seen.start_time)
+            for seen in self._probes.probe_many(sorted(set(pids)))
+        }
+
+    async def _sweeper(self, tg: TaskGroup) -> None:
+        while True:
+            try:
+                await self.sweep(tg)
+            except Exception as exc:  # a failed sweep must not kill exit watches
+                _log.error("sweep_failed", error=repr(exc))
+            await self._clock.sleep(self._settings.sweep_interval_seconds)
+
+    async def sweep(self, tg: TaskGroup | None = None) -> None:
+        """Probe every active row in chunks, yielding to the loop between chunks."""
+        rows = await self._store.read_registrations(status="active")
+        host = self._probes.host_id()
+        current: dict[str, Mapping[str, Any]] = {}
+        local: list[tuple[str, int, str | None]] = []
+        for row in rows:
+            identity = canon(row.get("worker_identity"))
+            pid = row_pid(row)
+            if not identity or pid is None:
+                continue
+            current[identity] = row
+            if host and canon(row.get("host_id")) == host:
+                local.append((identity, pid, canon(row.get("process_start_time")) or None))
+            else:
+                # Another machine's pid numbers mean nothing here.
+                self._verdicts[identity] = Verdict(
+                    worker_identity=identity,
+                    pid=pid,
+                    state=UNKNOWN,
+                    evidence=PidEvidence(alive=None),
+                    observed_at=self._clock.monotonic(),
+                    source="foreign_host",
+                )
+        for gone in set(self._verdicts) - set(current):
+            del self._verdicts[gone]
+        for gone in set(self._watched) - set(current):
+            self._watched.pop(gone).scope.cancel()
+        chunk = max(1, self._settings.sweep_chunk)
+        for start in range(0, len(local), chunk):
+            part = local[start : start + chunk]
+            seen = self._probes.probe_many([pid for _, pid, _ in part])
+            now = self._clock.monotonic()
+            for (identity, pid, registered_start), evidence in zip(part, seen, strict=True):
+                state = judge(evidence, registered_start)
+                previous = self._verdicts.get(identity)
+                if previous is not None and previous.state == DEAD and previous.source == "pidfd":
+                    continue  # an observed exit is final for this incarnation
+                self._verdicts[identity] = Verdict(
+                    worker_identity=identity,
+                    pid=pid,
+                    state=state,
+                    evidence=PidEvidence(alive=evidence.alive, start_time=evidence.start_time),
+                    observed_at=now,
+                    source="sweep",
+                )
+                if tg is not None and state == ALIVE and identity not in self._watched:
+                    self._watch(identity, pid, registered_start, tg)
+            await anyio.lowlevel.checkpoint()
+        self._sweeps += 1
+
+    def verdict(self, worker_identity: str) -> Verdict | None:
+        return self._verdicts.get(worker_identity)
+
+    def _watch(self, identity: str, pid: int, start_time: str | None, tg: TaskGroup) -> None:
+        if self._pidfd_open is None or identity in self._watched:
+            return
+        fd = self._pidfd_open(pid, start_time)
+        if fd is None:
+            return
+        scope = anyio.CancelScope()
+        self._watched[identity] = _Watched(pid=pid, start_time=start_time, scope=scope)
+        tg.start_soon(self._await_exit, identity, pid, fd, scope)
+
+    async def _await_exit(self, identity: str, pid: int, fd: int, scope: anyio.CancelScope) -> None:
+        try:
+            with scope:
+                await os_probes.wait_pidfd_exit(fd)
+                self._verdicts[identity] = Verdict(
+                    worker_identity=identity,
+                    pid=pid,
+                    state=DEAD,
+                    evidence=PidEvidence(alive=False),
+                    observed_at=self._clock.monotonic(),
+                    source="pidfd",
+                )
+                _log.info("worker_exited", worker_identity=identity, pid=pid)
+        finally:
+            os_probes.close_pidfd(fd)
+            watched = self._watched.get(identity)
+            if watched is not None and watched.scope is scope:
+                del self._watched[identity]
+
+
+def _open_pidfd(pid: int, start_time: str | None) -> int | None:
+    return os_probes.pidfd_open(pid, expected_start_time=start_time)

@@ -1,0 +1,258 @@
+"""Every message the actors exchange: one frozen dataclass each, one union per inbox."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.mailbox import Reply
+from supervisor.policy.apply_rules import TokenMode
+from supervisor.policy.eligibility import ProtectedOwners
+from supervisor.policy.evidence import PidEvidence
+
+__all__ = [
+    "AppendAudit",
+    "ApplyOutcome",
+    "ApplyRetirement",
+    "ExpireLeases",
+    "Heartbeat",
+    "HeartbeatInbox",
+    "HeartbeatResult",
+    "HeartbeatWrite",
+    "InsertRegistration",
+    "LeaseOwners",
+    "LeaseOwnersQuery",
+    "LeaseWatchInbox",
+    "LivenessInbox",
+    "LivenessStatus",
+    "LivenessStatusQuery",
+    "ProbeNow",
+    "Register",
+    "RegisterResult",
+    "Release",
+    "ReleaseRegistration",
+    "TouchHeartbeats",
+    "UpsertLease",
+    "Verdict",
+    "Watch",
+    "WriteAck",
+    "WriterInbox",
+]
+
+# --- results -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteAck:
+    """The writer's answer: ``ok`` only after the transaction committed."""
+
+    ok: bool
+    code: str = "ok"
+    detail: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterResult:
+    ok: bool
+    code: str
+    detail: str
+    registration: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatResult:
+    """``registration_not_active`` tells a worker to register again under a new identity."""
+
+    ok: bool
+    code: str
+    detail: str
+    worker_identity: str
+    last_heartbeat_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """The liveness actor's standing opinion on one registration."""
+
+    worker_identity: str
+    pid: int
+    state: str  # alive | dead | unknown
+    evidence: PidEvidence
+    observed_at: float  # monotonic seconds
+    source: str  # sweep | pidfd | probe
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LivenessStatus:
+    sweeps_completed: int
+    watched_pids: int
+    verdicts: tuple[Verdict, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseOwners:
+    """Active lease owners; ``readable`` False means nobody may rely on the empty set."""
+
+    readable: bool
+    owners: ProtectedOwners
+    fingerprint: str
+    active_lease_count: int
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyOutcome:
+    """The writer's structured apply result (the retirement actor decorates it)."""
+
+    result: Mapping[str, Any]
+
+
+# --- registry writer ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatWrite:
+    """One coalesced beat: the identity it claims and the stamp to record."""
+
+    worker_identity: str
+    pid: int
+    generation_id: str
+    fencing_epoch: int
+    stamp: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InsertRegistration:
+    row: Mapping[str, Any]
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TouchHeartbeats:
+    beats: tuple[HeartbeatWrite, ...]
+    reply: Reply[Mapping[str, HeartbeatResult]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseRegistration:
+    worker_identity: str
+    pid: int
+    generation_id: str
+    fencing_epoch: int
+    stamp: str
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpireLeases:
+    now_stamp: str
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpsertLease:
+    lease: Mapping[str, Any]
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendAudit:
+    event: Mapping[str, Any]
+    reply: Reply[WriteAck] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyRetirement:
+    """Run the whole compare-and-swap apply in one writer transaction."""
+
+    mode: TokenMode
+    expected_token: str
+    expected_candidate_fingerprint: str
+    worker_identities: tuple[str, ...]
+    canonical_repository: str | None
+    retired_by: str
+    #: Re-reads the caller's grant; returns a denial reason or ``None``. Called
+    #: inside the transaction immediately before the first write, so revoking
+    #: the grant mid-call still denies.
+    recheck_grant: Callable[[], str | None]
+    reply: Reply[ApplyOutcome]
+
+
+WriterInbox = (
+    InsertRegistration
+    | TouchHeartbeats
+    | ReleaseRegistration
+    | ExpireLeases
+    | UpsertLease
+    | AppendAudit
+    | ApplyRetirement
+)
+
+# --- heartbeat ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Register:
+    """A worker asks to join; the supervisor fills identity and fencing itself."""
+
+    pid: int
+    claims: Mapping[str, Any]
+    reply: Reply[RegisterResult]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat:
+    worker_identity: str
+    pid: int
+    generation_id: str
+    fencing_epoch: int
+    reply: Reply[HeartbeatResult]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Release:
+    worker_identity: str
+    pid: int
+    generation_id: str
+    fencing_epoch: int
+    reply: Reply[WriteAck]
+
+
+HeartbeatInbox = Register | Heartbeat | Release
+
+# --- liveness -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Watch:
+    """Start watching a freshly registered process (pidfd where available)."""
+
+    worker_identity: str
+    pid: int
+    start_time: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeNow:
+    pids: tuple[int, ...]
+    reply: Reply[Mapping[int, PidEvidence]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LivenessStatusQuery:
+    reply: Reply[LivenessStatus]
+
+
+LivenessInbox = Watch | ProbeNow | LivenessStatusQuery
+
+# --- lease watch ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseOwnersQuery:
+    reply: Reply[LeaseOwners]
+
+
+LeaseWatchInbox = LeaseOwnersQuery

@@ -1,0 +1,317 @@
+"""The only database writer: group-commits what is waiting and acknowledges only after commit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, assert_never
+
+import anyio
+from anyio.abc import TaskStatus
+
+from actors.apply_tx import ApplySettings, run_apply
+from actors.mailbox import Inbox, Reply
+from actors.messages import (
+    AppendAudit,
+    ApplyOutcome,
+    ApplyRetirement,
+    ExpireLeases,
+    HeartbeatResult,
+    HeartbeatWrite,
+    InsertRegistration,
+    ReleaseRegistration,
+    TouchHeartbeats,
+    UpsertLease,
+    WriteAck,
+    WriterInbox,
+)
+from supervisor.clock import Clock
+from supervisor.logs import get_logger
+from supervisor.policy.canonical import canon
+from supervisor.policy.liveness import STATUS_ACTIVE, STATUS_RELEASED, STATUS_SUPERSEDED
+from supervisor.probes import ProbeBackend
+from supervisor.store.base import Row, Store, WriteTx
+
+__all__ = ["RegistryWriter", "WriterSettings", "check_beat"]
+
+#: Messages that share a group-commit transaction (an apply always runs alone).
+_Single = InsertRegistration | ReleaseRegistration | ExpireLeases | UpsertLease | AppendAudit
+_Batchable = _Single | TouchHeartbeats
+
+_log = get_logger()
+
+#: Codes a heartbeat or release can be refused with.
+NOT_ACTIVE = "registration_not_active"
+UNKNOWN = "unknown_registration"
+FENCING_MISMATCH = "fencing_mismatch"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriterSettings:
+    max_batch: int = 4096
+    apply: ApplySettings = field(default_factory=ApplySettings)
+
+
+def check_beat(row: Mapping[str, Any] | None, beat: HeartbeatWrite) -> tuple[str, str]:
+    """Does this beat belong to the registration it names? ``ok`` or a refusal code."""
+    if row is None:
+        return UNKNOWN, f"no registration {beat.worker_identity!r}"
+    if str(row.get("status") or "") != STATUS_ACTIVE:
+        return (
+            NOT_ACTIVE,
+            f"registration is {row.get('status')!r}; register again under a new identity",
+        )
+    if (
+        canon(row.get("pid")) != canon(beat.pid)
+        or canon(row.get("generation_id")) != canon(beat.generation_id)
+        or canon(row.get("fencing_epoch")) != canon(beat.fencing_epoch)
+    ):
+        return FENCING_MISMATCH, "pid, generation or fencing epoch does not match the registration"
+    return "ok", ""
+
+
+class RegistryWriter:
+    """Owns every write. Messages are handled in arrival order, batched per transaction.
+
+    A message whose own writes fail gets an error reply and none of its writes
+    (savepoint); the rest of the batch still commits. If the commit itself
+    fails, nothing in the batch is acknowledged as written.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        inbox: Inbox[WriterInbox],
+        clock: Clock,
+        probes: ProbeBackend,
+        settings: WriterSettings | None = None,
+    ) -> None:
+        self._store = store
+        self._inbox = inbox
+        self._clock = clock
+        self._probes = probes
+        self._settings = settings or WriterSettings()
+        self.batches_committed = 0
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until every sender has closed its end of the inbox, then return."""
+        # The store was opened (and migrated) before this actor started, so it
+        # is ready for writes from the first message on.
+        task_status.started()
+        pending: WriterInbox | None = None
+        while True:
+            if pending is None:
+                try:
+                    pending = await self._inbox.receive()
+                except anyio.EndOfStream:
+                    return
+            if isinstance(pending, ApplyRetirement):
+                await self._apply(pending)
+                pending = None
+                continue
+            batch: list[_Batchable] = [pending]
+            pending = None
+            while len(batch) < self._settings.max_batch:
+                try:
+                    message = self._inbox.receive_nowait()
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+                if isinstance(message, ApplyRetirement):
+                    # An apply runs in a transaction of its own, after the writes
+                    # that arrived before it.
+                    pending = message
+                    break
+                batch.append(message)
+            await self._commit_batch(batch)
+
+    async def _commit_batch(self, batch: Sequence[_Batchable]) -> None:
+        replies: list[tuple[Reply[Any], Any]] = []
+        beats: list[TouchHeartbeats] = []
+        others: list[_Single] = []
+        for item in batch:
+            if isinstance(item, TouchHeartbeats):
+                beats.append(item)
+            else:
+                others.append(item)
+        try:
+            async with self._store.write() as tx:
+                if beats:
+                    replies.extend(await self._heartbeats(tx, beats))
+                for message in others:
+                    replies.append(await self._one(tx, message))
+        except Exception as exc:
+            _log.error("batch_commit_failed", error=repr(exc), size=len(batch))
+            failure = WriteAck(ok=False, code="store_error", detail=f"commit failed: {exc}")
+            for beat_message in beats:
+                beat_message.reply.send(
+                    {
+                        b.worker_identity: HeartbeatResult(
+                            ok=False,
+                            code="store_error",
+                            detail=failure.detail,
+                            worker_identity=b.worker_identity,
+                        )
+                        for b in beat_message.beats
+                    }
+                )
+            for message in others:
+                if message.reply is not None:
+                    message.reply.send(failure)
+            return
+        self.batches_committed += 1
+        for reply, value in replies:
+            reply.send(value)
+
+    async def _heartbeats(
+        self, tx: WriteTx, messages: Sequence[TouchHeartbeats]
+    ) -> list[tuple[Reply[Any], Any]]:
+        latest: dict[str, HeartbeatWrite] = {}
+        for message in messages:
+            for beat in message.beats:
+                latest[beat.worker_identity] = beat
+        rows = {
+            str(row["worker_identity"]): row
+            for row in await tx.registrations(worker_identities=sorted(latest))
+        }
+        verdicts: dict[str, tuple[str, str]] = {
+            identity: check_beat(rows.get(identity), beat) for identity, beat in latest.items()
+        }
+        valid = [(i, latest[i].stamp) for i, (code, _) in verdicts.items() if code == "ok"]
+        if valid:
+            await tx.touch_heartbeats(valid)
+        out: list[tuple[Reply[Any], Any]] = []
+        for message in messages:
+            results: dict[str, HeartbeatResult] = {}
+            for beat in message.beats:
+                code, detail = verdicts[beat.worker_identity]
+                results[beat.worker_identity] = HeartbeatResult(
+                    ok=code == "ok",
+                    code=code,
+                    detail=detail,
+                    worker_identity=beat.worker_identity,
+                    last_heartbeat_at=latest[beat.worker_identity].stamp if code == "ok" else None,
+                )
+            out.append((message.reply, results))
+        return out
+
+    async def _one(
+        self,
+        tx: WriteTx,
+        message: InsertRegistration
+        | ReleaseRegistration
+        | ExpireLeases
+        | UpsertLease
+        | AppendAudit,
+    ) -> tuple[Reply[Any], Any]:
+        try:
+            async with tx.savepoint():
+                ack = await self._handle(tx, message)
+        except Exception as exc:
+            _log.warning("write_refused", message=type(message).__name__, error=repr(exc))
+            ack = WriteAck(ok=False, code="store_error", detail=str(exc))
+        return message.reply or _NullReply(), ack
+
+    async def _handle(
+        self,
+        tx: WriteTx,
+        message: InsertRegistration
+        | ReleaseRegistration
+        | ExpireLeases
+        | UpsertLease
+        | AppendAudit,
+    ) -> WriteAck:
+        match message:
+            case InsertRegistration():
+                return await self._register(tx, message.row)
+            case ReleaseRegistration():
+                return await self._release(tx, message)
+            case ExpireLeases():
+                expired = await tx.expire_leases(now_stamp=message.now_stamp)
+                return WriteAck(ok=True, data={"expired": [str(r["lease_id"]) for r in expired]})
+            case UpsertLease():
+                await tx.upsert_lease(message.lease)
+                return WriteAck(ok=True)
+            case AppendAudit():
+                await tx.append_audit(message.event)
+                return WriteAck(ok=True)
+            case _:
+                assert_never(message)
+
+    async def _register(self, tx: WriteTx, row: Mapping[str, Any]) -> WriteAck:
+        active = await tx.registrations(status=STATUS_ACTIVE)
+        slot = (canon(row.get("client_instance_id")), canon(row.get("namespace")))
+        epochs = [
+            int(r["fencing_epoch"] or 0)
+            for r in active + await tx.registrations(status=STATUS_SUPERSEDED)
+            if (canon(r.get("client_instance_id")), canon(r.get("namespace"))) == slot
+        ]
+        record = dict(row)
+        # Each new registration of a slot fences out every earlier one.
+        record["fencing_epoch"] = max(epochs, default=0) + 1
+        superseded = [r for r in active if _same_incarnation(r, record)]
+        for old in superseded:
+            await tx.set_status(
+                str(old["worker_identity"]),
+                expected_status=STATUS_ACTIVE,
+                new_status=STATUS_SUPERSEDED,
+                stamp_column=None,
+                stamp=None,
+            )
+        await tx.insert_registration(record)
+        return WriteAck(
+            ok=True,
+            data={
+                "registration": record,
+                "superseded": [str(r["worker_identity"]) for r in superseded],
+            },
+        )
+
+    async def _release(self, tx: WriteTx, message: ReleaseRegistration) -> WriteAck:
+        rows = await tx.registrations(worker_identities=[message.worker_identity])
+        beat = HeartbeatWrite(
+            worker_identity=message.worker_identity,
+            pid=message.pid,
+            generation_id=message.generation_id,
+            fencing_epoch=message.fencing_epoch,
+            stamp=message.stamp,
+        )
+        code, detail = check_beat(rows[0] if rows else None, beat)
+        if code != "ok":
+            return WriteAck(ok=False, code=code, detail=detail)
+        changed = await tx.set_status(
+            message.worker_identity,
+            expected_status=STATUS_ACTIVE,
+            new_status=STATUS_RELEASED,
+            stamp_column="released_at",
+            stamp=message.stamp,
+        )
+        if not changed:
+            return WriteAck(ok=False, code=NOT_ACTIVE, detail="registration is no longer active")
+        return WriteAck(ok=True, data={"released_at": message.stamp})
+
+    async def _apply(self, message: ApplyRetirement) -> None:
+        with message.reply:
+            result = await run_apply(
+                message,
+                store=self._store,
+                clock=self._clock,
+                probes=self._probes,
+                settings=self._settings.apply,
+            )
+            message.reply.send(ApplyOutcome(result=result))
+
+
+def _same_incarnation(old: Row, new: Mapping[str, Any]) -> bool:
+    """The same process registering again replaces its earlier row."""
+    keys = ("host_id", "pid", "process_start_time")
+    return all(canon(old.get(k)) and canon(old.get(k)) == canon(new.get(k)) for k in keys)
+
+
+class _NullReply(Reply[Any]):
+    """Stands in for fire-and-forget messages so the reply loop stays uniform."""
+
+    def __init__(self) -> None:
+        send, receive = anyio.create_memory_object_stream[Any](1)
+        receive.close()
+        super().__init__(send)

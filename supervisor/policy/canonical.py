@@ -1,0 +1,44 @@
+"""Canonical text encoding of field values and the digest every registry token is built from."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["canon", "digest", "serialize"]
+
+_UNIT = "\x1f"
+_RECORD = "\x1e"
+
+
+def canon(value: Any) -> str:
+    """Stable text for one value, independent of how the database typed it.
+
+    A TTL stored as REAL comes back as ``900.0`` while a caller may hold ``900``;
+    both must produce the same token, so integral floats print as integers.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return repr(value)
+        if value.is_integer():
+            return str(int(value))
+        return repr(value)
+    return str(value)
+
+
+def serialize(record: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """One record as ``name=value`` units in the fixed field order."""
+    return _UNIT.join(f"{name}={canon(record.get(name))}" for name in fields)
+
+
+def digest(version: str, units: Iterable[str], prefix: str) -> str:
+    """Order-independent digest: units are sorted so iteration order never matters."""
+    ordered = sorted(units)
+    material = _RECORD.join([version, str(len(ordered)), *ordered])
+    return f"{prefix}-{hashlib.sha256(material.encode('utf-8')).hexdigest()[:32]}"

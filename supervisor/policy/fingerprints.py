@@ -1,0 +1,135 @@
+"""Compare-and-swap tokens over registry rows and leases; content only, never observation time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .canonical import canon, digest, serialize
+
+__all__ = [
+    "FINGERPRINT_FIELDS",
+    "LEASE_FINGERPRINT_FIELDS",
+    "SCOPE_KEY_NAMES",
+    "candidate_fingerprint",
+    "identity_keys",
+    "lease_fingerprint",
+    "registry_fingerprint",
+    "scope_fingerprint",
+    "scope_rows",
+]
+
+#: Retirement-relevant columns, in the fixed order that is part of the token
+#: contract. Left out on purpose: ``token_fingerprint`` (credential-adjacent),
+#: the ``*_revision`` columns (restart drift, not retirement input) and the
+#: ``retired_*``/``released_at`` bookkeeping written by the supervisor itself.
+FINGERPRINT_FIELDS: tuple[str, ...] = (
+    "worker_identity",
+    "client_name",
+    "client_instance_id",
+    "session_id",
+    "generation_id",
+    "role",
+    "profile",
+    "namespace",
+    "remote",
+    "repository_binding",
+    "pid",
+    "process_identity",
+    "transport",
+    "started_at",
+    "last_heartbeat_at",
+    "heartbeat_ttl_seconds",
+    "fencing_epoch",
+    "status",
+    "fleet_run_id",
+    "authenticated_account",
+    "instance_id_provenance",
+    "host_id",
+    "boot_id",
+    "process_start_time",
+)
+
+#: Ownership-relevant lease fields. A heartbeat stamp advancing on a lease is
+#: deliberately absent so lease churn does not abort an unrelated apply.
+LEASE_FINGERPRINT_FIELDS: tuple[str, ...] = (
+    "lease_id",
+    "role",
+    "work_item_key",
+    "status",
+    "session_id",
+    "owner_pid",
+    "session_pid",
+    "generation",
+)
+
+#: Identity keys that tie rows into one decision scope.
+SCOPE_KEY_NAMES: tuple[str, ...] = (
+    "worker_identity",
+    "session_id",
+    "generation_id",
+    "process_identity",
+    "pid",
+    "instance_namespace",
+)
+
+_Row = Mapping[str, Any]
+
+
+def _row_units(rows: Iterable[_Row]) -> list[str]:
+    return [serialize(row, FINGERPRINT_FIELDS) for row in rows]
+
+
+def registry_fingerprint(rows: Iterable[_Row]) -> str:
+    """Token over every row of the registry (the strict compare-and-swap)."""
+    return digest("registryfp-v1", _row_units(rows), "registryfp")
+
+
+def candidate_fingerprint(candidate_rows: Iterable[_Row]) -> str:
+    """Token over exactly the approved candidate rows, so apply cannot widen or narrow them."""
+    return digest("candidatefp-v1", _row_units(candidate_rows), "candidatefp")
+
+
+def identity_keys(row: _Row) -> set[tuple[str, str]]:
+    """The identity keys of one row; empty values tie nothing together."""
+    keys: set[tuple[str, str]] = set()
+    for name in ("worker_identity", "session_id", "generation_id", "process_identity", "pid"):
+        text = canon(row.get(name))
+        if text:
+            keys.add((name, text))
+    instance = canon(row.get("client_instance_id"))
+    namespace = canon(row.get("namespace"))
+    if instance and namespace:
+        keys.add(("instance_namespace", f"{instance}/{namespace}"))
+    return keys
+
+
+def scope_rows(rows: Sequence[_Row], anchor_identities: Iterable[str]) -> list[_Row]:
+    """The anchors plus every row sharing any identity key with one of them.
+
+    One hop only: the scope is what an operator's decision about these anchors
+    could depend on, not the transitive closure of the whole fleet.
+    """
+    anchors = {str(identity) for identity in anchor_identities}
+    anchor_keys: set[tuple[str, str]] = set()
+    for row in rows:
+        if canon(row.get("worker_identity")) in anchors:
+            anchor_keys |= identity_keys(row)
+    return [row for row in rows if identity_keys(row) & anchor_keys]
+
+
+def scope_fingerprint(rows: Sequence[_Row], anchor_identities: Iterable[str]) -> str:
+    """Token over the decision scope of the given candidates (the scoped compare-and-swap)."""
+    anchors = sorted({str(identity) for identity in anchor_identities})
+    units = _row_units(scope_rows(rows, anchors))
+    # The anchor list itself participates, so a scope that happens to contain
+    # the same rows for a different requested set still yields another token.
+    units.append("anchors=" + "\x1d".join(anchors))
+    return digest("scopefp-v1", units, "scopefp")
+
+
+def lease_fingerprint(leases: Iterable[_Row]) -> str:
+    """Token over the ownership-relevant fields of the given (active) leases."""
+    return digest(
+        "leasefp-v1", [serialize(lease, LEASE_FINGERPRINT_FIELDS) for lease in leases], "leasefp"
+    )

@@ -1,0 +1,47 @@
+"""UTC timestamp text: the one fixed-width format the registry stores, and a tolerant parser."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+__all__ = ["STAMP_FORMAT", "format_stamp", "parse_stamp"]
+
+#: Fixed width so stored stamps also compare correctly as text (lease expiry
+#: queries rely on that).
+STAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+_ACCEPTED = (
+    "%Y-%m-%dT%H:%M:%S.%fZ",
+    "%Y-%m-%dT%H:%M:%SZ",
+    "%Y-%m-%dT%H:%M:%S.%f%z",
+    "%Y-%m-%dT%H:%M:%S%z",
+)
+
+
+def format_stamp(moment: datetime) -> str:
+    """Render an aware datetime as the registry's UTC stamp."""
+    if moment.tzinfo is None:
+        # A naive value is ambiguous; refusing here keeps a local-time bug from
+        # silently shifting every heartbeat by the host's UTC offset.
+        raise ValueError("format_stamp needs an aware datetime")
+    return moment.astimezone(UTC).strftime(STAMP_FORMAT)
+
+
+def parse_stamp(value: object) -> datetime | None:
+    """Parse a stored stamp; anything that is not an unambiguous UTC instant is ``None``."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC) if value.tzinfo is not None else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    for fmt in _ACCEPTED:
+        try:
+            parsed = datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed.astimezone(UTC)
+    return None

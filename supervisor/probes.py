@@ -1,0 +1,399 @@
+"""OS evidence: host identity, boot identity, process incarnation, pid liveness, exit events."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import platform
+import socket
+import struct
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Protocol
+
+import anyio
+import psutil
+
+__all__ = [
+    "LocalProbes",
+    "ProbeBackend",
+    "ProcessEvidence",
+    "boot_id",
+    "close_pidfd",
+    "host_id",
+    "parent_pid",
+    "peer_credentials",
+    "pid_alive",
+    "pidfd_open",
+    "pidfd_supported",
+    "probe_many",
+    "probe_process",
+    "process_cwd",
+    "process_start_time",
+    "wait_pidfd_exit",
+]
+
+# A plain bool rather than inline sys.platform checks: tests flip it to exercise the portable
+# psutil path on Linux, and mypy would otherwise prune the non-Linux branches as unreachable.
+_LINUX: bool = sys.platform.startswith("linux")
+
+_MACHINE_ID_PATHS: tuple[str, ...] = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+_BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+# /proc/<pid>/stat is one short line; fields up to starttime (22) sit well inside this even
+# with a 64-byte kernel-thread comm, so one read() always reaches the fields we parse.
+_STAT_READ_SIZE = 4096
+
+# Fields after the closing ')' of comm start at field 3 (state); these are offsets into them.
+_PPID_INDEX = 4 - 3
+_STARTTIME_INDEX = 22 - 3
+
+_PEERCRED_FORMAT = "3i"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessEvidence:
+    """One observation of a pid: alive (True/False/None = cannot tell) and incarnation token."""
+
+    pid: int
+    alive: bool | None
+    start_time: str | None
+
+
+def _valid_pid(pid: int) -> bool:
+    # pid 0 and negatives address process groups in kill(2), never a single process; bool is
+    # an int subclass but is never a meaningful pid.
+    return isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
+
+
+# --- machine identity -------------------------------------------------------------------
+
+
+def host_id(override: str | None = None) -> str | None:
+    """Stable machine identity: the override, else hashed machine id, else node name, else None."""
+    if override is not None and override.strip():
+        return override.strip()
+    for path in _MACHINE_ID_PATHS:
+        try:
+            with open(path, encoding="ascii", errors="replace") as handle:
+                machine_id = handle.read().strip()
+        except OSError:
+            continue
+        # systemd writes "uninitialized" during first boot; it is not an identity yet.
+        if machine_id and machine_id != "uninitialized":
+            # Hashed so the raw machine id (which some software treats as a secret) never
+            # lands in the registry or in logs.
+            digest = hashlib.sha256(machine_id.encode("utf-8")).hexdigest()
+            return f"machine-{digest[:16]}"
+    try:
+        node = platform.node().strip()
+    except OSError:
+        node = ""
+    return f"node-{node}" if node else None
+
+
+def boot_id() -> str | None:
+    """Identity of the current boot: the kernel's boot_id on Linux, a psutil token elsewhere."""
+    if _LINUX:
+        # No psutil fallback on Linux: mixing two token formats on one host would make the
+        # same boot look like two different boots to anything comparing stored rows.
+        try:
+            with open(_BOOT_ID_PATH, encoding="ascii", errors="replace") as handle:
+                value = handle.read().strip()
+        except OSError:
+            return None
+        return value or None
+    try:
+        return f"boot-{int(psutil.boot_time())}"
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return None
+
+
+# --- /proc/<pid>/stat parsing -----------------------------------------------------------
+
+
+def _fields_after_comm(text: str) -> list[str] | None:
+    # comm (field 2) is "(name)" where name may itself contain spaces and parentheses, so only
+    # the LAST ')' reliably ends it.
+    head, sep, tail = text.rpartition(")")
+    if not sep or "(" not in head:
+        return None
+    # Nothing past starttime is parsed, so leave the ~30 later fields unsplit.
+    return tail.split(None, _STARTTIME_INDEX + 1)
+
+
+def _start_ticks_from_stat(text: str) -> str | None:
+    """Start time (field 22, clock ticks since boot) of a /proc/<pid>/stat line as 'ticks-<n>'."""
+    fields = _fields_after_comm(text)
+    if fields is None or len(fields) <= _STARTTIME_INDEX:
+        return None
+    raw = fields[_STARTTIME_INDEX]
+    if not raw.isdigit():
+        return None
+    return f"ticks-{int(raw)}"
+
+
+def _ppid_from_stat(text: str) -> int | None:
+    fields = _fields_after_comm(text)
+    if fields is None or len(fields) <= _PPID_INDEX:
+        return None
+    raw = fields[_PPID_INDEX]
+    return int(raw) if raw.isdigit() else None
+
+
+def _read_stat(pid: int) -> str:
+    # os.open/os.read rather than open(): no buffered text wrapper per pid, which matters when
+    # a sweep reads thousands of these. Raises OSError for the caller to classify.
+    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, _STAT_READ_SIZE)
+    finally:
+        os.close(fd)
+    # latin-1 cannot fail, and comm may hold arbitrary bytes; the fields we parse are ASCII.
+    return data.decode("latin-1")
+
+
+# --- per-process probes -----------------------------------------------------------------
+
+
+def process_start_time(pid: int) -> str | None:
+    """Incarnation token of pid that wall-clock steps cannot change, or None if unreadable."""
+    if not _valid_pid(pid):
+        return None
+    if _LINUX:
+        try:
+            return _start_ticks_from_stat(_read_stat(pid))
+        except (OSError, ValueError):
+            return None
+    try:
+        return f"ctime-{psutil.Process(pid).create_time()!r}"
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return None
+
+
+def pid_alive(pid: int) -> bool | None:
+    """True if pid exists (zombies included), False if it surely does not, None if unclear."""
+    if not _valid_pid(pid):
+        return None
+    if os.name == "posix":
+        try:
+            # Signal 0 only checks existence and permission; a zombie still exists.
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except (OSError, OverflowError):
+            # EPERM says "exists, not ours" unless a sandbox denies kill() wholesale; that
+            # ambiguity is reported as "cannot tell".
+            return None
+        return True
+    # Off POSIX os.kill(pid, 0) would terminate the process, so ask psutil instead.
+    try:
+        psutil.Process(pid).status()
+    except psutil.NoSuchProcess:
+        return False
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return None
+    return True
+
+
+def _probe_linux(pid: int) -> ProcessEvidence:
+    try:
+        text = _read_stat(pid)
+    except OSError:
+        # ENOENT is not proof of death: with /proc mounted hidepid=2 other users' processes
+        # are invisible, so confirm with kill(2). Only real thread-group ids matter here; a
+        # thread id also has a readable /proc/<tid>/stat and would be reported alive, which
+        # errs on the safe side.
+        return ProcessEvidence(pid=pid, alive=pid_alive(pid), start_time=None)
+    # A successful read of the stat file proves existence at that instant, and the start
+    # time in it belongs to that same incarnation: liveness and incarnation in one syscall.
+    return ProcessEvidence(pid=pid, alive=True, start_time=_start_ticks_from_stat(text))
+
+
+def _probe_portable(pid: int) -> ProcessEvidence:
+    before = process_start_time(pid)
+    alive = pid_alive(pid)
+    if alive is False:
+        return ProcessEvidence(pid=pid, alive=False, start_time=None)
+    if before is None:
+        return ProcessEvidence(pid=pid, alive=alive, start_time=None)
+    # Re-read so the token and the liveness answer describe one incarnation: a pid reused
+    # between the reads would otherwise pair a new process's liveness with an old start.
+    after = process_start_time(pid)
+    if after != before:
+        return ProcessEvidence(pid=pid, alive=alive, start_time=None)
+    return ProcessEvidence(pid=pid, alive=True, start_time=before)
+
+
+def probe_process(pid: int) -> ProcessEvidence:
+    """Liveness and start time of pid, taken together so they describe one incarnation."""
+    if not _valid_pid(pid):
+        return ProcessEvidence(pid=pid, alive=None, start_time=None)
+    if _LINUX:
+        return _probe_linux(pid)
+    return _probe_portable(pid)
+
+
+def probe_many(pids: Sequence[int]) -> list[ProcessEvidence]:
+    """Probe a chunk of pids synchronously, in order; one stat read per live pid on Linux."""
+    return [probe_process(pid) for pid in pids]
+
+
+def parent_pid(pid: int) -> int | None:
+    """Parent pid of pid, or None if it cannot be read."""
+    if not _valid_pid(pid):
+        return None
+    if _LINUX:
+        try:
+            return _ppid_from_stat(_read_stat(pid))
+        except (OSError, ValueError):
+            return None
+    try:
+        ppid = psutil.Process(pid).ppid()
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return None
+    return ppid if isinstance(ppid, int) else None
+
+
+def process_cwd(pid: int) -> str | None:
+    """Current working directory of pid, or None if it cannot be read."""
+    if not _valid_pid(pid):
+        return None
+    try:
+        cwd = psutil.Process(pid).cwd()
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return None
+    # psutil answers "" for zombies on some platforms; that is not a directory.
+    return cwd if isinstance(cwd, str) and cwd else None
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int] | None:
+    """(pid, uid, gid) of the peer of a connected Unix domain socket, Linux only; else None."""
+    so_peercred = getattr(socket, "SO_PEERCRED", None)
+    if not _LINUX or so_peercred is None:
+        return None
+    try:
+        if sock.family != socket.AF_UNIX:
+            return None
+        raw = sock.getsockopt(socket.SOL_SOCKET, so_peercred, struct.calcsize(_PEERCRED_FORMAT))
+        pid, uid, gid = struct.unpack(_PEERCRED_FORMAT, raw)
+    except (OSError, ValueError, struct.error):
+        return None
+    # pid 0 means the peer is outside our pid namespace (or unset): no usable identity.
+    if pid <= 0:
+        return None
+    return (pid, uid, gid)
+
+
+# --- exit notification (Linux pidfds) ---------------------------------------------------
+
+
+@cache
+def pidfd_supported() -> bool:
+    """Whether this interpreter and kernel can open pidfds (Linux >= 5.3, Python >= 3.9)."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return False
+    try:
+        fd = opener(os.getpid())
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def pidfd_open(pid: int, *, expected_start_time: str | None = None) -> int | None:
+    """A pidfd for pid, or None if unsupported, gone, forbidden or not the expected incarnation.
+
+    With expected_start_time, the fd is kept only if pid still has that start time after the
+    fd was opened. That proves the fd refers to the expected incarnation: that process started
+    before the open and still holds the pid after it, so it held the pid at the open too.
+    """
+    if not _valid_pid(pid) or not pidfd_supported():
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except (OSError, OverflowError):
+        return None
+    if expected_start_time is not None and process_start_time(pid) != expected_start_time:
+        os.close(fd)
+        return None
+    return fd
+
+
+async def wait_pidfd_exit(pidfd: int) -> None:
+    """Return once the process behind pidfd has exited (a zombie counts as exited here).
+
+    Raises anyio.ClosedResourceError if the fd is closed under the wait via
+    anyio.notify_closing; never returns for any reason other than an exit.
+    """
+    # A pidfd polls readable exactly when its process terminates; anyio's wait_readable
+    # takes raw fds on the asyncio selector loop and on trio alike.
+    await anyio.wait_readable(pidfd)
+
+
+def close_pidfd(pidfd: int) -> None:
+    """Close a pidfd; any task waiting on it must have finished or been cancelled first."""
+    # close(2) releases the descriptor even when it reports an error, so a failure leaves the
+    # caller nothing to retry; a teardown path should not fail over it.
+    with contextlib.suppress(OSError):
+        os.close(pidfd)
+
+
+# --- backend seam for the actors --------------------------------------------------------
+
+
+class ProbeBackend(Protocol):
+    """The synchronous probe surface the actors depend on; tests swap in a scripted double."""
+
+    def host_id(self) -> str | None: ...
+
+    def boot_id(self) -> str | None: ...
+
+    def probe(self, pid: int) -> ProcessEvidence: ...
+
+    def probe_many(self, pids: Sequence[int]) -> list[ProcessEvidence]: ...
+
+    def parent_pid(self, pid: int) -> int | None: ...
+
+    def process_cwd(self, pid: int) -> str | None: ...
+
+
+class LocalProbes:
+    """ProbeBackend over this machine's OS, with an optional configured host identity."""
+
+    __slots__ = ("_boot_id", "_host_id", "_host_override")
+
+    def __init__(self, host_override: str | None = None) -> None:
+        self._host_override = host_override
+        self._host_id: str | None = None
+        self._boot_id: str | None = None
+
+    def host_id(self) -> str | None:
+        # Cached once known so one supervisor run never reports two identities; a None is
+        # not cached, so a transient read failure does not stick.
+        if self._host_id is None:
+            self._host_id = host_id(self._host_override)
+        return self._host_id
+
+    def boot_id(self) -> str | None:
+        # The boot cannot change under a running process; caching also shields the portable
+        # psutil token from wall-clock steps after startup.
+        if self._boot_id is None:
+            self._boot_id = boot_id()
+        return self._boot_id
+
+    def probe(self, pid: int) -> ProcessEvidence:
+        return probe_process(pid)
+
+    def probe_many(self, pids: Sequence[int]) -> list[ProcessEvidence]:
+        return probe_many(pids)
+
+    def parent_pid(self, pid: int) -> int | None:
+        return parent_pid(pid)
+
+    def process_cwd(self, pid: int) -> str | None:
+        return process_cwd(pid)

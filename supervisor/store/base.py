@@ -1,0 +1,118 @@
+"""The engine-neutral store interface the actors program against (SQLite now, PostgreSQL later)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+__all__ = ["Row", "Store", "WriteTx"]
+
+Row = dict[str, Any]
+"""A row as the store returns it: column name to value, numbers kept as stored."""
+
+
+class WriteTx(Protocol):
+    """Operations inside one read-modify-write transaction opened by ``Store.write()``.
+
+    Reads through a WriteTx see the transaction's own uncommitted writes. Every
+    failure surfaces as ``supervisor.errors.StoreError``. Stamps that the store
+    compares (``expires_at``, ``now_stamp``, ``retired_at``) must be fixed-width UTC
+    text ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (``supervisor.store.stamps.format_stamp``),
+    because deadlines are compared as text.
+    """
+
+    def savepoint(self) -> AbstractAsyncContextManager[None]:
+        """A nested unit: on exception only its own writes are undone, then it re-raises.
+
+        Lets one message of a group commit fail without undoing the others.
+        """
+        ...
+
+    async def registrations(
+        self, *, status: str | None = None, worker_identities: Sequence[str] | None = None
+    ) -> list[Row]:
+        """Registration rows ordered by worker_identity, optionally filtered."""
+        ...
+
+    async def insert_registration(self, row: Mapping[str, Any]) -> None:
+        """Insert one registration; unknown keys or a duplicate identity raise StoreError."""
+        ...
+
+    async def touch_heartbeats(self, beats: Sequence[tuple[str, str]]) -> int:
+        """Set last_heartbeat_at for (worker_identity, stamp) pairs on active rows only.
+
+        One batched statement; returns how many rows were updated in total.
+        """
+        ...
+
+    async def set_status(
+        self,
+        worker_identity: str,
+        *,
+        expected_status: str,
+        new_status: str,
+        stamp_column: str | None,
+        stamp: str | None,
+    ) -> bool:
+        """Change status only if it is still ``expected_status``; optionally stamp
+        ``released_at``. Retiring is refused here (use ``retire_guarded``)."""
+        ...
+
+    async def retire_guarded(
+        self, expected: Mapping[str, Any], *, retired_at: str, retired_by: str, reason: str
+    ) -> bool:
+        """Compare-and-swap retirement: True only if the row still equals ``expected`` on
+        worker_identity and every GUARD_COLUMN (NULL matches NULL only)."""
+        ...
+
+    async def leases(self, *, status: str | None = None) -> list[Row]:
+        """Lease rows ordered by lease_id, optionally filtered by status."""
+        ...
+
+    async def upsert_lease(self, lease: Mapping[str, Any]) -> None:
+        """Insert a lease, or update only the given columns of an existing one.
+
+        lease_id, work_item_key and status are always required (NOT NULL columns).
+        """
+        ...
+
+    async def expire_leases(self, *, now_stamp: str) -> list[Row]:
+        """Mark active leases with expires_at <= now_stamp expired; return them as they
+        were before the update."""
+        ...
+
+    async def append_audit(self, event: Mapping[str, Any]) -> None:
+        """Append one audit event; ``detail`` is stored as JSON with sorted keys."""
+        ...
+
+
+class Store(Protocol):
+    """A registry database with exactly one writer per process (the registry_writer actor)."""
+
+    dialect: str
+
+    async def read_registrations(self, *, status: str | None = None) -> list[Row]:
+        """Committed registration rows (never another transaction's pending writes)."""
+        ...
+
+    async def read_leases(self, *, status: str | None = None) -> list[Row]:
+        """Committed lease rows."""
+        ...
+
+    async def read_audit(self, *, limit: int = 100) -> list[Row]:
+        """The newest ``limit`` committed audit events, oldest of them first."""
+        ...
+
+    def write(self) -> AbstractAsyncContextManager[WriteTx]:
+        """One read-modify-write transaction.
+
+        Commits on clean exit and rolls back on exception (the exception is re-raised);
+        both are shielded from cancellation so a cancelled caller never leaves a
+        half-finished transaction behind.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release every connection; safe to call more than once."""
+        ...

@@ -1,0 +1,159 @@
+"""Row mapping and input validation shared by every engine: dicts in, parameter tuples out."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from supervisor.errors import StoreError
+from supervisor.store.schema import (
+    AUDIT_COLUMNS,
+    GUARD_COLUMNS,
+    LEASE_COLUMNS,
+    LEASE_STATUSES,
+    REGISTRATION_COLUMNS,
+    REGISTRATION_STATUSES,
+)
+from supervisor.store.sql import AUDIT_INSERT_COLUMNS
+from supervisor.store.stamps import require_stamp
+
+__all__ = [
+    "STAMPABLE_STATUS_COLUMNS",
+    "as_dicts",
+    "audit_params",
+    "audit_rows",
+    "lease_params",
+    "registration_params",
+    "retire_params",
+    "validate_status_change",
+]
+
+# The only column set_status may stamp; everything else has its own guarded path.
+STAMPABLE_STATUS_COLUMNS: frozenset[str] = frozenset({"released_at"})
+
+_REGISTRATION_SET = frozenset(REGISTRATION_COLUMNS)
+_LEASE_SET = frozenset(LEASE_COLUMNS)
+
+
+def as_dicts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Plain dicts keyed by column name; values exactly as the driver returned them."""
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def _known_columns(
+    row: Mapping[str, Any], known: frozenset[str], ordered: Sequence[str], what: str
+) -> tuple[str, ...]:
+    unknown = sorted(set(row) - known)
+    if unknown:
+        # Refuse rather than drop: a silently ignored key is a field the caller
+        # believes is stored and is not.
+        raise StoreError(f"unknown {what} column(s): {', '.join(unknown)}")
+    return tuple(c for c in ordered if c in row)
+
+
+def _check_status(value: Any, allowed: tuple[str, ...], what: str) -> None:
+    if value not in allowed:
+        raise StoreError(f"{what} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def registration_params(row: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """Columns (in schema order) and values for inserting one registration."""
+    columns = _known_columns(row, _REGISTRATION_SET, REGISTRATION_COLUMNS, "registration")
+    if "worker_identity" not in row or not row["worker_identity"]:
+        raise StoreError("a registration needs a non-empty worker_identity")
+    _check_status(row.get("status"), REGISTRATION_STATUSES, "registration status")
+    return columns, tuple(row[c] for c in columns)
+
+
+def validate_status_change(
+    *, expected_status: str, new_status: str, stamp_column: str | None, stamp: str | None
+) -> None:
+    """Reject status changes that must not go through the plain status path."""
+    _check_status(expected_status, REGISTRATION_STATUSES, "expected_status")
+    _check_status(new_status, REGISTRATION_STATUSES, "new_status")
+    if new_status == "retired":
+        # Retirement must assert the fencing columns and record who/why; a bare
+        # status flip would bypass the compare-and-swap.
+        raise StoreError("use retire_guarded to retire a registration")
+    if stamp_column is not None and stamp_column not in STAMPABLE_STATUS_COLUMNS:
+        raise StoreError(f"set_status cannot stamp column {stamp_column!r}")
+    if (stamp_column is None) != (stamp is None):
+        raise StoreError("stamp_column and stamp must be given together")
+
+
+def retire_params(
+    expected: Mapping[str, Any], *, retired_at: str, retired_by: str, reason: str
+) -> tuple[Any, ...]:
+    """Parameters for the guarded retirement UPDATE (see sql.retire_guarded)."""
+    missing = [c for c in ("worker_identity", *GUARD_COLUMNS) if c not in expected]
+    if missing:
+        # A missing key must not be read as NULL: the guard would then match a row
+        # whose column really is NULL and retire something the planner never saw.
+        raise StoreError(f"retire_guarded needs the read value of: {', '.join(missing)}")
+    if expected["status"] != "active":
+        raise StoreError(f"only active registrations can be retired, not {expected['status']!r}")
+    require_stamp(retired_at, "retired_at")
+    if not retired_by or not reason:
+        raise StoreError("retire_guarded needs a non-empty retired_by and reason")
+    return (
+        retired_at,
+        retired_by,
+        reason,
+        expected["worker_identity"],
+        *(expected[c] for c in GUARD_COLUMNS),
+    )
+
+
+def lease_params(lease: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """Columns (lease_id first, then schema order) and values for an upsert.
+
+    lease_id, work_item_key and status are required; other absent columns are NULL on
+    insert and left untouched on update.
+    """
+    columns = _known_columns(lease, _LEASE_SET, LEASE_COLUMNS, "lease")
+    for required in ("lease_id", "work_item_key"):
+        # Both engines check NOT NULL on the would-be inserted row before resolving
+        # the conflict, so even an update must carry the NOT NULL columns.
+        if not lease.get(required):
+            raise StoreError(f"a lease needs a non-empty {required}")
+    _check_status(lease.get("status"), LEASE_STATUSES, "lease status")
+    if lease.get("expires_at") is not None:
+        # Expiry compares expires_at as text; a stamp in any other shape would sort
+        # wrongly and expire the lease early or never.
+        require_stamp(lease["expires_at"], "expires_at")
+    return columns, tuple(lease[c] for c in columns)
+
+
+def audit_params(event: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Values in AUDIT_INSERT_COLUMNS order; detail becomes canonical JSON text."""
+    allowed = frozenset(AUDIT_INSERT_COLUMNS)
+    unknown = sorted(set(event) - allowed)
+    if unknown:
+        raise StoreError(f"unknown audit column(s): {', '.join(unknown)}")
+    for required in ("at", "action"):
+        if not event.get(required):
+            raise StoreError(f"an audit event needs a non-empty {required}")
+    detail = event.get("detail")
+    if detail is not None:
+        try:
+            # sort_keys: the same detail always serializes to the same text.
+            # allow_nan=False: PostgreSQL's JSON types reject NaN/Infinity.
+            detail = json.dumps(detail, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"audit detail is not JSON-serializable: {exc}") from exc
+    return tuple(detail if c == "detail" else event.get(c) for c in AUDIT_INSERT_COLUMNS)
+
+
+def audit_rows(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Audit dicts with detail decoded back from JSON (kept as text if it is not JSON)."""
+    events = as_dicts(AUDIT_COLUMNS, rows)
+    for event in events:
+        raw = event["detail"]
+        if isinstance(raw, str):
+            # Text written by something other than this store stays as it is, rather
+            # than failing a read that only feeds an operator view.
+            with contextlib.suppress(ValueError):
+                event["detail"] = json.loads(raw)
+    return events

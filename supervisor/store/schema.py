@@ -1,0 +1,181 @@
+"""Versioned schema: column sets, portable DDL migrations and the schema_migrations ledger."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = [
+    "AUDIT_COLUMNS",
+    "CURRENT_VERSION",
+    "GUARD_COLUMNS",
+    "LEASE_COLUMNS",
+    "LEASE_STATUSES",
+    "MIGRATIONS",
+    "REGISTRATION_COLUMNS",
+    "REGISTRATION_STATUSES",
+    "SCHEMA_MIGRATIONS_DDL",
+    "V1_REGISTRATION_COLUMNS",
+    "Migration",
+]
+
+# Portability rules for every statement below (they must also run on PostgreSQL):
+# * only TEXT, INTEGER, BIGINT and DOUBLE PRECISION column types. DOUBLE PRECISION
+#   rather than REAL because PostgreSQL's REAL is 4-byte: a ttl of 0.1 would come back
+#   as 0.10000000149 and the NULL-safe guard comparison against the 8-byte value the
+#   planner read would never match. SQLite maps both names to REAL affinity, so the
+#   stored values are identical there.
+# * store-generated ids use the ``{auto_id_pk}`` token, rendered per dialect
+#   (``INTEGER PRIMARY KEY`` rowid alias on SQLite, an identity column on PostgreSQL):
+#   no AUTOINCREMENT, no sequences spelled out here.
+# * one statement per ALTER TABLE ADD COLUMN (SQLite cannot add several at once).
+
+REGISTRATION_STATUSES: tuple[str, ...] = ("active", "released", "superseded", "retired")
+LEASE_STATUSES: tuple[str, ...] = ("active", "released", "expired")
+
+V1_REGISTRATION_COLUMNS: tuple[str, ...] = (
+    "worker_identity",
+    "client_name",
+    "client_instance_id",
+    "session_id",
+    "generation_id",
+    "role",
+    "profile",
+    "namespace",
+    "remote",
+    "repository_binding",
+    "pid",
+    "process_identity",
+    "transport",
+    "token_fingerprint",
+    "started_at",
+    "last_heartbeat_at",
+    "heartbeat_ttl_seconds",
+    "fencing_epoch",
+    "status",
+    "fleet_run_id",
+    "authenticated_account",
+    "instance_id_provenance",
+    "startup_revision",
+    "loaded_revision",
+    "parity_revision",
+    "live_revision",
+)
+
+# Version 2 appends these (ALTER TABLE appends, so fresh and upgraded databases
+# end up with the same physical column order).
+_V2_REGISTRATION_COLUMNS: tuple[str, ...] = (
+    "host_id",
+    "boot_id",
+    "process_start_time",
+    "retired_at",
+    "retired_by",
+    "retirement_reason",
+    "released_at",
+)
+
+REGISTRATION_COLUMNS: tuple[str, ...] = V1_REGISTRATION_COLUMNS + _V2_REGISTRATION_COLUMNS
+
+# What the retirement compare-and-swap asserts unchanged between plan and write:
+# every identity, liveness and fencing column that a retirement decision rests on.
+GUARD_COLUMNS: tuple[str, ...] = (
+    "status",
+    "last_heartbeat_at",
+    "generation_id",
+    "session_id",
+    "fencing_epoch",
+    "pid",
+    "host_id",
+    "boot_id",
+    "process_start_time",
+    "client_instance_id",
+    "namespace",
+    "heartbeat_ttl_seconds",
+)
+
+LEASE_COLUMNS: tuple[str, ...] = (
+    "lease_id",
+    "work_item_key",
+    "session_id",
+    "owner_pid",
+    "session_pid",
+    "role",
+    "phase",
+    "status",
+    "generation",
+    "acquired_at",
+    "heartbeat_at",
+    "expires_at",
+    "released_at",
+)
+
+AUDIT_COLUMNS: tuple[str, ...] = ("event_id", "at", "actor", "role", "action", "outcome", "detail")
+
+
+class Migration(NamedTuple):
+    """One schema step: applied at most once, in its own transaction, in version order."""
+
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+SCHEMA_MIGRATIONS_DDL = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    "version INTEGER PRIMARY KEY, description TEXT, applied_at TEXT)"
+)
+
+_V1_TYPES: dict[str, str] = {
+    "worker_identity": "TEXT PRIMARY KEY",
+    "pid": "INTEGER",
+    "heartbeat_ttl_seconds": "DOUBLE PRECISION",
+    # BIGINT: a fencing token only grows; INTEGER is 4-byte on PostgreSQL.
+    "fencing_epoch": "BIGINT",
+    "status": "TEXT NOT NULL",
+}
+
+
+def _column_list(columns: tuple[str, ...], types: dict[str, str]) -> str:
+    return ", ".join(f"{name} {types.get(name, 'TEXT')}" for name in columns)
+
+
+_V1 = Migration(
+    version=1,
+    description="worker registry (pre-retirement schema)",
+    statements=(
+        f"CREATE TABLE worker_registrations ({_column_list(V1_REGISTRATION_COLUMNS, _V1_TYPES)})",
+        "CREATE INDEX idx_worker_registrations_status ON worker_registrations (status)",
+        "CREATE INDEX idx_worker_registrations_client_instance_id "
+        "ON worker_registrations (client_instance_id)",
+        "CREATE INDEX idx_worker_registrations_session_id ON worker_registrations (session_id)",
+    ),
+)
+
+_LEASE_TYPES: dict[str, str] = {
+    "lease_id": "TEXT PRIMARY KEY",
+    "work_item_key": "TEXT NOT NULL",
+    "owner_pid": "INTEGER",
+    "session_pid": "INTEGER",
+    "status": "TEXT NOT NULL",
+}
+
+_V2 = Migration(
+    version=2,
+    description="fencing triple, retirement bookkeeping, leases and audit events",
+    statements=(
+        # Existing rows get NULL in every new column; the retirement policy reads a
+        # NULL fencing triple as "cannot prove the incarnation" and preserves the row.
+        *(
+            f"ALTER TABLE worker_registrations ADD COLUMN {name} TEXT"
+            for name in _V2_REGISTRATION_COLUMNS
+        ),
+        f"CREATE TABLE leases ({_column_list(LEASE_COLUMNS, _LEASE_TYPES)})",
+        "CREATE INDEX idx_leases_status ON leases (status)",
+        "CREATE INDEX idx_leases_work_item_key ON leases (work_item_key)",
+        "CREATE TABLE audit_events ("
+        "event_id {auto_id_pk}, at TEXT NOT NULL, actor TEXT, role TEXT, "
+        "action TEXT NOT NULL, outcome TEXT, detail TEXT)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2)
+CURRENT_VERSION = MIGRATIONS[-1].version

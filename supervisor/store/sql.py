@@ -1,0 +1,170 @@
+"""Statement builders shared by every engine: portable SQL with numbered parameters."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from supervisor.store.dialect import Dialect
+from supervisor.store.schema import (
+    AUDIT_COLUMNS,
+    GUARD_COLUMNS,
+    LEASE_COLUMNS,
+    REGISTRATION_COLUMNS,
+)
+
+__all__ = [
+    "AUDIT_INSERT_COLUMNS",
+    "MAX_IDS_PER_STATEMENT",
+    "expire_due_leases",
+    "insert_audit",
+    "insert_registration",
+    "record_migration",
+    "retire_guarded",
+    "select_audit",
+    "select_due_leases",
+    "select_leases",
+    "select_registrations",
+    "set_status",
+    "touch_heartbeats",
+    "upsert_lease",
+]
+
+# SQLite caps bound parameters per statement (32766 on modern builds, 999 on old ones);
+# chunking identity lists well below the old cap keeps one code path for both.
+MAX_IDS_PER_STATEMENT = 500
+
+_REGISTRATION_LIST = ", ".join(REGISTRATION_COLUMNS)
+_LEASE_LIST = ", ".join(LEASE_COLUMNS)
+AUDIT_INSERT_COLUMNS: tuple[str, ...] = AUDIT_COLUMNS[1:]  # event_id is store-generated
+
+
+# Every builder is cached: the writer runs the same few shapes thousands of times, and
+# equal text also lets the sqlite3 statement cache reuse the prepared statement.
+@lru_cache(maxsize=256)
+def select_registrations(d: Dialect, *, by_status: bool, id_count: int | None) -> str:
+    """Registration rows, optionally filtered by status and/or an IN-list of identities."""
+    where: list[str] = []
+    n = 0
+    if by_status:
+        n += 1
+        where.append(f"status = {d.param(n)}")
+    if id_count is not None:
+        marks = ", ".join(d.param(n + i) for i in range(1, id_count + 1))
+        where.append(f"worker_identity IN ({marks})")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {_REGISTRATION_LIST} FROM worker_registrations{clause} ORDER BY worker_identity"
+
+
+@lru_cache(maxsize=256)
+def insert_registration(d: Dialect, columns: tuple[str, ...]) -> str:
+    """INSERT of exactly ``columns`` (already validated against REGISTRATION_COLUMNS)."""
+    marks = ", ".join(d.param(i) for i in range(1, len(columns) + 1))
+    return f"INSERT INTO worker_registrations ({', '.join(columns)}) VALUES ({marks})"
+
+
+@lru_cache(maxsize=8)
+def touch_heartbeats(d: Dialect) -> str:
+    """Heartbeat stamp for one active row; parameters are (worker_identity, stamp)."""
+    return (
+        f"UPDATE worker_registrations SET last_heartbeat_at = {d.param(2)} "
+        f"WHERE worker_identity = {d.param(1)} AND status = 'active'"
+    )
+
+
+@lru_cache(maxsize=16)
+def set_status(d: Dialect, *, stamp_column: str | None) -> str:
+    """Status change guarded by the expected status.
+
+    Parameters: (worker_identity, expected_status, new_status[, stamp]).
+    """
+    stamp = f", {stamp_column} = {d.param(4)}" if stamp_column else ""
+    return (
+        f"UPDATE worker_registrations SET status = {d.param(3)}{stamp} "
+        f"WHERE worker_identity = {d.param(1)} AND status = {d.param(2)}"
+    )
+
+
+@lru_cache(maxsize=8)
+def retire_guarded(d: Dialect) -> str:
+    """The retirement compare-and-swap.
+
+    Parameters: (retired_at, retired_by, reason, worker_identity, *GUARD_COLUMNS values).
+    """
+    first_guard = 5
+    guards = " AND ".join(
+        f"{column} {d.null_safe_eq} {d.param(first_guard + i)}"
+        for i, column in enumerate(GUARD_COLUMNS)
+    )
+    return (
+        "UPDATE worker_registrations SET status = 'retired', "
+        f"retired_at = {d.param(1)}, retired_by = {d.param(2)}, "
+        f"retirement_reason = {d.param(3)} "
+        f"WHERE worker_identity = {d.param(4)} AND {guards}"
+    )
+
+
+@lru_cache(maxsize=8)
+def select_leases(d: Dialect, *, by_status: bool) -> str:
+    """Lease rows, optionally filtered by status."""
+    clause = f" WHERE status = {d.param(1)}" if by_status else ""
+    return f"SELECT {_LEASE_LIST} FROM leases{clause} ORDER BY lease_id"
+
+
+@lru_cache(maxsize=256)
+def upsert_lease(d: Dialect, columns: tuple[str, ...]) -> str:
+    """Insert a lease, or update only the given columns of the existing one.
+
+    ``columns`` starts with lease_id and always holds the NOT NULL columns.
+    ON CONFLICT ... DO UPDATE is spelled the same on SQLite (3.24+) and PostgreSQL (9.5+).
+    """
+    marks = ", ".join(d.param(i) for i in range(1, len(columns) + 1))
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "lease_id")
+    return (
+        f"INSERT INTO leases ({', '.join(columns)}) VALUES ({marks}) "
+        f"ON CONFLICT (lease_id) DO UPDATE SET {updates}"
+    )
+
+
+# expires_at <= now compares text: valid only for the fixed-width stamps of stamps.py.
+@lru_cache(maxsize=8)
+def select_due_leases(d: Dialect) -> str:
+    """Active leases whose deadline has passed; parameter: now stamp."""
+    return (
+        f"SELECT {_LEASE_LIST} FROM leases "
+        f"WHERE status = 'active' AND expires_at <= {d.param(1)} "
+        "ORDER BY expires_at, lease_id"
+    )
+
+
+@lru_cache(maxsize=8)
+def expire_due_leases(d: Dialect) -> str:
+    """Mark every due active lease expired; parameter: now stamp (same predicate as above)."""
+    return (
+        "UPDATE leases SET status = 'expired' "
+        f"WHERE status = 'active' AND expires_at <= {d.param(1)}"
+    )
+
+
+@lru_cache(maxsize=8)
+def insert_audit(d: Dialect) -> str:
+    """Append one audit event; parameters in AUDIT_INSERT_COLUMNS order."""
+    marks = ", ".join(d.param(i) for i in range(1, len(AUDIT_INSERT_COLUMNS) + 1))
+    return f"INSERT INTO audit_events ({', '.join(AUDIT_INSERT_COLUMNS)}) VALUES ({marks})"
+
+
+@lru_cache(maxsize=8)
+def select_audit(d: Dialect) -> str:
+    """The newest events, newest first; parameter: limit."""
+    return (
+        f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_events "
+        f"ORDER BY event_id DESC LIMIT {d.param(1)}"
+    )
+
+
+@lru_cache(maxsize=8)
+def record_migration(d: Dialect) -> str:
+    """Ledger row for an applied migration; parameters: version, description, applied_at."""
+    return (
+        "INSERT INTO schema_migrations (version, description, applied_at) "
+        f"VALUES ({d.param(1)}, {d.param(2)}, {d.param(3)})"
+    )

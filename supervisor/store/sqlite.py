@@ -1,0 +1,267 @@
+"""SQLite store: WAL database, one write connection, one read connection, versioned migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+import anyio.lowlevel
+
+from supervisor.errors import StoreError
+from supervisor.store import rows as rowmap
+from supervisor.store import sql
+from supervisor.store.base import Row
+from supervisor.store.dialect import SQLITE
+from supervisor.store.schema import (
+    CURRENT_VERSION,
+    LEASE_COLUMNS,
+    MIGRATIONS,
+    REGISTRATION_COLUMNS,
+    SCHEMA_MIGRATIONS_DDL,
+    Migration,
+)
+from supervisor.store.sqlite_tx import (
+    SQLiteWriteTx,
+    begin_immediate,
+    commit,
+    execute,
+    fetchall,
+    rollback,
+)
+from supervisor.store.stamps import format_stamp
+
+__all__ = ["SQLiteStore", "migrate", "open_sqlite_store", "schema_version", "sqlite_store"]
+
+
+class SQLiteStore:
+    """The SQLite implementation of ``supervisor.store.base.Store``.
+
+    Writes go through one connection in autocommit mode (``isolation_level=None``): the
+    store itself issues BEGIN IMMEDIATE / COMMIT / ROLLBACK, so no driver-level
+    implicit transaction can interleave. Reads for snapshots use a second,
+    ``query_only`` connection; under WAL it sees the last committed state and never
+    blocks, nor is blocked by, the writer.
+    """
+
+    dialect: str = SQLITE.name
+
+    def __init__(
+        self,
+        *,
+        path: Path,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        applied_migrations: tuple[int, ...],
+    ) -> None:
+        self.path = path
+        # Versions this open() applied; empty when the database was already current.
+        self.applied_migrations = applied_migrations
+        self._writer = writer
+        self._reader = reader
+        # Several tasks may hold a reference to the store; transactions on the one
+        # write connection must not interleave (a second BEGIN inside the first fails).
+        self._write_lock = anyio.Lock()
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"store for {self.path} is closed")
+
+    async def _read(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
+        self._check_open()
+        return await fetchall(self._reader, statement, params)
+
+    async def read_registrations(self, *, status: str | None = None) -> list[Row]:
+        statement = sql.select_registrations(SQLITE, by_status=status is not None, id_count=None)
+        rows = await self._read(statement, (status,) if status is not None else ())
+        return rowmap.as_dicts(REGISTRATION_COLUMNS, rows)
+
+    async def read_leases(self, *, status: str | None = None) -> list[Row]:
+        statement = sql.select_leases(SQLITE, by_status=status is not None)
+        rows = await self._read(statement, (status,) if status is not None else ())
+        return rowmap.as_dicts(LEASE_COLUMNS, rows)
+
+    async def read_audit(self, *, limit: int = 100) -> list[Row]:
+        if limit < 0:
+            raise StoreError(f"limit must be >= 0, got {limit}")
+        newest_first = await self._read(sql.select_audit(SQLITE), (limit,))
+        return rowmap.audit_rows(reversed(newest_first))
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[SQLiteWriteTx]:
+        """One BEGIN IMMEDIATE transaction; commit on clean exit, rollback on exception."""
+        async with self._write_lock:
+            self._check_open()
+            await begin_immediate(self._writer)
+            tx = SQLiteWriteTx(self._writer)
+            try:
+                # A caller cancelled while waiting for the lock should not run its body.
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                yield tx
+            except BaseException:
+                tx.finish()
+                await rollback(self._writer)
+                raise
+            tx.finish()
+            await commit(self._writer)
+
+    async def close(self) -> None:
+        """Close both connections, even if one of them fails to close."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            failures = [await _close_quietly(conn) for conn in (self._reader, self._writer)]
+        failure = next((f for f in failures if f is not None), None)
+        if failure is not None:
+            raise StoreError(f"closing the store for {self.path} failed: {failure}") from failure
+
+
+async def _close_quietly(conn: aiosqlite.Connection) -> BaseException | None:
+    """Close ``conn``; return the error instead of raising so the next close still runs."""
+    try:
+        await conn.close()
+    except Exception as exc:
+        return exc
+    return None
+
+
+async def _connect(path: Path, busy_timeout_ms: int, *, read_only: bool) -> aiosqlite.Connection:
+    """Open one connection with the store's pragmas; never leaks it on failure."""
+    try:
+        conn = await aiosqlite.connect(path, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open SQLite database {path}: {exc}") from exc
+    try:
+        # busy_timeout first: the journal_mode switch itself may need to wait for a lock.
+        await execute(conn, f"PRAGMA busy_timeout = {busy_timeout_ms:d}")
+        if read_only:
+            # Defence in depth: the read connection is for snapshots only.
+            await execute(conn, "PRAGMA query_only = ON")
+        else:
+            mode = await fetchall(conn, "PRAGMA journal_mode = WAL")
+            if not mode or str(mode[0][0]).lower() != "wal":
+                # Without WAL the read connection would block the writer and vice versa.
+                raise StoreError(f"cannot enable WAL on {path} (journal_mode={mode!r})")
+            # NORMAL is durable against process crashes in WAL mode; only an OS crash
+            # can lose the last commits, never corrupt the file.
+            await execute(conn, "PRAGMA synchronous = NORMAL")
+        await execute(conn, "PRAGMA foreign_keys = ON")
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _close_quietly(conn)
+        raise
+    return conn
+
+
+def _check_busy_timeout(busy_timeout_ms: int) -> None:
+    # Formatted into a PRAGMA (pragmas take no parameters), so only a plain int may pass.
+    if type(busy_timeout_ms) is not int or busy_timeout_ms < 0:
+        raise StoreError(f"busy_timeout_ms must be a non-negative int, got {busy_timeout_ms!r}")
+
+
+async def schema_version(conn: aiosqlite.Connection) -> int:
+    """Highest applied migration version (0 for an empty database)."""
+    found = await fetchall(
+        conn, "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    )
+    if not found:
+        return 0
+    rows = await fetchall(conn, "SELECT MAX(version) FROM schema_migrations")
+    value = rows[0][0]
+    return int(value) if value is not None else 0
+
+
+async def _apply(conn: aiosqlite.Connection, migration: Migration) -> bool:
+    """Apply one migration in its own transaction; False if someone else already did."""
+    await begin_immediate(conn)
+    try:
+        await execute(conn, SCHEMA_MIGRATIONS_DDL)
+        # Re-check under the write lock: another process opening the same file may
+        # have applied this version between our version read and our BEGIN.
+        done = await fetchall(
+            conn, "SELECT 1 FROM schema_migrations WHERE version = ?1", (migration.version,)
+        )
+        if not done:
+            for statement in migration.statements:
+                await execute(conn, SQLITE.render(statement))
+            # Bookkeeping time, not protocol time: no Clock is involved in migrations.
+            applied_at = format_stamp(datetime.now(UTC))
+            await execute(
+                conn,
+                sql.record_migration(SQLITE),
+                (migration.version, migration.description, applied_at),
+            )
+    except BaseException:
+        await rollback(conn)
+        raise
+    await commit(conn)
+    return not done
+
+
+async def _migrate_connection(conn: aiosqlite.Connection, target_version: int) -> tuple[int, ...]:
+    if not 0 <= target_version <= CURRENT_VERSION:
+        raise StoreError(f"target_version must be in 0..{CURRENT_VERSION}, got {target_version}")
+    current = await schema_version(conn)
+    if current > CURRENT_VERSION:
+        # A newer supervisor wrote this file; writing with an older schema idea could
+        # drop columns' meaning on the floor. Refuse instead of guessing.
+        raise StoreError(
+            f"database schema version {current} is newer than this supervisor's "
+            f"{CURRENT_VERSION}; upgrade the supervisor"
+        )
+    applied: list[int] = []
+    for migration in MIGRATIONS:
+        if current < migration.version <= target_version and await _apply(conn, migration):
+            applied.append(migration.version)
+    return tuple(applied)
+
+
+async def migrate(
+    path: str | Path, target_version: int = CURRENT_VERSION, *, busy_timeout_ms: int = 5000
+) -> tuple[int, ...]:
+    """Bring the database at ``path`` up to ``target_version``; return the versions applied.
+
+    Never downgrades: a database already at or past the target is left alone.
+    """
+    _check_busy_timeout(busy_timeout_ms)
+    conn = await _connect(Path(path), busy_timeout_ms, read_only=False)
+    try:
+        return await _migrate_connection(conn, target_version)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _close_quietly(conn)
+
+
+async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) -> SQLiteStore:
+    """Open (creating if needed) and migrate the database; the caller must ``close()`` it."""
+    _check_busy_timeout(busy_timeout_ms)
+    db_path = Path(path)
+    writer = await _connect(db_path, busy_timeout_ms, read_only=False)
+    try:
+        applied = await _migrate_connection(writer, CURRENT_VERSION)
+        # Opened after migrating so it never caches a pre-migration schema.
+        reader = await _connect(db_path, busy_timeout_ms, read_only=True)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _close_quietly(writer)
+        raise
+    return SQLiteStore(path=db_path, writer=writer, reader=reader, applied_migrations=applied)
+
+
+@asynccontextmanager
+async def sqlite_store(
+    path: str | Path, *, busy_timeout_ms: int = 5000
+) -> AsyncIterator[SQLiteStore]:
+    """``async with sqlite_store(path) as store:`` — open, migrate, and always close."""
+    store = await open_sqlite_store(path, busy_timeout_ms=busy_timeout_ms)
+    try:
+        yield store
+    finally:
+        await store.close()

@@ -1,0 +1,220 @@
+"""SQLite write transaction: the WriteTx operations over the single aiosqlite write connection."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from supervisor.errors import StoreError
+from supervisor.store import rows as rowmap
+from supervisor.store import sql
+from supervisor.store.base import Row
+from supervisor.store.dialect import SQLITE
+from supervisor.store.schema import LEASE_COLUMNS, REGISTRATION_COLUMNS
+from supervisor.store.stamps import require_stamp
+
+__all__ = [
+    "SQLiteWriteTx",
+    "begin_immediate",
+    "commit",
+    "execute",
+    "executemany",
+    "fetchall",
+    "rollback",
+]
+
+
+# Each helper is one aiosqlite call, i.e. one hop to the connection's thread; callers
+# keep the number of hops per transaction small. sqlite3 errors become StoreError here
+# so no engine exception type escapes supervisor/store.
+async def execute(conn: aiosqlite.Connection, statement: str, params: Sequence[Any] = ()) -> int:
+    """Run one statement; return its rowcount."""
+    try:
+        cursor = await conn.execute(statement, params)
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite statement failed: {exc}") from exc
+    return cursor.rowcount
+
+
+async def executemany(
+    conn: aiosqlite.Connection, statement: str, seq: Iterable[Sequence[Any]]
+) -> int:
+    """Run one statement for every parameter tuple; return the summed rowcount."""
+    try:
+        cursor = await conn.executemany(statement, seq)
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite batch statement failed: {exc}") from exc
+    return cursor.rowcount
+
+
+async def fetchall(
+    conn: aiosqlite.Connection, statement: str, params: Sequence[Any] = ()
+) -> list[Sequence[Any]]:
+    """Run a query and fetch every row in the same hop."""
+    try:
+        return list(await conn.execute_fetchall(statement, params))
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite query failed: {exc}") from exc
+
+
+async def begin_immediate(conn: aiosqlite.Connection) -> None:
+    """Take the database write lock now (waits up to busy_timeout, then StoreError).
+
+    Shielded: a BEGIN abandoned half-way would still complete on the connection
+    thread and leave the connection inside a transaction nobody owns. The wait is
+    bounded by busy_timeout.
+    """
+    with anyio.CancelScope(shield=True):
+        await execute(conn, "BEGIN IMMEDIATE")
+
+
+async def commit(conn: aiosqlite.Connection) -> None:
+    """COMMIT, shielded; if SQLite already rolled the transaction back, refuse loudly."""
+    with anyio.CancelScope(shield=True):
+        if not conn.in_transaction:
+            # SQLite aborts the whole transaction on some errors (disk full, I/O);
+            # reporting success here would claim writes that were discarded.
+            raise StoreError("transaction was rolled back by SQLite; nothing was committed")
+        try:
+            await execute(conn, "COMMIT")
+        except BaseException:
+            await rollback(conn)
+            raise
+
+
+async def rollback(conn: aiosqlite.Connection) -> None:
+    """ROLLBACK if a transaction is open, shielded from cancellation."""
+    with anyio.CancelScope(shield=True):
+        if conn.in_transaction:
+            await execute(conn, "ROLLBACK")
+
+
+class SQLiteWriteTx:
+    """One BEGIN IMMEDIATE transaction on the write connection (see base.WriteTx)."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+        self._open = True
+        self._savepoints = 0
+
+    def finish(self) -> None:
+        """Called by the store when the transaction ends; later use is an error."""
+        self._open = False
+
+    def _live(self) -> aiosqlite.Connection:
+        if not self._open:
+            raise StoreError("write transaction already finished")
+        if not self._conn.in_transaction:
+            # With isolation_level=None a statement outside a transaction would
+            # autocommit on its own, outside the write lock and outside any rollback.
+            raise StoreError("transaction was rolled back by SQLite; refusing further writes")
+        return self._conn
+
+    @asynccontextmanager
+    async def savepoint(self) -> AsyncIterator[None]:
+        """SAVEPOINT sN ... RELEASE; on exception ROLLBACK TO sN + RELEASE, then re-raise."""
+        conn = self._live()
+        self._savepoints += 1
+        name = f"s{self._savepoints}"  # unique per transaction, so nesting is safe
+        with anyio.CancelScope(shield=True):
+            await execute(conn, f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                # If SQLite already discarded the whole transaction the savepoint is
+                # gone too; the outer write() reports that, so just re-raise.
+                if self._open and conn.in_transaction:
+                    await execute(conn, f"ROLLBACK TO {name}")
+                    await execute(conn, f"RELEASE {name}")
+            raise
+        with anyio.CancelScope(shield=True):
+            await execute(self._live(), f"RELEASE {name}")
+
+    async def registrations(
+        self, *, status: str | None = None, worker_identities: Sequence[str] | None = None
+    ) -> list[Row]:
+        conn = self._live()
+        by_status = status is not None
+        head: tuple[Any, ...] = (status,) if by_status else ()
+        if worker_identities is None:
+            statement = sql.select_registrations(SQLITE, by_status=by_status, id_count=None)
+            return rowmap.as_dicts(REGISTRATION_COLUMNS, await fetchall(conn, statement, head))
+        ids = list(dict.fromkeys(worker_identities))  # de-duplicate, keep order
+        found: list[Sequence[Any]] = []
+        for start in range(0, len(ids), sql.MAX_IDS_PER_STATEMENT):
+            chunk = ids[start : start + sql.MAX_IDS_PER_STATEMENT]
+            statement = sql.select_registrations(SQLITE, by_status=by_status, id_count=len(chunk))
+            found.extend(await fetchall(conn, statement, (*head, *chunk)))
+        result = rowmap.as_dicts(REGISTRATION_COLUMNS, found)
+        result.sort(key=lambda row: row["worker_identity"])
+        return result
+
+    async def insert_registration(self, row: Mapping[str, Any]) -> None:
+        columns, values = rowmap.registration_params(row)
+        await execute(self._live(), sql.insert_registration(SQLITE, columns), values)
+
+    async def touch_heartbeats(self, beats: Sequence[tuple[str, str]]) -> int:
+        if not beats:
+            return 0
+        # One executemany for the whole batch: a single thread hop however many beats.
+        # The statement binds ?1/?2 by number, so the pairs go in unchanged.
+        return await executemany(self._live(), sql.touch_heartbeats(SQLITE), beats)
+
+    async def set_status(
+        self,
+        worker_identity: str,
+        *,
+        expected_status: str,
+        new_status: str,
+        stamp_column: str | None,
+        stamp: str | None,
+    ) -> bool:
+        rowmap.validate_status_change(
+            expected_status=expected_status,
+            new_status=new_status,
+            stamp_column=stamp_column,
+            stamp=stamp,
+        )
+        params: tuple[Any, ...] = (worker_identity, expected_status, new_status)
+        if stamp_column is not None:
+            params = (*params, stamp)
+        statement = sql.set_status(SQLITE, stamp_column=stamp_column)
+        return await execute(self._live(), statement, params) == 1
+
+    async def retire_guarded(
+        self, expected: Mapping[str, Any], *, retired_at: str, retired_by: str, reason: str
+    ) -> bool:
+        params = rowmap.retire_params(
+            expected, retired_at=retired_at, retired_by=retired_by, reason=reason
+        )
+        return await execute(self._live(), sql.retire_guarded(SQLITE), params) == 1
+
+    async def leases(self, *, status: str | None = None) -> list[Row]:
+        statement = sql.select_leases(SQLITE, by_status=status is not None)
+        params = (status,) if status is not None else ()
+        return rowmap.as_dicts(LEASE_COLUMNS, await fetchall(self._live(), statement, params))
+
+    async def upsert_lease(self, lease: Mapping[str, Any]) -> None:
+        columns, values = rowmap.lease_params(lease)
+        await execute(self._live(), sql.upsert_lease(SQLITE, columns), values)
+
+    async def expire_leases(self, *, now_stamp: str) -> list[Row]:
+        require_stamp(now_stamp, "now_stamp")
+        conn = self._live()
+        # SELECT then UPDATE with the same predicate: both run under the write lock of
+        # this transaction, so they see the same set, and the rows come back as they
+        # were before the update (RETURNING would give the updated values).
+        due = await fetchall(conn, sql.select_due_leases(SQLITE), (now_stamp,))
+        if not due:
+            return []
+        await execute(conn, sql.expire_due_leases(SQLITE), (now_stamp,))
+        return rowmap.as_dicts(LEASE_COLUMNS, due)
+
+    async def append_audit(self, event: Mapping[str, Any]) -> None:
+        await execute(self._live(), sql.insert_audit(SQLITE), rowmap.audit_params(event))

@@ -1,0 +1,1 @@
+"""Tests for the database layer (real SQLite files under tmp_path)."""
