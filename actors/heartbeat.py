@@ -86,7 +86,7 @@ class HeartbeatActor:
         self._clock = clock
         self._probes = probes
         self._settings = settings or HeartbeatSettings()
-        self._limiter = anyio.CapacityLimiter(self._settings.max_in_flight)
+        self._in_flight = anyio.Semaphore(self._settings.max_in_flight)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes; in-flight batches finish before returning."""
@@ -105,7 +105,7 @@ class HeartbeatActor:
                         break
                 beats = [m for m in batch if isinstance(m, Heartbeat)]
                 if beats:
-                    await self._limiter.acquire()
+                    await self._in_flight.acquire()
                     tg.start_soon(self._flush, beats)
                 for message in batch:
                     if not isinstance(message, Heartbeat):
@@ -162,7 +162,7 @@ class HeartbeatActor:
                         )
                     beat.reply.send(own)
         finally:
-            self._limiter.release()
+            self._in_flight.release()
 
     async def _register(self, message: Register) -> RegisterResult:
         problem = _claim_problem(message.claims, self._settings)

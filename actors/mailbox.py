@@ -11,7 +11,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from supervisor.errors import ActorStopped
 
-__all__ = ["Inbox", "Outbox", "Reply", "ask", "mailbox", "tell"]
+__all__ = ["Inbox", "Outbox", "Reply", "ask", "tell"]
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -32,6 +32,13 @@ class Reply(Generic[T]):
 
     def __init__(self, stream: MemoryObjectSendStream[T]) -> None:
         self._stream = stream
+
+    @classmethod
+    def discarding(cls) -> Reply[T]:
+        """A channel nobody reads: for requests an actor makes of itself or fire-and-forget."""
+        send, receive = anyio.create_memory_object_stream[T](1)
+        receive.close()
+        return cls(send)
 
     def send(self, value: T) -> None:
         """Deliver the answer; an asker that already gave up is not an error."""
@@ -58,11 +65,6 @@ class Reply(Generic[T]):
 
     def __repr__(self) -> str:  # messages are logged; never dump stream internals
         return "Reply()"
-
-
-def mailbox(capacity: int) -> tuple[MemoryObjectSendStream[M], MemoryObjectReceiveStream[M]]:
-    """A bounded inbox: a full inbox applies back-pressure to senders instead of growing."""
-    return anyio.create_memory_object_stream[M](capacity)
 
 
 async def ask(

@@ -10,11 +10,15 @@ from actors.mailbox import Reply
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.eligibility import ProtectedOwners
 from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.permissions import Profile
+from supervisor.policy.snapshot import ManifestEntry
 
 __all__ = [
     "AppendAudit",
     "ApplyOutcome",
+    "ApplyRequest",
     "ApplyRetirement",
+    "AutoRetireTick",
     "ExpireLeases",
     "Heartbeat",
     "HeartbeatInbox",
@@ -27,11 +31,14 @@ __all__ = [
     "LivenessInbox",
     "LivenessStatus",
     "LivenessStatusQuery",
+    "PlanRequest",
     "ProbeNow",
     "Register",
     "RegisterResult",
     "Release",
     "ReleaseRegistration",
+    "RetirementInbox",
+    "SnapshotRequest",
     "TouchHeartbeats",
     "UpsertLease",
     "Verdict",
@@ -256,3 +263,44 @@ class LeaseOwnersQuery:
 
 
 LeaseWatchInbox = LeaseOwnersQuery
+
+# --- retirement -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotRequest:
+    profile: Profile | None
+    canonical_repository: str | None = None
+    expected_manifest: tuple[ManifestEntry, ...] = ()
+    expected_live_revision: str | None = None
+    reply: Reply[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanRequest:
+    profile: Profile | None
+    canonical_repository: str | None = None
+    reply: Reply[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyRequest:
+    """Exactly one of ``registry_fingerprint`` (strict) or ``scope_fingerprint`` (scoped)."""
+
+    profile: Profile | None
+    registry_fingerprint: str | None
+    scope_fingerprint: str | None
+    candidate_fingerprint: str
+    worker_identities: tuple[str, ...]
+    canonical_repository: str | None = None
+    reply: Reply[Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoRetireTick:
+    """Run one automatic plan-then-apply cycle now (tests drive it; the timer sends it too)."""
+
+    reply: Reply[Mapping[str, Any]] | None = None
+
+
+RetirementInbox = SnapshotRequest | PlanRequest | ApplyRequest | AutoRetireTick

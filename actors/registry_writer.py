@@ -210,7 +210,7 @@ class RegistryWriter:
         except Exception as exc:
             _log.warning("write_refused", message=type(message).__name__, error=repr(exc))
             ack = WriteAck(ok=False, code="store_error", detail=str(exc))
-        return message.reply or _NullReply(), ack
+        return message.reply or Reply.discarding(), ack
 
     async def _handle(
         self,
@@ -306,12 +306,3 @@ def _same_incarnation(old: Row, new: Mapping[str, Any]) -> bool:
     """The same process registering again replaces its earlier row."""
     keys = ("host_id", "pid", "process_start_time")
     return all(canon(old.get(k)) and canon(old.get(k)) == canon(new.get(k)) for k in keys)
-
-
-class _NullReply(Reply[Any]):
-    """Stands in for fire-and-forget messages so the reply loop stays uniform."""
-
-    def __init__(self) -> None:
-        send, receive = anyio.create_memory_object_stream[Any](1)
-        receive.close()
-        super().__init__(send)

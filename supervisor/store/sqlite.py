@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from typing import Any
 import aiosqlite
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
 from supervisor.errors import StoreError
 from supervisor.store import rows as rowmap
@@ -134,10 +136,15 @@ async def _close_quietly(conn: aiosqlite.Connection) -> BaseException | None:
 
 async def _connect(path: Path, busy_timeout_ms: int, *, read_only: bool) -> aiosqlite.Connection:
     """Open one connection with the store's pragmas; never leaks it on failure."""
+    pending = aiosqlite.connect(path, isolation_level=None)
     try:
-        conn = await aiosqlite.connect(path, isolation_level=None)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open SQLite database {path}: {exc}") from exc
+        conn = await pending
+    except BaseException as exc:
+        with anyio.CancelScope(shield=True):
+            await _join_failed_connect(pending)
+        if isinstance(exc, sqlite3.Error):
+            raise StoreError(f"cannot open SQLite database {path}: {exc}") from exc
+        raise
     try:
         # busy_timeout first: the journal_mode switch itself may need to wait for a lock.
         await execute(conn, f"PRAGMA busy_timeout = {busy_timeout_ms:d}")
@@ -158,6 +165,19 @@ async def _connect(path: Path, busy_timeout_ms: int, *, read_only: bool) -> aios
             await _close_quietly(conn)
         raise
     return conn
+
+
+async def _join_failed_connect(pending: aiosqlite.Connection) -> None:
+    """Wait for the worker thread of a connection that failed to open.
+
+    On a failed connect aiosqlite queues its own shutdown but does not wait for it; the
+    thread then reports to the event loop later, and if that loop has closed meanwhile
+    it dies with "Event loop is closed". Joining here (off the loop, bounded) keeps the
+    failure contained in this call. ``_thread`` is aiosqlite-internal, hence getattr.
+    """
+    thread = getattr(pending, "_thread", None)
+    if isinstance(thread, threading.Thread) and thread.is_alive():
+        await anyio.to_thread.run_sync(thread.join, 5.0)
 
 
 def _check_busy_timeout(busy_timeout_ms: int) -> None:

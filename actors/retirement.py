@@ -1,0 +1,447 @@
+"""Snapshot, plan and apply: permission gates, fresh evidence and the audit trail."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskStatus
+
+from actors.mailbox import Inbox, Outbox, Reply, ask
+from actors.messages import (
+    AppendAudit,
+    ApplyOutcome,
+    ApplyRequest,
+    ApplyRetirement,
+    AutoRetireTick,
+    LeaseOwners,
+    LeaseOwnersQuery,
+    LeaseWatchInbox,
+    LivenessInbox,
+    LivenessStatus,
+    LivenessStatusQuery,
+    PlanRequest,
+    ProbeNow,
+    RetirementInbox,
+    SnapshotRequest,
+    WriteAck,
+    WriterInbox,
+)
+from supervisor.clock import Clock
+from supervisor.errors import SupervisorError
+from supervisor.logs import get_logger
+from supervisor.policy.apply_rules import TokenMode
+from supervisor.policy.cohort import classify_cohort
+from supervisor.policy.eligibility import FencingContext, plan_retirement
+from supervisor.policy.evidence import PidEvidence, row_pid
+from supervisor.policy.fingerprints import registry_fingerprint
+from supervisor.policy.liveness import STATUS_ACTIVE
+from supervisor.policy.permissions import Profile, decide
+from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.policy.render import (
+    decision_dict,
+    finding_dict,
+    owners_dict,
+    plan_dict,
+    snapshot_dict,
+)
+from supervisor.policy.snapshot import FleetSnapshot, snapshot_fleet
+from supervisor.policy.stamps import format_stamp
+from supervisor.probes import ProbeBackend
+from supervisor.store.base import Row, Store
+
+__all__ = ["ProfileLookup", "RetirementActor", "RetirementSettings"]
+
+_log = get_logger()
+
+
+class ProfileLookup(Protocol):
+    """Re-reads a profile's grants from their source of truth on every call."""
+
+    def get(self, name: str) -> Profile | None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetirementSettings:
+    canonical_repository: str | None = None
+    auto_enabled: bool = False
+    auto_interval_seconds: float = 300.0
+    auto_profile: str = "supervisor"
+
+
+class _Refused(Exception):
+    """A gate before the transaction said no; carries the structured refusal."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(result.get("reasons"))
+        self.result = result
+
+
+def _refusal(reason: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "success": False,
+        "outcome": OUTCOME_REFUSED,
+        "mutation_performed": False,
+        "retired_count": 0,
+        "reasons": [reason],
+        **extra,
+    }
+
+
+class RetirementActor:
+    """Answers snapshot, plan and apply; the writer runs apply's transaction."""
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox[RetirementInbox],
+        writer: Outbox[WriterInbox],
+        liveness: Outbox[LivenessInbox],
+        lease_watch: Outbox[LeaseWatchInbox],
+        store: Store,
+        clock: Clock,
+        probes: ProbeBackend,
+        profiles: ProfileLookup,
+        settings: RetirementSettings | None = None,
+    ) -> None:
+        self._inbox = inbox
+        self._writer = writer
+        self._liveness = liveness
+        self._lease_watch = lease_watch
+        self._store = store
+        self._clock = clock
+        self._probes = probes
+        self._profiles = profiles
+        self._settings = settings or RetirementSettings()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            if self._settings.auto_enabled:
+                tg.start_soon(self._auto_timer)
+            task_status.started()
+            while True:
+                try:
+                    message = await self._inbox.receive()
+                except anyio.EndOfStream:
+                    break
+                await self._handle(message)
+            tg.cancel_scope.cancel()
+
+    async def _handle(self, message: RetirementInbox) -> None:
+        match message:
+            case SnapshotRequest():
+                with message.reply:
+                    message.reply.send(await self._guarded(self.snapshot(message)))
+            case PlanRequest():
+                with message.reply:
+                    message.reply.send(await self._guarded(self.plan(message)))
+            case ApplyRequest():
+                with message.reply:
+                    message.reply.send(await self._guarded(self.apply(message)))
+            case AutoRetireTick():
+                result = await self._guarded(self.auto_retire())
+                if message.reply is not None:
+                    with message.reply:
+                        message.reply.send(result)
+
+    @staticmethod
+    async def _guarded(work: Any) -> Mapping[str, Any]:
+        try:
+            result: Mapping[str, Any] = await work
+        except _Refused as refused:
+            return refused.result
+        except SupervisorError as exc:
+            return _refusal(f"{exc.code}: {exc.detail}")
+        return result
+
+    # --- evidence ----------------------------------------------------------------
+
+    def _fencing(self) -> FencingContext:
+        return FencingContext(host_id=self._probes.host_id(), boot_id=self._probes.boot_id())
+
+    async def _evidence(self, rows: Sequence[Row]) -> Mapping[int, PidEvidence]:
+        pids = tuple(
+            sorted(
+                {
+                    pid
+                    for row in rows
+                    if str(row.get("status") or "") == STATUS_ACTIVE
+                    and (pid := row_pid(row)) is not None
+                }
+            )
+        )
+        evidence: Mapping[int, PidEvidence] = await ask(
+            self._liveness, lambda reply: ProbeNow(pids=pids, reply=reply), actor="liveness"
+        )
+        return evidence
+
+    async def _owners(self) -> LeaseOwners:
+        owners: LeaseOwners = await ask(
+            self._lease_watch, lambda reply: LeaseOwnersQuery(reply=reply), actor="lease_watch"
+        )
+        if not owners.readable:
+            # Unknown owners are not "no owners": planning on an empty set could
+            # retire a worker that holds a lease.
+            raise _Refused(
+                _refusal(f"active lease owners are unknown (fail closed): {owners.detail}")
+            )
+        return owners
+
+    def _authorize(self, profile: Profile | None, task: str) -> None:
+        decision = decide(profile, task)
+        if not decision.allowed:
+            raise _Refused(
+                _refusal(
+                    f"{task} refused: {decision.reason}",
+                    permission=decision_dict(decision),
+                    denied=True,
+                )
+            )
+
+    async def _audit(self, profile: Profile | None, action: str, result: Mapping[str, Any]) -> None:
+        detail = {
+            key: result.get(key)
+            for key in (
+                "outcome",
+                "registry_fingerprint",
+                "candidate_fingerprint",
+                "scope_fingerprint",
+                "compared_token",
+                "assessed_count",
+                "candidate_count",
+                "preserved_count",
+                "retired_count",
+                "mutation_performed",
+                "reasons",
+            )
+            if key in result
+        }
+        detail["retired"] = [r.get("worker_identity") for r in result.get("retired") or []]
+        event = {
+            "at": format_stamp(self._clock.now()),
+            "actor": profile.name if profile else None,
+            "role": profile.role_kind if profile else None,
+            "action": action,
+            "outcome": result.get("outcome") or ("allowed" if result.get("success") else "refused"),
+            "detail": detail,
+        }
+        _log.info("audit", **{**detail, **{k: v for k, v in event.items() if k != "detail"}})
+        try:
+            ack: WriteAck = await ask(
+                self._writer,
+                lambda reply: AppendAudit(event=event, reply=reply),
+                actor="registry_writer",
+            )
+            if not ack.ok:
+                _log.error("audit_write_failed", detail=ack.detail)
+        except SupervisorError as exc:
+            _log.error("audit_write_failed", detail=exc.detail)
+
+    # --- requests -------------------------------------------------------------------
+
+    async def snapshot(self, request: SnapshotRequest) -> Mapping[str, Any]:
+        try:
+            self._authorize(request.profile, "snapshot")
+        except _Refused as refused:
+            await self._audit(request.profile, "snapshot", refused.result)
+            raise
+        rows = await self._store.read_registrations()
+        snap = await self._snapshot(
+            rows,
+            canonical_repository=request.canonical_repository,
+            expected_live_revision=request.expected_live_revision,
+            manifest=request.expected_manifest,
+        )
+        result = snapshot_dict(snap)
+        result["snapshot_at"] = format_stamp(self._clock.now())
+        result["registry_fingerprint"] = registry_fingerprint(rows)
+        return result
+
+    async def _snapshot(
+        self,
+        rows: Sequence[Row],
+        *,
+        canonical_repository: str | None,
+        expected_live_revision: str | None = None,
+        manifest: Sequence[Any] = (),
+    ) -> FleetSnapshot:
+        return snapshot_fleet(
+            rows,
+            now=self._clock.now(),
+            evidence=await self._evidence(rows),
+            current_host_id=self._probes.host_id(),
+            canonical_repository=canonical_repository or self._settings.canonical_repository,
+            expected_live_revision=expected_live_revision,
+            expected_manifest=manifest,
+        )
+
+    async def plan(self, request: PlanRequest) -> Mapping[str, Any]:
+        try:
+            self._authorize(request.profile, "plan")
+            result = await self._plan(request.canonical_repository)
+        except _Refused as refused:
+            await self._audit(request.profile, "plan", refused.result)
+            raise
+        result["profile"] = request.profile.name if request.profile else None
+        result["role_kind"] = request.profile.role_kind if request.profile else None
+        await self._audit(request.profile, "plan", result)
+        return result
+
+    async def _plan(self, canonical_repository: str | None) -> dict[str, Any]:
+        owners = await self._owners()
+        rows = await self._store.read_registrations()
+        canon_repo = canonical_repository or self._settings.canonical_repository
+        plan = plan_retirement(
+            rows,
+            now=self._clock.now(),
+            evidence=await self._evidence(rows),
+            fencing=self._fencing(),
+            canonical_repository=canon_repo,
+            protected=owners.owners,
+        )
+        result = plan_dict(plan)
+        result["protected_active_workflow_owners"] = {
+            **owners_dict(owners.owners),
+            "active_lease_count": owners.active_lease_count,
+            "lease_fingerprint": owners.fingerprint,
+        }
+        result["apply_tool"] = "gitea_apply_stale_worker_retirement"
+        result["exact_next_action"] = (
+            "pass registry_fingerprint (or scope_fingerprint), candidate_fingerprint and "
+            "candidate_worker_identities to apply"
+            if plan.candidates
+            else "no registration is conclusively stale; nothing to apply"
+        )
+        return result
+
+    async def apply(self, request: ApplyRequest) -> Mapping[str, Any]:
+        try:
+            self._authorize(request.profile, "apply")
+            mode, token = self._token(request)
+            await self._gates()
+        except _Refused as refused:
+            await self._audit(request.profile, "apply", refused.result)
+            raise
+        profile_name = request.profile.name if request.profile else ""
+        outcome: ApplyOutcome = await ask(
+            self._writer,
+            lambda reply: ApplyRetirement(
+                mode=mode,
+                expected_token=token,
+                expected_candidate_fingerprint=request.candidate_fingerprint,
+                worker_identities=request.worker_identities,
+                canonical_repository=request.canonical_repository
+                or self._settings.canonical_repository,
+                retired_by=profile_name or "unknown",
+                recheck_grant=lambda: self._recheck(profile_name),
+                reply=reply,
+            ),
+            actor="registry_writer",
+        )
+        result = dict(outcome.result)
+        result["profile"] = profile_name or None
+        result["role_kind"] = request.profile.role_kind if request.profile else None
+        result["post_apply"] = await self._post_apply(result, request.canonical_repository)
+        await self._audit(request.profile, "apply", result)
+        return result
+
+    def _recheck(self, profile_name: str) -> str | None:
+        decision = decide(self._profiles.get(profile_name), "apply")
+        return None if decision.allowed else decision.reason
+
+    @staticmethod
+    def _token(request: ApplyRequest) -> tuple[TokenMode, str]:
+        strict, scoped = request.registry_fingerprint, request.scope_fingerprint
+        if bool(strict) == bool(scoped):
+            raise _Refused(
+                _refusal("give exactly one of registry_fingerprint (strict) or scope_fingerprint")
+            )
+        if strict:
+            return "strict", strict
+        assert scoped is not None
+        return "scoped", scoped
+
+    async def _gates(self) -> None:
+        """Refuse before any transaction when the supervisor cannot vouch for its evidence."""
+        fencing = self._fencing()
+        if not fencing.host_id or not fencing.boot_id:
+            raise _Refused(
+                _refusal(
+                    "the supervisor's own host or boot identity is unknown (fail closed)",
+                    fencing_context={"host_id": fencing.host_id, "boot_id": fencing.boot_id},
+                )
+            )
+        status: LivenessStatus = await ask(
+            self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
+        )
+        if status.sweeps_completed < 1:
+            raise _Refused(_refusal("no liveness sweep has completed yet (fail closed)"))
+        await self._owners()
+        active = await self._store.read_registrations(status=STATUS_ACTIVE)
+        cohort = classify_cohort(active, evidence=await self._evidence(active))
+        if cohort.blocked:
+            raise _Refused(
+                _refusal(
+                    "daemon-cohort uniqueness failed; worker ownership is contested",
+                    blocker_kind=cohort.blocker_kind,
+                    cohort={
+                        "reasons": list(cohort.reasons),
+                        "duplicate_identities": list(cohort.duplicate_identities),
+                        "contested_generations": list(cohort.contested_generations),
+                        "blocked_worker_identities": list(cohort.blocked_worker_identities),
+                    },
+                )
+            )
+
+    async def _post_apply(
+        self, result: Mapping[str, Any], canonical_repository: str | None
+    ) -> dict[str, Any]:
+        try:
+            rows = await self._store.read_registrations()
+            snap = await self._snapshot(rows, canonical_repository=canonical_repository)
+        except Exception as exc:
+            return {"available": False, "reasons": [f"post-apply view unavailable: {exc}"]}
+        retired = {str(r.get("worker_identity")) for r in result.get("retired") or []}
+        return {
+            "available": True,
+            "registry_fingerprint": registry_fingerprint(rows),
+            "live_worker_count": snap.live_worker_count,
+            "stale_worker_count": snap.stale_worker_count,
+            "historical_worker_count": snap.historical_worker_count,
+            "retired_still_counted_live": sorted(
+                str(w.worker_identity) for w in snap.live_workers if w.worker_identity in retired
+            ),
+            "retired_still_counted_stale": sorted(
+                str(w.worker_identity) for w in snap.stale_workers if w.worker_identity in retired
+            ),
+            "live_fleet_safe": snap.live_fleet_safe,
+            "remaining_blockers": [finding_dict(f) for f in snap.active_blockers],
+            "note": "retiring stale rows does not repair untrusted live identity; "
+            "remaining blockers are reported as they are",
+        }
+
+    # --- automatic retirement -----------------------------------------------------
+
+    async def _auto_timer(self) -> None:
+        while True:
+            await self._clock.sleep(self._settings.auto_interval_seconds)
+            await self._guarded(self.auto_retire())
+
+    async def auto_retire(self) -> Mapping[str, Any]:
+        """Plan then apply under the supervisor's own profile: same gates, same guard."""
+        profile = self._profiles.get(self._settings.auto_profile)
+        plan = await self.plan(PlanRequest(profile=profile, reply=Reply.discarding()))
+        if not plan.get("success") or not plan.get("candidate_count"):
+            return plan
+        return await self.apply(
+            ApplyRequest(
+                profile=profile,
+                registry_fingerprint=str(plan["registry_fingerprint"]),
+                scope_fingerprint=None,
+                candidate_fingerprint=str(plan["candidate_fingerprint"]),
+                worker_identities=tuple(plan["candidate_worker_identities"]),
+                reply=Reply.discarding(),
+            )
+        )

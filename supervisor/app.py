@@ -1,0 +1,301 @@
+"""Wires the actors together: mailboxes, start order, restart budget, orderly drain on stop."""
+
+from __future__ import annotations
+
+import signal
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.heartbeat import HeartbeatActor, HeartbeatSettings
+from actors.lease_watch import LeaseWatch, LeaseWatchSettings
+from actors.liveness import LivenessActor, LivenessSettings
+from actors.messages import (
+    HeartbeatInbox,
+    LeaseWatchInbox,
+    LivenessInbox,
+    RetirementInbox,
+    WriterInbox,
+)
+from actors.registry_writer import RegistryWriter, WriterSettings
+from actors.retirement import ProfileLookup, RetirementActor, RetirementSettings
+from supervisor.clock import Clock
+from supervisor.errors import SupervisorError
+from supervisor.handle import SupervisorHandle
+from supervisor.logs import bind_actor, get_logger
+from supervisor.probes import ProbeBackend
+from supervisor.store.base import Store
+
+__all__ = ["AppSettings", "RestartBudgetExceeded", "Supervisor", "running_supervisor"]
+
+_log = get_logger()
+
+ActorRun = Callable[..., Awaitable[None]]
+
+
+class RestartBudgetExceeded(SupervisorError):
+    """An actor kept crashing: stop loudly rather than flap."""
+
+    code = "restart_budget_exceeded"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppSettings:
+    writer: WriterSettings = field(default_factory=WriterSettings)
+    heartbeat: HeartbeatSettings = field(default_factory=HeartbeatSettings)
+    liveness: LivenessSettings = field(default_factory=LivenessSettings)
+    leases: LeaseWatchSettings = field(default_factory=LeaseWatchSettings)
+    retirement: RetirementSettings = field(default_factory=RetirementSettings)
+    max_restarts: int = 3
+    restart_window_seconds: float = 60.0
+    inbox_capacity: int = 8192
+
+
+class _Started:
+    """Remembers whether an actor got as far as reporting ready."""
+
+    def __init__(self, outer: TaskStatus[None]) -> None:
+        self.outer: TaskStatus[None] | None = outer
+        self.done = False
+
+    def started(self, value: None = None) -> None:
+        self.done = True
+        if self.outer is not None:
+            self.outer.started()
+            self.outer = None
+
+
+class Supervisor:
+    """One task group, one inbox per actor, the writer started first and stopped last."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        clock: Clock,
+        probes: ProbeBackend,
+        profiles: ProfileLookup,
+        settings: AppSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.probes = probes
+        self.profiles = profiles
+        self.settings = settings or AppSettings()
+        capacity = self.settings.inbox_capacity
+        self._writer_tx, self._writer_rx = anyio.create_memory_object_stream[WriterInbox](capacity)
+        self._heartbeat_tx, self._heartbeat_rx = anyio.create_memory_object_stream[HeartbeatInbox](
+            capacity
+        )
+        self._liveness_tx, self._liveness_rx = anyio.create_memory_object_stream[LivenessInbox](
+            capacity
+        )
+        self._leases_tx, self._leases_rx = anyio.create_memory_object_stream[LeaseWatchInbox](
+            capacity
+        )
+        self._retirement_tx, self._retirement_rx = anyio.create_memory_object_stream[
+            RetirementInbox
+        ](capacity)
+        self.handle = SupervisorHandle(
+            heartbeat=self._heartbeat_tx,
+            retirement=self._retirement_tx,
+            liveness=self._liveness_tx,
+            lease_watch=self._leases_tx,
+            writer=self._writer_tx,
+        )
+        self._stop = anyio.Event()
+        self.restarts: dict[str, int] = {}
+        self.liveness: LivenessActor | None = None
+        self.lease_watch: LeaseWatch | None = None
+        self.writer: RegistryWriter | None = None
+
+    def stop(self) -> None:
+        """Begin an orderly drain: producers first, the writer last."""
+        self._stop.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            await self._start_all(tg)
+            task_status.started()
+            await self._stop.wait()
+            _log.info("draining")
+            # Closing an inbox lets its actor finish what it holds and return;
+            # each actor's outbound clones close when it does, so the writer
+            # sees end-of-stream only after every producer is done.
+            for stream in (
+                self._heartbeat_tx,
+                self._retirement_tx,
+                self._leases_tx,
+                self._liveness_tx,
+                self._writer_tx,
+            ):
+                stream.close()
+        for inbox in (
+            self._heartbeat_rx,
+            self._retirement_rx,
+            self._leases_rx,
+            self._liveness_rx,
+            self._writer_rx,
+        ):
+            inbox.close()
+        _log.info("stopped")
+
+    async def _start_all(self, tg: TaskGroup) -> None:
+        clock, probes, store = self.clock, self.probes, self.store
+        s = self.settings
+
+        def make_writer() -> ActorRun:
+            self.writer = RegistryWriter(
+                store=store, inbox=self._writer_rx, clock=clock, probes=probes, settings=s.writer
+            )
+            return self.writer.run
+
+        await tg.start(self._supervise, "registry_writer", make_writer, ())
+
+        liveness_writer = self._writer_tx.clone()
+
+        def make_liveness() -> ActorRun:
+            self.liveness = LivenessActor(
+                inbox=self._liveness_rx,
+                store=store,
+                clock=clock,
+                probes=probes,
+                settings=s.liveness,
+            )
+            return self.liveness.run
+
+        await tg.start(self._supervise, "liveness", make_liveness, (liveness_writer,))
+
+        leases_writer = self._writer_tx.clone()
+
+        def make_leases() -> ActorRun:
+            self.lease_watch = LeaseWatch(
+                inbox=self._leases_rx,
+                writer=leases_writer,
+                store=store,
+                clock=clock,
+                settings=s.leases,
+            )
+            return self.lease_watch.run
+
+        await tg.start(self._supervise, "lease_watch", make_leases, (leases_writer,))
+
+        hb_writer, hb_liveness = self._writer_tx.clone(), self._liveness_tx.clone()
+
+        def make_heartbeat() -> ActorRun:
+            return HeartbeatActor(
+                inbox=self._heartbeat_rx,
+                writer=hb_writer,
+                liveness=hb_liveness,
+                clock=clock,
+                probes=probes,
+                settings=s.heartbeat,
+            ).run
+
+        await tg.start(self._supervise, "heartbeat", make_heartbeat, (hb_writer, hb_liveness))
+
+        r_writer, r_liveness, r_leases = (
+            self._writer_tx.clone(),
+            self._liveness_tx.clone(),
+            self._leases_tx.clone(),
+        )
+
+        def make_retirement() -> ActorRun:
+            return RetirementActor(
+                inbox=self._retirement_rx,
+                writer=r_writer,
+                liveness=r_liveness,
+                lease_watch=r_leases,
+                store=store,
+                clock=clock,
+                probes=probes,
+                profiles=self.profiles,
+                settings=s.retirement,
+            ).run
+
+        await tg.start(
+            self._supervise, "retirement", make_retirement, (r_writer, r_liveness, r_leases)
+        )
+
+    async def _supervise(
+        self,
+        name: str,
+        make: Callable[[], ActorRun],
+        owned: Sequence[MemoryObjectSendStream[Any]],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run an actor; restart it after a crash within the budget, else fail the group."""
+        status = _Started(task_status)
+        crashes: deque[float] = deque()
+        try:
+            while True:
+                run = make()
+                try:
+                    with bind_actor(name):
+                        await run(task_status=status)
+                    return
+                except Exception as exc:
+                    if not status.done:
+                        raise  # failing before ready is a start-up error, not a crash
+                    now = self.clock.monotonic()
+                    crashes.append(now)
+                    while crashes and now - crashes[0] > self.settings.restart_window_seconds:
+                        crashes.popleft()
+                    if len(crashes) > self.settings.max_restarts:
+                        _log.error("restart_budget_exceeded", actor=name, error=repr(exc))
+                        raise RestartBudgetExceeded(
+                            f"actor {name!r} crashed {len(crashes)} times within "
+                            f"{self.settings.restart_window_seconds}s; last error: {exc!r}"
+                        ) from exc
+                    self.restarts[name] = self.restarts.get(name, 0) + 1
+                    _log.warning("actor_restarting", actor=name, error=repr(exc))
+        finally:
+            for stream in owned:
+                stream.close()
+
+
+async def _stop_on_signals(supervisor: Supervisor) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            _log.info("signal", signal=signal.Signals(signum).name)
+            supervisor.stop()
+            return
+
+
+@asynccontextmanager
+async def running_supervisor(
+    *,
+    store: Store,
+    clock: Clock,
+    probes: ProbeBackend,
+    profiles: ProfileLookup,
+    settings: AppSettings | None = None,
+    handle_signals: bool = False,
+) -> AsyncIterator[Supervisor]:
+    """Start every actor; on exit drain and stop them (the store stays the caller's)."""
+    supervisor = Supervisor(
+        store=store, clock=clock, probes=probes, profiles=profiles, settings=settings
+    )
+    signal_scope = anyio.CancelScope()
+
+    async def watch_signals() -> None:
+        with signal_scope:
+            await _stop_on_signals(supervisor)
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(supervisor.run)
+        if handle_signals:
+            tg.start_soon(watch_signals)
+        try:
+            yield supervisor
+        finally:
+            supervisor.stop()
+            # Only the signal watcher is cancelled: the actors must drain.
+            signal_scope.cancel()

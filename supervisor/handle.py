@@ -1,0 +1,179 @@
+"""The façade surfaces and tests use: each call sends one actor message and awaits the answer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.mailbox import ask
+from actors.messages import (
+    ApplyRequest,
+    AutoRetireTick,
+    Heartbeat,
+    HeartbeatInbox,
+    HeartbeatResult,
+    LeaseOwners,
+    LeaseOwnersQuery,
+    LeaseWatchInbox,
+    LivenessInbox,
+    LivenessStatus,
+    LivenessStatusQuery,
+    PlanRequest,
+    Register,
+    RegisterResult,
+    Release,
+    RetirementInbox,
+    SnapshotRequest,
+    UpsertLease,
+    WriteAck,
+    WriterInbox,
+)
+from supervisor.policy.permissions import Profile
+from supervisor.policy.snapshot import ManifestEntry
+
+__all__ = ["SupervisorHandle"]
+
+
+class SupervisorHandle:
+    """Translates calls into actor messages; holds no state of its own."""
+
+    def __init__(
+        self,
+        *,
+        heartbeat: MemoryObjectSendStream[HeartbeatInbox],
+        retirement: MemoryObjectSendStream[RetirementInbox],
+        liveness: MemoryObjectSendStream[LivenessInbox],
+        lease_watch: MemoryObjectSendStream[LeaseWatchInbox],
+        writer: MemoryObjectSendStream[WriterInbox],
+    ) -> None:
+        self._heartbeat = heartbeat
+        self._retirement = retirement
+        self._liveness = liveness
+        self._lease_watch = lease_watch
+        self._writer = writer
+
+    async def register(self, pid: int, claims: Mapping[str, Any]) -> RegisterResult:
+        result: RegisterResult = await ask(
+            self._heartbeat,
+            lambda reply: Register(pid=pid, claims=dict(claims), reply=reply),
+            actor="heartbeat",
+        )
+        return result
+
+    async def heartbeat(
+        self, worker_identity: str, *, pid: int, generation_id: str, fencing_epoch: int
+    ) -> HeartbeatResult:
+        result: HeartbeatResult = await ask(
+            self._heartbeat,
+            lambda reply: Heartbeat(
+                worker_identity=worker_identity,
+                pid=pid,
+                generation_id=generation_id,
+                fencing_epoch=fencing_epoch,
+                reply=reply,
+            ),
+            actor="heartbeat",
+        )
+        return result
+
+    async def release(
+        self, worker_identity: str, *, pid: int, generation_id: str, fencing_epoch: int
+    ) -> WriteAck:
+        result: WriteAck = await ask(
+            self._heartbeat,
+            lambda reply: Release(
+                worker_identity=worker_identity,
+                pid=pid,
+                generation_id=generation_id,
+                fencing_epoch=fencing_epoch,
+                reply=reply,
+            ),
+            actor="heartbeat",
+        )
+        return result
+
+    async def snapshot(
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None = None,
+        expected_manifest: Sequence[ManifestEntry] = (),
+        expected_live_revision: str | None = None,
+    ) -> Mapping[str, Any]:
+        result: Mapping[str, Any] = await ask(
+            self._retirement,
+            lambda reply: SnapshotRequest(
+                profile=profile,
+                canonical_repository=canonical_repository,
+                expected_manifest=tuple(expected_manifest),
+                expected_live_revision=expected_live_revision,
+                reply=reply,
+            ),
+            actor="retirement",
+        )
+        return result
+
+    async def plan(
+        self, profile: Profile | None, *, canonical_repository: str | None = None
+    ) -> Mapping[str, Any]:
+        result: Mapping[str, Any] = await ask(
+            self._retirement,
+            lambda reply: PlanRequest(
+                profile=profile, canonical_repository=canonical_repository, reply=reply
+            ),
+            actor="retirement",
+        )
+        return result
+
+    async def apply(
+        self,
+        profile: Profile | None,
+        *,
+        candidate_fingerprint: str,
+        worker_identities: Sequence[str],
+        registry_fingerprint: str | None = None,
+        scope_fingerprint: str | None = None,
+        canonical_repository: str | None = None,
+    ) -> Mapping[str, Any]:
+        result: Mapping[str, Any] = await ask(
+            self._retirement,
+            lambda reply: ApplyRequest(
+                profile=profile,
+                registry_fingerprint=registry_fingerprint,
+                scope_fingerprint=scope_fingerprint,
+                candidate_fingerprint=candidate_fingerprint,
+                worker_identities=tuple(worker_identities),
+                canonical_repository=canonical_repository,
+                reply=reply,
+            ),
+            actor="retirement",
+        )
+        return result
+
+    async def auto_retire(self) -> Mapping[str, Any]:
+        result: Mapping[str, Any] = await ask(
+            self._retirement, lambda reply: AutoRetireTick(reply=reply), actor="retirement"
+        )
+        return result
+
+    async def liveness_status(self) -> LivenessStatus:
+        result: LivenessStatus = await ask(
+            self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
+        )
+        return result
+
+    async def lease_owners(self) -> LeaseOwners:
+        result: LeaseOwners = await ask(
+            self._lease_watch, lambda reply: LeaseOwnersQuery(reply=reply), actor="lease_watch"
+        )
+        return result
+
+    async def upsert_lease(self, lease: Mapping[str, Any]) -> WriteAck:
+        result: WriteAck = await ask(
+            self._writer,
+            lambda reply: UpsertLease(lease=dict(lease), reply=reply),
+            actor="registry_writer",
+        )
+        return result

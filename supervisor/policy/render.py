@@ -1,0 +1,129 @@
+"""JSON-ready views of policy results for the surfaces (plain dicts, lists, str, numbers, bools)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from .eligibility import PlanEntry, ProtectedOwners, RetirementPlan
+from .permissions import Decision
+from .reasons import OUTCOME_PLANNED
+from .snapshot import Finding, FleetSnapshot, InstanceGroup
+from .worker_view import WorkerView
+
+__all__ = [
+    "decision_dict",
+    "entry_dict",
+    "finding_dict",
+    "owners_dict",
+    "plan_dict",
+    "snapshot_dict",
+    "worker_dict",
+]
+
+
+def entry_dict(entry: PlanEntry) -> dict[str, Any]:
+    return {
+        "worker_identity": entry.worker_identity,
+        "reason_code": entry.reason_code,
+        "detail": entry.detail,
+        "evidence": dict(entry.evidence),
+    }
+
+
+def owners_dict(owners: ProtectedOwners) -> dict[str, Any]:
+    return {
+        "worker_identities": sorted(owners.worker_identities),
+        "session_ids": sorted(owners.session_ids),
+        "pids": sorted(owners.pids),
+    }
+
+
+def plan_dict(plan: RetirementPlan) -> dict[str, Any]:
+    """The plan in the customer's field names, plus the scoped token."""
+    return {
+        "success": True,
+        "read_only": True,
+        "mutation_performed": False,
+        "outcome": OUTCOME_PLANNED,
+        "registry_fingerprint": plan.registry_fingerprint,
+        "candidate_fingerprint": plan.candidate_fingerprint,
+        "scope_fingerprint": plan.scope_fingerprint,
+        "assessed_count": plan.assessed_count,
+        "candidate_count": len(plan.candidates),
+        "preserved_count": len(plan.preserved),
+        "candidate_worker_identities": list(plan.candidate_worker_identities),
+        "candidates": [entry_dict(e) for e in plan.candidates],
+        "preserved": [entry_dict(e) for e in plan.preserved],
+        "preserved_reason_counts": dict(plan.preserved_reason_counts),
+        "protected_inputs": owners_dict(plan.protected),
+        "canonical_repository": plan.canonical_repository,
+        "fencing_context": {
+            "current_host_id": plan.fencing.host_id,
+            "current_boot_id": plan.fencing.boot_id,
+        },
+    }
+
+
+def worker_dict(view: WorkerView) -> dict[str, Any]:
+    data = asdict(view)
+    data["identity"] = asdict(view.identity)
+    data["liveness"] = asdict(view.liveness)
+    data["instance_id_provenance"] = view.identity.provenance
+    data["instance_identity_trusted"] = view.identity.trusted
+    return data
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    return {
+        "classification": finding.classification,
+        "severity": finding.severity,
+        "active_blocker": finding.active_blocker,
+        "detail": finding.detail,
+        "client_instance_ids": list(finding.client_instance_ids),
+        "worker_identities": list(finding.worker_identities),
+    }
+
+
+def _instance_dict(group: InstanceGroup) -> dict[str, Any]:
+    data = asdict(group)
+    data["namespace_counts"] = dict(group.namespace_counts)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+
+def snapshot_dict(snapshot: FleetSnapshot) -> dict[str, Any]:
+    return {
+        "success": True,
+        "read_only": True,
+        "live_worker_count": snapshot.live_worker_count,
+        "stale_worker_count": snapshot.stale_worker_count,
+        "historical_worker_count": snapshot.historical_worker_count,
+        "instance_count": len(snapshot.instances),
+        "live_fleet_safe": snapshot.live_fleet_safe,
+        "mutation_safe": snapshot.mutation_safe,
+        "workers": [worker_dict(w) for w in snapshot.workers],
+        "instances": [_instance_dict(g) for g in snapshot.instances],
+        "findings": [finding_dict(f) for f in snapshot.findings],
+        "active_blockers": [finding_dict(f) for f in snapshot.active_blockers],
+        "missing_expected_instance_ids": list(snapshot.missing_expected_instance_ids),
+        "unmanifested_instance_ids": list(snapshot.unmanifested_instance_ids),
+        "multi_instance_same_client_type": {
+            k: list(v) for k, v in snapshot.multi_instance_same_client_type.items()
+        },
+        "same_client_type_not_duplicate": True,
+        "reasons": [f.detail for f in snapshot.active_blockers],
+    }
+
+
+def decision_dict(decision: Decision) -> dict[str, Any]:
+    return {
+        "allowed": decision.allowed,
+        "task": decision.task,
+        "profile": decision.profile,
+        "role_kind": decision.role_kind,
+        "required_operation": decision.required_operation,
+        "required_roles": list(decision.required_roles),
+        "missing_operation": decision.missing_operation,
+        "role_denied": decision.role_denied,
+        "reason": decision.reason,
+    }

@@ -1,0 +1,140 @@
+"""A running supervisor for actor tests: FakeClock, scripted probes, real SQLite in tmp_path."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from actors.liveness import LivenessSettings
+from actors.retirement import RetirementSettings
+from supervisor.app import AppSettings, Supervisor, running_supervisor
+from supervisor.clock import FakeClock, MonotonicWall
+from supervisor.handle import SupervisorHandle
+from supervisor.policy.identity import mint_instance_id
+from supervisor.policy.permissions import OP_READ, OP_RETIRE, Profile
+from supervisor.store.sqlite import SQLiteStore, open_sqlite_store
+from tests.fakes import ScriptedProbes
+
+REPO = "/srv/repos/fleet"
+START = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+INSTANCE = mint_instance_id("codex", now=START, nonce="harness")
+
+READER = Profile(
+    name="prgs-controller", role_kind="controller", allowed_operations=frozenset({OP_READ})
+)
+RETIRER = Profile(
+    name="prgs-reconciler",
+    role_kind="reconciler",
+    allowed_operations=frozenset({OP_READ, OP_RETIRE}),
+)
+AUTHOR = Profile(name="prgs-author", role_kind="author", allowed_operations=frozenset({OP_READ}))
+
+
+@dataclass
+class Profiles:
+    """A mutable profile source, so tests can revoke a grant mid-call."""
+
+    by_name: dict[str, Profile] = field(
+        default_factory=lambda: {p.name: p for p in (READER, RETIRER, AUTHOR)}
+    )
+
+    def get(self, name: str) -> Profile | None:
+        return self.by_name.get(name)
+
+    def revoke(self, name: str) -> None:
+        profile = self.by_name[name]
+        self.by_name[name] = replace(
+            profile, allowed_operations=profile.allowed_operations - {OP_RETIRE}
+        )
+
+
+@dataclass
+class Harness:
+    supervisor: Supervisor
+    handle: SupervisorHandle
+    clock: FakeClock
+    probes: ScriptedProbes
+    store: SQLiteStore
+    profiles: Profiles
+    next_pid: int = 4000
+
+    def spawn(self, *, start: str | None = None) -> int:
+        """A scripted live process."""
+        self.next_pid += 1
+        pid = self.next_pid
+        self.probes.set(pid, alive=True, start_time=start or f"ticks-{pid}", cwd=REPO)
+        return pid
+
+    async def register(self, pid: int | None = None, **claims: Any) -> Mapping[str, Any]:
+        pid = pid if pid is not None else self.spawn()
+        base: dict[str, Any] = {
+            "client_name": "codex",
+            "client_instance_id": INSTANCE,
+            "session_id": f"sess-{pid}",
+            "namespace": "author",
+            "role": "author",
+            "profile": "prgs-author",
+            "repository_binding": REPO,
+        }
+        base.update(claims)
+        result = await self.handle.register(pid, base)
+        assert result.ok, result
+        return result.registration
+
+    async def beat(self, registration: Mapping[str, Any]) -> Any:
+        return await self.handle.heartbeat(
+            str(registration["worker_identity"]),
+            pid=int(registration["pid"]),
+            generation_id=str(registration["generation_id"]),
+            fencing_epoch=int(registration["fencing_epoch"]),
+        )
+
+    async def row(self, worker_identity: str) -> dict[str, Any]:
+        rows = [
+            r
+            for r in await self.store.read_registrations()
+            if r["worker_identity"] == worker_identity
+        ]
+        assert len(rows) == 1
+        return rows[0]
+
+
+def default_settings(**retirement: Any) -> AppSettings:
+    return AppSettings(
+        liveness=LivenessSettings(sweep_interval_seconds=5.0, use_pidfd=False),
+        retirement=RetirementSettings(canonical_repository=REPO, **retirement),
+    )
+
+
+@asynccontextmanager
+async def harness(
+    tmp_path: Path, *, settings: AppSettings | None = None, probes: ScriptedProbes | None = None
+) -> AsyncIterator[Harness]:
+    fake = FakeClock(wall=START)
+    clock = MonotonicWall(fake)
+    scripted = probes or ScriptedProbes(host_id="host-a", boot_id="boot-1")
+    profiles = Profiles()
+    store = await open_sqlite_store(tmp_path / "registry.sqlite3")
+    try:
+        async with running_supervisor(
+            store=store,
+            clock=clock,
+            probes=scripted,
+            profiles=profiles,
+            settings=settings or default_settings(),
+        ) as supervisor:
+            await fake.advance(0)
+            yield Harness(
+                supervisor=supervisor,
+                handle=supervisor.handle,
+                clock=fake,
+                probes=scripted,
+                store=store,
+                profiles=profiles,
+            )
+    finally:
+        await store.close()
