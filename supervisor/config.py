@@ -8,9 +8,9 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 from actors.apply_tx import ApplySettings
 from actors.heartbeat import HeartbeatSettings
@@ -69,125 +69,8 @@ def default_profiles_path() -> Path:
 
 
 def default_config_path() -> Path:
-    """Where an operator's supervisor.toml conventionally lives; the CLI decides whether to use it."""
+    """Conventional place of an operator's supervisor.toml; whether to read it is the CLI's call."""
     return _xdg_dir("XDG_CONFIG_HOME", Path.home() / ".config") / _APP_DIR / "supervisor.toml"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DatabaseSettings:
-    path: Path = field(default_factory=default_database_path)
-    busy_timeout_ms: int = 5000
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SupervisorSettings:
-    host_id: str | None = None
-    log_level: str = "info"
-    canonical_repository: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HeartbeatConfig:
-    ttl_seconds: float = 30.0
-    min_ttl_seconds: float = 1.0
-    max_ttl_seconds: float = 3600.0
-    max_batch: int = 4096
-    max_in_flight: int = 4
-
-    def to_actor(self) -> HeartbeatSettings:
-        return HeartbeatSettings(
-            ttl_seconds=self.ttl_seconds,
-            min_ttl_seconds=self.min_ttl_seconds,
-            max_ttl_seconds=self.max_ttl_seconds,
-            max_batch=self.max_batch,
-            max_in_flight=self.max_in_flight,
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LivenessConfig:
-    sweep_interval_seconds: float = 5.0
-    sweep_chunk: int = 256
-    use_pidfd: bool = True
-
-    def to_actor(self) -> LivenessSettings:
-        return LivenessSettings(
-            sweep_interval_seconds=self.sweep_interval_seconds,
-            sweep_chunk=self.sweep_chunk,
-            use_pidfd=self.use_pidfd,
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaseConfig:
-    expiry_interval_seconds: float = 5.0
-
-    def to_actor(self) -> LeaseWatchSettings:
-        return LeaseWatchSettings(expiry_interval_seconds=self.expiry_interval_seconds)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetirementConfig:
-    mass_guard_share: float = 0.5
-    mass_guard_floor: int = 5
-    auto_enabled: bool = False
-    auto_interval_seconds: float = 300.0
-    auto_profile: str = "supervisor"
-    writer_max_batch: int = 4096
-
-    def to_writer(self) -> WriterSettings:
-        # The guard is enforced inside the apply transaction, which the writer runs.
-        guard = ApplySettings(
-            mass_guard_share=self.mass_guard_share, mass_guard_floor=self.mass_guard_floor
-        )
-        return WriterSettings(max_batch=self.writer_max_batch, apply=guard)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RestartConfig:
-    max_restarts: int = 3
-    window_seconds: float = 60.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SocketConfig:
-    path: Path = field(default_factory=default_socket_path)
-    mode: int = 0o600
-    group: str | None = None
-    max_frame_bytes: int = 1048576
-    request_timeout_seconds: float = 30.0
-    max_connections: int = 256
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class McpConfig:
-    http_enabled: bool = False
-    http_host: str = "127.0.0.1"
-    http_port: int = 8765
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AuthConfig:
-    profiles_path: Path = field(default_factory=default_profiles_path)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """Every setting of one supervisor; ``Settings()`` is exactly the built-in defaults."""
-
-    database: DatabaseSettings = field(default_factory=DatabaseSettings)
-    supervisor: SupervisorSettings = field(default_factory=SupervisorSettings)
-    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
-    liveness: LivenessConfig = field(default_factory=LivenessConfig)
-    leases: LeaseConfig = field(default_factory=LeaseConfig)
-    retirement: RetirementConfig = field(default_factory=RetirementConfig)
-    restart: RestartConfig = field(default_factory=RestartConfig)
-    socket: SocketConfig = field(default_factory=SocketConfig)
-    mcp: McpConfig = field(default_factory=McpConfig)
-    auth: AuthConfig = field(default_factory=AuthConfig)
-
-
-# --- validation -------------------------------------------------------------------------------
 
 
 class _Invalid(Exception):
@@ -200,6 +83,7 @@ class _Invalid(Exception):
 
 #: value, directory that relative paths resolve against → the converted value.
 _Check = Callable[[Any, Path], Any]
+_CHECK = "check"
 
 
 def _number(expected: str, ok: Callable[[float], bool]) -> _Check:
@@ -217,10 +101,6 @@ def _number(expected: str, ok: Callable[[float], bool]) -> _Check:
         return number
 
     return check
-
-
-def _positive() -> _Check:
-    return _number("a finite number > 0", lambda x: x > 0)
 
 
 def _integer(low: int, high: int | None = None) -> _Check:
@@ -307,72 +187,142 @@ def _loopback(value: Any, _base: Path) -> str:
     return str(address)
 
 
-#: Table name → (dataclass, key → check). Table names are the Settings field names.
-_SCHEMA: dict[str, tuple[type[Any], dict[str, _Check]]] = {
-    "database": (
-        DatabaseSettings,
-        {"path": _path(default_database_path), "busy_timeout_ms": _integer(0)},
-    ),
-    "supervisor": (
-        SupervisorSettings,
-        {
-            "host_id": _optional_text,
-            "log_level": _log_level,
-            "canonical_repository": _optional_text,
-        },
-    ),
-    "heartbeat": (
-        HeartbeatConfig,
-        {
-            "ttl_seconds": _positive(),
-            "min_ttl_seconds": _positive(),
-            "max_ttl_seconds": _positive(),
-            "max_batch": _integer(1),
-            "max_in_flight": _integer(1),
-        },
-    ),
-    "liveness": (
-        LivenessConfig,
-        {
-            "sweep_interval_seconds": _positive(),
-            "sweep_chunk": _integer(1),
-            "use_pidfd": _boolean,
-        },
-    ),
-    "leases": (LeaseConfig, {"expiry_interval_seconds": _positive()}),
-    "retirement": (
-        RetirementConfig,
-        {
-            "mass_guard_share": _number("a number > 0 and <= 1", lambda x: 0 < x <= 1),
-            "mass_guard_floor": _integer(0),
-            "auto_enabled": _boolean,
-            "auto_interval_seconds": _positive(),
-            "auto_profile": _text,
-            "writer_max_batch": _integer(1),
-        },
-    ),
-    "restart": (RestartConfig, {"max_restarts": _integer(0), "window_seconds": _positive()}),
-    "socket": (
-        SocketConfig,
-        {
-            "path": _path(default_socket_path),
-            "mode": _mode,
-            "group": _optional_text,
-            "max_frame_bytes": _integer(1),
-            "request_timeout_seconds": _positive(),
-            "max_connections": _integer(1),
-        },
-    ),
-    "mcp": (
-        McpConfig,
-        {
-            "http_enabled": _boolean,
-            "http_host": _loopback,
-            # 0 lets the OS pick a free port (tests); the bound port is the app's to report.
-            "http_port": _integer(0, 65535),
-        },
-    ),
-    "auth": (AuthConfig, {"profiles_path": _path(default_profiles_path)}),
+_POSITIVE = _number("a finite number > 0", lambda x: x > 0)
+
+
+def _setting(default: Any, check: _Check) -> Any:
+    """A dataclass field that also carries how a file or override value for it is checked."""
+    return field(default=default, metadata={_CHECK: check})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatabaseSettings:
+    path: Path = field(
+        default_factory=default_database_path, metadata={_CHECK: _path(default_database_path)}
+    )
+    busy_timeout_ms: int = _setting(5000, _integer(0))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SupervisorSettings:
+    host_id: str | None = _setting(None, _optional_text)
+    log_level: str = _setting("info", _log_level)
+    canonical_repository: str | None = _setting(None, _optional_text)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatConfig:
+    ttl_seconds: float = _setting(30.0, _POSITIVE)
+    min_ttl_seconds: float = _setting(1.0, _POSITIVE)
+    max_ttl_seconds: float = _setting(3600.0, _POSITIVE)
+    max_batch: int = _setting(4096, _integer(1))
+    max_in_flight: int = _setting(4, _integer(1))
+
+    def to_actor(self) -> HeartbeatSettings:
+        return HeartbeatSettings(
+            ttl_seconds=self.ttl_seconds,
+            min_ttl_seconds=self.min_ttl_seconds,
+            max_ttl_seconds=self.max_ttl_seconds,
+            max_batch=self.max_batch,
+            max_in_flight=self.max_in_flight,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LivenessConfig:
+    sweep_interval_seconds: float = _setting(5.0, _POSITIVE)
+    sweep_chunk: int = _setting(256, _integer(1))
+    use_pidfd: bool = _setting(True, _boolean)
+
+    def to_actor(self) -> LivenessSettings:
+        return LivenessSettings(
+            sweep_interval_seconds=self.sweep_interval_seconds,
+            sweep_chunk=self.sweep_chunk,
+            use_pidfd=self.use_pidfd,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseConfig:
+    expiry_interval_seconds: float = _setting(5.0, _POSITIVE)
+
+    def to_actor(self) -> LeaseWatchSettings:
+        return LeaseWatchSettings(expiry_interval_seconds=self.expiry_interval_seconds)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetirementConfig:
+    mass_guard_share: float = _setting(0.5, _number("a number > 0 and <= 1", lambda x: 0 < x <= 1))
+    mass_guard_floor: int = _setting(5, _integer(0))
+    auto_enabled: bool = _setting(False, _boolean)
+    auto_interval_seconds: float = _setting(300.0, _POSITIVE)
+    auto_profile: str = _setting("supervisor", _text)
+    writer_max_batch: int = _setting(4096, _integer(1))
+
+    def to_writer(self) -> WriterSettings:
+        # The guard is enforced inside the apply transaction, which the writer runs.
+        guard = ApplySettings(
+            mass_guard_share=self.mass_guard_share, mass_guard_floor=self.mass_guard_floor
+        )
+        return WriterSettings(max_batch=self.writer_max_batch, apply=guard)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestartConfig:
+    max_restarts: int = _setting(3, _integer(0))
+    window_seconds: float = _setting(60.0, _POSITIVE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SocketConfig:
+    path: Path = field(
+        default_factory=default_socket_path, metadata={_CHECK: _path(default_socket_path)}
+    )
+    mode: int = _setting(0o600, _mode)
+    group: str | None = _setting(None, _optional_text)
+    max_frame_bytes: int = _setting(1048576, _integer(1))
+    request_timeout_seconds: float = _setting(30.0, _POSITIVE)
+    max_connections: int = _setting(256, _integer(1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpConfig:
+    http_enabled: bool = _setting(False, _boolean)
+    http_host: str = _setting("127.0.0.1", _loopback)
+    #: 0 lets the OS pick a free port (tests); reporting the bound port is the app's job.
+    http_port: int = _setting(8765, _integer(0, 65535))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthConfig:
+    profiles_path: Path = field(
+        default_factory=default_profiles_path, metadata={_CHECK: _path(default_profiles_path)}
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Every setting of one supervisor; ``Settings()`` is exactly the built-in defaults.
+
+    Field names are the TOML table names.
+    """
+
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    supervisor: SupervisorSettings = field(default_factory=SupervisorSettings)
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    liveness: LivenessConfig = field(default_factory=LivenessConfig)
+    leases: LeaseConfig = field(default_factory=LeaseConfig)
+    retirement: RetirementConfig = field(default_factory=RetirementConfig)
+    restart: RestartConfig = field(default_factory=RestartConfig)
+    socket: SocketConfig = field(default_factory=SocketConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+
+
+#: Table name → its dataclass → key → check, read off the dataclasses so they can never disagree.
+_TABLE_TYPES: dict[str, type[Any]] = get_type_hints(Settings)
+_SCHEMA = {
+    table: {f.name: f.metadata[_CHECK] for f in fields(cls)} for table, cls in _TABLE_TYPES.items()
 }
 
 
@@ -383,11 +333,16 @@ def _checked(dotted: str, check: _Check, value: Any, base: Path, origin: str) ->
         raise ConfigError(f"{dotted} must be {exc.expected}, got {value!r} ({origin})") from None
 
 
-def _key_check(table: str, key: str, origin: str) -> _Check:
-    if table not in _SCHEMA:
+def _table_checks(table: str, origin: str) -> dict[str, _Check]:
+    checks = _SCHEMA.get(table)
+    if checks is None:
         known = ", ".join(_SCHEMA)
         raise ConfigError(f"unknown table [{table}] ({origin}); known tables: {known}")
-    checks = _SCHEMA[table][1]
+    return checks
+
+
+def _key_check(table: str, key: str, origin: str) -> _Check:
+    checks = _table_checks(table, origin)
     if key not in checks:
         known = ", ".join(checks)
         raise ConfigError(f"unknown key {table}.{key} ({origin}); keys of [{table}]: {known}")
@@ -438,8 +393,7 @@ def load_settings(
         origin = f"in {file}"
         origins.append(origin)
         for table, body in _read_document(file).items():
-            if table not in _SCHEMA:
-                _key_check(table, "", origin)
+            _table_checks(table, origin)
             if not isinstance(body, dict):
                 raise ConfigError(f"{table} must be a table like [{table}] ({origin})")
             for key, value in body.items():
@@ -453,7 +407,6 @@ def load_settings(
             table, _, key = str(dotted).partition(".")
             check = _key_check(table, key, origin)
             values[table][key] = _checked(dotted, check, value, cwd, origin)
-    tables = {table: cls(**values[table]) for table, (cls, _) in _SCHEMA.items()}
-    settings = Settings(**tables)
+    settings = Settings(**{table: _TABLE_TYPES[table](**body) for table, body in values.items()})
     _cross_check(settings, " and ".join(origins) or "built-in defaults")
     return settings
