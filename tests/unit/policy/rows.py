@@ -32,8 +32,8 @@ __all__ = [
     "REPO",
     "STALE_AGE",
     "TTL",
-    "all_dead",
     "ago",
+    "all_dead",
     "live_row",
     "make_plan",
     "probes",
@@ -76,8 +76,8 @@ def row(
     *,
     pid: int | None,
     age: float = STALE_AGE,
-    status: str = "active",
-    namespace: str = "author",
+    status: str | None = "active",
+    namespace: str | None = "author",
     **overrides: Any,
 ) -> dict[str, Any]:
     """One full ``worker_registrations`` row; ``overrides`` replace columns by name."""

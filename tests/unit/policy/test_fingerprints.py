@@ -190,11 +190,19 @@ def test_scope_ignores_an_unrelated_rows_heartbeat() -> None:
 
 def test_instance_alone_or_namespace_alone_does_not_join_the_scope() -> None:
     anchor = row("w-1", pid=101)
-    same_instance = row("w-a", pid=201, namespace="reviewer",
-                        client_instance_id=anchor["client_instance_id"])
+    same_instance = row(
+        "w-a", pid=201, namespace="reviewer", client_instance_id=anchor["client_instance_id"]
+    )
     same_namespace = row("w-b", pid=202)
     scope = scope_rows([anchor, same_instance, same_namespace], ["w-1"])
     assert [r["worker_identity"] for r in scope] == ["w-1"]
+
+
+def test_instance_without_namespace_ties_nothing() -> None:
+    instance = trusted_instance("w-1")
+    anchor = row("w-1", pid=101, namespace=None, client_instance_id=instance)
+    other = row("w-2", pid=102, namespace=None, client_instance_id=instance)
+    assert [r["worker_identity"] for r in scope_rows([anchor, other], ["w-1"])] == ["w-1"]
 
 
 def test_a_row_joining_the_scope_moves_it() -> None:

@@ -108,7 +108,9 @@ def test_same_host_row_takes_local_pid_evidence() -> None:
 @pytest.mark.parametrize(
     ("recorded", "current"), [(None, HOST), ("", HOST), ("   ", HOST), (OTHER_HOST, None)]
 )
-def test_unprovable_host_binding_takes_local_evidence(recorded: str | None, current: str | None) -> None:
+def test_unprovable_host_binding_takes_local_evidence(
+    recorded: str | None, current: str | None
+) -> None:
     # A row with no host recorded cannot be shown to be foreign; neither can any row
     # when this host is unknown. The local answer is used (and plan fencing refuses later).
     assert pid_evidence_applies({"host_id": recorded}, current)
@@ -119,8 +121,17 @@ def test_unprovable_host_binding_takes_local_evidence(recorded: str | None, curr
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [(101, 101), ("101", 101), (101.0, 101), (101.5, None), (0, None), (-3, None),
-     (True, None), (None, None), ("pid-101", None)],
+    [
+        (101, 101),
+        ("101", 101),
+        (101.0, 101),
+        (101.5, None),
+        (0, None),
+        (-3, None),
+        (True, None),
+        (None, None),
+        ("pid-101", None),
+    ],
 )
 def test_row_pid(raw: object, expected: int | None) -> None:
     assert row_pid({"pid": raw}) == expected
