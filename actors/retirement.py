@@ -209,6 +209,10 @@ class RetirementActor:
                 "candidate_fingerprint",
                 "scope_fingerprint",
                 "compared_token",
+                "expected_registry_fingerprint",
+                "expected_scope_fingerprint",
+                "expected_candidate_fingerprint",
+                "requested_count",
                 "assessed_count",
                 "candidate_count",
                 "preserved_count",
@@ -380,7 +384,9 @@ class RetirementActor:
             raise _Refused(_refusal("no liveness sweep has completed yet (fail closed)"))
         await self._owners()
         active = await self._store.read_registrations(status=STATUS_ACTIVE)
-        cohort = classify_cohort(active, evidence=await self._evidence(active))
+        cohort = classify_cohort(
+            active, evidence=await self._evidence(active), current_host_id=fencing.host_id
+        )
         if cohort.blocked:
             raise _Refused(
                 _refusal(

@@ -9,7 +9,7 @@ from typing import Any
 
 from .canonical import canon
 from .evidence import EvidenceMap, evidence_for
-from .liveness import STATUS_ACTIVE
+from .liveness import STATUS_ACTIVE, pid_evidence_applies
 
 __all__ = [
     "BLOCKER_CONTESTED_GENERATION",
@@ -34,7 +34,12 @@ class CohortVerdict:
     blocked_worker_identities: tuple[str, ...]
 
 
-def classify_cohort(rows: Iterable[Mapping[str, Any]], *, evidence: EvidenceMap) -> CohortVerdict:
+def classify_cohort(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    evidence: EvidenceMap,
+    current_host_id: str | None = None,
+) -> CohortVerdict:
     """Active rows only: a reused worker identity, or one generation claimed by possibly
     running workers across namespaces or instances, contests ownership."""
     active = [row for row in rows if str(row.get("status") or "") == STATUS_ACTIVE]
@@ -44,8 +49,11 @@ def classify_cohort(rows: Iterable[Mapping[str, Any]], *, evidence: EvidenceMap)
     by_generation: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in active:
         generation = canon(row.get("generation_id"))
-        # A row whose pid is known dead cannot contest anything any more.
-        if generation and evidence_for(row, evidence).alive is not False:
+        # A row whose pid is known dead cannot contest anything any more; a
+        # local probe says nothing about another host's pid, so those rows
+        # count as possibly running.
+        local = pid_evidence_applies(row, current_host_id)
+        if generation and (not local or evidence_for(row, evidence).alive is not False):
             by_generation[generation].append(row)
     contested: list[str] = []
     for generation, members in sorted(by_generation.items()):

@@ -259,7 +259,6 @@ def _instance_group(iid: str, workers: Sequence[WorkerView], out: _Findings) -> 
             counts[worker.namespace] += 1
     duplicates = tuple(sorted(ns for ns, n in counts.items() if n > 1))
     ids = [iid]
-    before = len(out.items)
     if duplicates:
         out.add(
             CLASS_DUPLICATE_NAMESPACE,
@@ -304,8 +303,6 @@ def _instance_group(iid: str, workers: Sequence[WorkerView], out: _Findings) -> 
         if hits:
             out.add(classification, f"instance {iid!r} {text}", workers=hits, instance_ids=ids)
     safe = all(w.mutation_safe for w in workers) and not duplicates and trusted
-    if len(out.items) == before and safe:
-        out.add(CLASS_HEALTHY, f"instance {iid!r} is healthy", workers=workers, instance_ids=ids)
     return InstanceGroup(
         client_instance_id=iid,
         client_types=client_types,
@@ -415,6 +412,25 @@ def snapshot_fleet(
             workers=by_instance[iid],
             instance_ids=[iid],
         )
+
+    # Healthy is decided last: collisions and manifest findings about an
+    # instance are raised outside its own group and must also rule it out.
+    for group in instances:
+        blocked = any(
+            f.active_blocker
+            and (
+                group.client_instance_id in f.client_instance_ids
+                or set(f.worker_identities) & set(group.worker_identities)
+            )
+            for f in out.items
+        )
+        if group.mutation_safe and not blocked:
+            out.add(
+                CLASS_HEALTHY,
+                f"instance {group.client_instance_id!r} is healthy",
+                workers=by_instance[group.client_instance_id],
+                instance_ids=[group.client_instance_id],
+            )
 
     by_type: dict[str, list[str]] = defaultdict(list)
     for group in instances:

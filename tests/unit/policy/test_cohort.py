@@ -143,3 +143,17 @@ def test_rows_without_generation_or_identity_are_ignored() -> None:
         row(" ", pid=104, generation_id="g-4"),
     ]
     assert not classify_cohort(rows, evidence=probes(alive=[101, 102, 103, 104])).blocked
+
+
+def test_rows_of_another_host_count_as_possibly_running_whatever_the_local_probe_says() -> None:
+    rows = [
+        live_row("w-1", pid=101, generation_id="gen-x", host_id="host-far"),
+        live_row("w-2", pid=102, generation_id="gen-x", host_id="host-far"),
+    ]
+    local_dead = probes(dead=[101, 102])
+    # Judged from the far host itself, the local answer applies and both are dead.
+    assert not classify_cohort(rows, evidence=local_dead, current_host_id="host-far").blocked
+    # Judged from here, pid numbers of another machine prove nothing.
+    verdict = classify_cohort(rows, evidence=local_dead, current_host_id="host-near")
+    assert verdict.blocked
+    assert verdict.contested_generations == ("gen-x",)

@@ -378,3 +378,24 @@ def test_snapshot_is_deterministic_and_order_free() -> None:
     ]
     evidence = probes(alive=[*range(100, 105), 401], dead=[301])
     assert snap(rows, evidence=evidence) == snap(list(reversed(rows)), evidence=evidence)
+
+
+def test_instance_in_a_cross_instance_collision_is_not_healthy() -> None:
+    # Each launch is fine on its own; one worker of B reuses a session of A.
+    a_rows = launch("A", base_pid=100)
+    b_rows = _with(launch("B", base_pid=200), 0, session_id=a_rows[0]["session_id"])
+    snapshot = snap([*a_rows, *b_rows])
+    assert S.CLASS_SESSION_COLLISION in classes(snapshot)
+    healthy = [f for f in snapshot.findings if f.classification == S.CLASS_HEALTHY]
+    assert healthy == []
+
+
+def test_unmanifested_instance_is_not_healthy() -> None:
+    a_rows = launch("A", base_pid=100)
+    b_rows = launch("B", base_pid=200)
+    manifest = [ManifestEntry(client_instance_id=str(a_rows[0]["client_instance_id"]))]
+    snapshot = snap([*a_rows, *b_rows], manifest=manifest)
+    healthy = {
+        f.client_instance_ids for f in snapshot.findings if f.classification == S.CLASS_HEALTHY
+    }
+    assert healthy == {(str(a_rows[0]["client_instance_id"]),)}
