@@ -1,0 +1,316 @@
+"""MCP transports: stdio bridged to the daemon's socket, and bearer-token HTTP on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import socket
+import sys
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+import anyio
+import uvicorn
+from anyio.abc import TaskStatus
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+
+from supervisor.client import AsyncClient, RemoteError
+from supervisor.errors import ConfigError, ProtocolError, Unavailable
+from supervisor.logs import configure_logging, get_logger
+from supervisor.policy.permissions import Profile
+from supervisor.policy.snapshot import ManifestEntry
+from supervisor.profiles import ProfileBook
+from supervisor.surfaces.mcp_tools import ToolBackend, build_mcp_server
+
+__all__ = [
+    "TOKEN_ENV",
+    "ProfileTokenVerifier",
+    "SocketToolBackend",
+    "main",
+    "run_stdio_bridge",
+    "serve_mcp_http",
+    "serve_mcp_stdio",
+]
+
+TOKEN_ENV = "FLEET_SUPERVISOR_TOKEN"
+#: How long open HTTP streams get to finish when the daemon stops.
+_HTTP_DRAIN_SECONDS = 5
+
+_log = get_logger(surface="mcp")
+
+
+# --- stdio: forward to the daemon -------------------------------------------------------
+
+
+def _manifest_frame(entry: ManifestEntry) -> dict[str, Any]:
+    frame: dict[str, Any] = {"client_instance_id": entry.client_instance_id}
+    if entry.client_type is not None:
+        frame["client_type"] = entry.client_type
+    if entry.fleet_run_id is not None:
+        frame["fleet_run_id"] = entry.fleet_run_id
+    if entry.namespaces:
+        frame["namespaces"] = list(entry.namespaces)
+    return frame
+
+
+@contextmanager
+def _unanswered_as_unavailable() -> Iterator[None]:
+    """Only the daemon's own error frames may read as refusals; a lost answer is not one."""
+    try:
+        yield
+    except RemoteError:
+        raise
+    except ProtocolError as exc:
+        # Raised by the client after the request went out (unreadable or mismatched
+        # answer): the request may have run, so it must not be reported as refused.
+        raise Unavailable(f"the supervisor's answer could not be read: {exc.detail}") from exc
+
+
+class SocketToolBackend:
+    """A ToolBackend that asks the running daemon over its local socket.
+
+    This is what ``fleet-supervisor mcp`` (stdio) runs on: a process of its own
+    that forwards every tool call. The MCP-side profile is ignored: the token
+    travels with every request and the daemon authenticates it and decides,
+    exactly as for the CLI, so this process is trusted with nothing. One
+    connection is kept (and remade if the daemon drops it); close with ``aclose``.
+    """
+
+    def __init__(self, socket_path: str | Path, token: str, *, timeout: float = 30.0) -> None:
+        self._client = AsyncClient(socket_path, token=token, timeout=timeout)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def snapshot(
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None,
+        expected_manifest: Sequence[ManifestEntry],
+        expected_live_revision: str | None,
+    ) -> Mapping[str, Any]:
+        del profile  # the daemon authenticates the token instead
+        with _unanswered_as_unavailable():
+            return await self._client.snapshot(
+                canonical_repository=canonical_repository,
+                expected_manifest=[_manifest_frame(e) for e in expected_manifest],
+                expected_live_revision=expected_live_revision,
+            )
+
+    async def plan(
+        self, profile: Profile | None, *, canonical_repository: str | None
+    ) -> Mapping[str, Any]:
+        del profile
+        with _unanswered_as_unavailable():
+            return await self._client.plan(canonical_repository=canonical_repository)
+
+    async def apply(
+        self,
+        profile: Profile | None,
+        *,
+        candidate_fingerprint: str,
+        worker_identities: Sequence[str],
+        registry_fingerprint: str | None,
+        scope_fingerprint: str | None,
+        canonical_repository: str | None,
+    ) -> Mapping[str, Any]:
+        del profile
+        with _unanswered_as_unavailable():
+            return await self._client.apply(
+                candidate_fingerprint=candidate_fingerprint,
+                worker_identities=worker_identities,
+                registry_fingerprint=registry_fingerprint,
+                scope_fingerprint=scope_fingerprint,
+                canonical_repository=canonical_repository,
+            )
+
+
+async def serve_mcp_stdio(backend: ToolBackend) -> None:
+    """Serve the fleet tools on this process's stdin/stdout until the client disconnects."""
+    # No profile on this side: a socket backend carries its own credentials (see above).
+    server = build_mcp_server(backend, profile_resolver=lambda: None)
+    await server.run_stdio_async()
+
+
+async def _bridge(socket_path: str | Path, token: str) -> None:
+    async with SocketToolBackend(socket_path, token) as backend:
+        await serve_mcp_stdio(backend)
+
+
+def run_stdio_bridge(socket_path: str | Path, token: str) -> int:
+    """Blocking entry point for ``fleet-supervisor mcp``; returns the exit code.
+
+    Starts even when the daemon is down: each tool call then answers with a
+    structured ``supervisor_unavailable`` result, which tells the model more than
+    an MCP server that failed to start.
+    """
+    # stdout is the MCP transport: every log line must go to stderr.
+    configure_logging("warning", stream=sys.stderr)
+    anyio.run(_bridge, socket_path, token)
+    return 0
+
+
+# --- streamable HTTP in the daemon ------------------------------------------------------
+
+
+class ProfileTokenVerifier:
+    """Bearer tokens are profile tokens: accepted when the profiles file lists their hash."""
+
+    def __init__(self, profiles: ProfileBook) -> None:
+        self._profiles = profiles
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        profile = self._profiles.authenticate(token)
+        if profile is None:
+            return None
+        return AccessToken(token=token, client_id=profile.name, scopes=[])
+
+
+def _http_profile(profiles: ProfileBook) -> Callable[[], Profile | None]:
+    def resolve() -> Profile | None:
+        access = get_access_token()
+        # Re-proved per tool call, so a token revoked mid-session stops at the next call.
+        return profiles.authenticate(access.token) if access is not None else None
+
+    return resolve
+
+
+def _loopback(host: str) -> str:
+    # IP literals only: a name such as "localhost" can be re-pointed to another machine.
+    try:
+        address = ipaddress.ip_address(host.strip())
+    except ValueError:
+        raise ConfigError(f"MCP HTTP host must be a loopback IP address, got {host!r}") from None
+    if not address.is_loopback:
+        raise ConfigError(f"MCP HTTP host must be a loopback IP address, got {host!r}")
+    return str(address)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise Unavailable(f"MCP HTTP cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return sock
+
+
+class _EmbeddedUvicorn(uvicorn.Server):
+    """uvicorn inside the daemon's event loop: signals stay the daemon's to handle."""
+
+    @contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        # uvicorn would install its own SIGTERM/SIGINT handlers and re-raise the signal
+        # when it stops; the daemon already drains on those signals by cancelling us.
+        yield
+
+
+async def _run_uvicorn(http: _EmbeddedUvicorn, sock: socket.socket, stopped: anyio.Event) -> None:
+    # Shielded: on cancellation the caller sets should_exit and uvicorn drains in order.
+    with anyio.CancelScope(shield=True):
+        try:
+            await http.serve(sockets=[sock])
+        except SystemExit as exc:
+            # uvicorn exits the process when the app's startup fails; here that is an error.
+            raise Unavailable("the MCP HTTP application failed to start") from exc
+        finally:
+            stopped.set()
+
+
+async def serve_mcp_http(
+    handle: ToolBackend,
+    *,
+    profiles: ProfileBook,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the tools over streamable HTTP at ``http://host:port/mcp`` until cancelled.
+
+    Inside the daemon, on a loopback IP only. Every request must carry
+    ``Authorization: Bearer <profile token>``; the token is checked against the
+    profiles file on each request and again on each tool call (so a token whose
+    hash is removed stops working at once), and the profile it proves is the
+    caller the supervisor authorizes. Reports the endpoint URL (with the bound
+    port, so ``port=0`` works) once it accepts connections.
+    """
+    address = _loopback(host)
+    sock = _listen(address, port)
+    try:
+        await _serve_http(handle, profiles, sock, task_status)
+    finally:
+        sock.close()  # uvicorn closes it too once it started; closing twice is harmless
+
+
+async def _serve_http(
+    handle: ToolBackend, profiles: ProfileBook, sock: socket.socket, task_status: TaskStatus[str]
+) -> None:
+    host, port = sock.getsockname()[:2]
+    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    server = build_mcp_server(
+        handle,
+        profile_resolver=_http_profile(profiles),
+        token_verifier=ProfileTokenVerifier(profiles),
+        issuer_url=base,
+    )
+    # host= makes the SDK reject Host/Origin headers that are not loopback (DNS rebinding).
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(
+        app,
+        http="h11",
+        ws="none",
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=_HTTP_DRAIN_SECONDS,
+    )
+    http = _EmbeddedUvicorn(config)
+    stopped = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_run_uvicorn, http, sock, stopped)
+        try:
+            while not http.started:
+                if stopped.is_set():
+                    raise Unavailable("the MCP HTTP server stopped while starting")
+                await anyio.sleep(0.01)
+            _log.info("mcp_http_ready", url=f"{base}/mcp")
+            task_status.started(f"{base}/mcp")
+            await anyio.sleep_forever()
+        finally:
+            http.should_exit = True
+
+
+# --- python -m supervisor.surfaces.mcp_bridge ------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m supervisor.surfaces.mcp_bridge",
+        description="Serve the fleet MCP tools over stdio via the running supervisor daemon.",
+    )
+    parser.add_argument("--socket", required=True, type=Path, help="the daemon's socket path")
+    parser.add_argument("--token", help=f"profile token (default: ${TOKEN_ENV})")
+    args = parser.parse_args(argv)
+    token = args.token or os.environ.get(TOKEN_ENV, "")
+    if not token:
+        sys.stderr.write(f"mcp_bridge: a profile token is required (--token or ${TOKEN_ENV})\n")
+        return 2
+    return run_stdio_bridge(args.socket, token)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

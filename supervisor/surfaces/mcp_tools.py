@@ -1,0 +1,377 @@
+"""The fleet MCP tools: thin adapters from tool arguments to a backend's snapshot, plan, apply."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import (
+    CallToolResult,
+    ContentBlock,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
+from pydantic import AnyHttpUrl, ValidationError
+
+from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
+from supervisor.policy.permissions import Profile
+from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.policy.snapshot import ManifestEntry
+from supervisor.surfaces.protocol import parse_manifest, parse_worker_identities
+
+__all__ = [
+    "APPLY_TOOL",
+    "OUTCOME_FAILED",
+    "OUTCOME_UNKNOWN",
+    "PLAN_TOOL",
+    "SNAPSHOT_TOOL",
+    "TOOL_NAMES",
+    "ProfileResolver",
+    "ToolArgumentError",
+    "ToolBackend",
+    "build_mcp_server",
+]
+
+SNAPSHOT_TOOL = "gitea_snapshot_instance_fleet"
+PLAN_TOOL = "gitea_plan_stale_worker_retirement"
+APPLY_TOOL = "gitea_apply_stale_worker_retirement"
+TOOL_NAMES = (SNAPSHOT_TOOL, PLAN_TOOL, APPLY_TOOL)
+
+#: Errors meaning the request was refused before anything ran, so an apply retired nothing.
+#: Backends must raise anything else (ActorStopped, Unavailable, ...) when the answer was lost.
+_REFUSALS = (ProtocolError, PermissionDenied)
+#: A read (snapshot, plan) that got no usable answer.
+OUTCOME_FAILED = "failed"
+#: An apply whose answer was lost: it may or may not have retired rows.
+OUTCOME_UNKNOWN = "outcome_unknown"
+_T = TypeVar("_T")
+
+ProfileResolver = Callable[[], Profile | None]
+
+
+class ToolBackend(Protocol):
+    """What the tools call: the in-process SupervisorHandle, or the daemon over its socket.
+
+    ``profile`` is the caller the MCP transport authenticated; a backend that
+    authenticates by other means (the socket backend sends its token) ignores it.
+    """
+
+    async def snapshot(
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None,
+        expected_manifest: Sequence[ManifestEntry],
+        expected_live_revision: str | None,
+    ) -> Mapping[str, Any]: ...
+
+    async def plan(
+        self, profile: Profile | None, *, canonical_repository: str | None
+    ) -> Mapping[str, Any]: ...
+
+    async def apply(
+        self,
+        profile: Profile | None,
+        *,
+        candidate_fingerprint: str,
+        worker_identities: Sequence[str],
+        registry_fingerprint: str | None,
+        scope_fingerprint: str | None,
+        canonical_repository: str | None,
+    ) -> Mapping[str, Any]: ...
+
+
+class ToolArgumentError(ToolError):
+    """A tool's arguments are unusable; the server answers with a structured refusal."""
+
+    def __init__(self, reasons: Sequence[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = tuple(reasons)
+
+
+def _optional_text(value: str | None) -> str | None:
+    # A blank string from a model means "not given"; the socket protocol would refuse it.
+    return value if value is not None and value.strip() else None
+
+
+def _parsed(parse: Callable[[object], _T], raw: object) -> _T:
+    """The socket protocol's own parser, so both surfaces accept and refuse the same input."""
+    try:
+        return parse(raw)
+    except ProtocolError as exc:
+        raise ToolArgumentError([exc.detail]) from exc
+
+
+def _text_block(body: Mapping[str, Any]) -> list[ContentBlock]:
+    # Clients that ignore structured content still get the whole answer.
+    return [TextContent(type="text", text=json.dumps(body, indent=2, default=str))]
+
+
+def _argument_refusal(tool: str, reasons: Sequence[str]) -> CallToolResult:
+    body: dict[str, Any] = {
+        "success": False,
+        "outcome": OUTCOME_REFUSED,
+        "error": ProtocolError.code,
+        "tool": tool,
+        "mutation_performed": False,
+        "reasons": list(reasons),
+    }
+    if tool == APPLY_TOOL:
+        body["retired_count"] = 0
+    return CallToolResult(content=_text_block(body), structured_content=body, is_error=True)
+
+
+def _validation_reasons(error: ValidationError) -> list[str]:
+    # Field paths and messages only: echoing rejected values adds nothing for the caller.
+    return [
+        f"{'.'.join(str(part) for part in item['loc']) or 'arguments'}: {item['msg']}"
+        for item in error.errors()
+    ]
+
+
+class _FleetServer(MCPServer[Any]):
+    """Turns argument problems into the structured refusal every other failure already is."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ToolArgumentError):
+                return _argument_refusal(name, cause.reasons)
+            # The SDK raises a plain ToolError from the ValidationError of its input schema.
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                return _argument_refusal(name, _validation_reasons(cause))
+            raise
+
+
+def _failure(task: str, exc: SupervisorError) -> dict[str, Any]:
+    refused = isinstance(exc, _REFUSALS)
+    body: dict[str, Any] = {
+        "success": False,
+        "outcome": OUTCOME_REFUSED if refused else OUTCOME_FAILED,
+        # to_dict: a relayed error keeps the code the daemon sent.
+        "error": exc.to_dict()["error"],
+        "reasons": [exc.detail],
+    }
+    if refused or task != "apply":
+        body["mutation_performed"] = False
+        if task == "apply":
+            body["retired_count"] = 0
+        return body
+    # The request may have reached the writer before the answer was lost: claiming
+    # "nothing retired" here could be false, so say what is known and how to find out.
+    body["outcome"] = OUTCOME_UNKNOWN
+    body["reasons"].append(
+        "no answer came back, so whether anything was retired is unknown; "
+        "plan again to see the registry as it is now"
+    )
+    return body
+
+
+async def _answer(task: str, call: Awaitable[Mapping[str, Any]]) -> dict[str, Any]:
+    try:
+        return dict(await call)
+    except SupervisorError as exc:
+        return _failure(task, exc)
+
+
+def _repository(
+    result: Mapping[str, Any],
+    *,
+    remote: str,
+    host: str | None,
+    org: str | None,
+    repo: str | None,
+    canonical_repository: str | None,
+) -> dict[str, Any]:
+    return {
+        "remote": remote,
+        "host": host,
+        "org": org,
+        "repo": repo,
+        # The supervisor's default applies when none was given; report the one it used.
+        "canonical_repository": result.get("canonical_repository") or canonical_repository,
+    }
+
+
+def build_mcp_server(
+    backend: ToolBackend,
+    *,
+    profile_resolver: ProfileResolver,
+    token_verifier: TokenVerifier | None = None,
+    issuer_url: str = "http://127.0.0.1",
+) -> MCPServer[Any]:
+    """An MCP server exposing the three fleet tools over ``backend``.
+
+    ``profile_resolver`` is called once per tool call and names the caller to
+    the backend, which makes every role and operation decision. With
+    ``token_verifier`` the streamable HTTP app refuses requests without a
+    bearer token the verifier accepts (``issuer_url`` only fills the SDK's
+    required setting; no authorization server is served).
+    """
+    auth = (
+        # resource_server_url=None: tokens are the supervisor's own, not audience-bound OAuth.
+        AuthSettings(issuer_url=AnyHttpUrl(issuer_url), resource_server_url=None)
+        if token_verifier is not None
+        else None
+    )
+    server = _FleetServer(
+        "fleet-supervisor",
+        instructions=(
+            "Fleet supervisor tools: snapshot the worker fleet, plan the retirement of "
+            "conclusively stale worker registrations, and apply a plan under compare-and-swap."
+        ),
+        token_verifier=token_verifier,
+        auth=auth,
+        # The SDK's basicConfig would otherwise print every request at INFO on stderr.
+        log_level="WARNING",
+    )
+
+    @server.tool(
+        name=SNAPSHOT_TOOL,
+        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False),
+    )
+    async def snapshot_tool(
+        canonical_repository: str | None = None,
+        expected_manifest: list[dict[str, Any]] | None = None,
+        expected_live_revision: str | None = None,
+    ) -> dict[str, Any]:
+        """Read-only: classify every worker registration and the live fleet.
+
+        Returns live, stale and historical counts, each worker's classification,
+        instance groups, identity collisions and the active blockers that make the
+        live fleet unsafe. Needs gitea.read and a controller or reconciler role.
+
+        Args:
+            canonical_repository: Repository the workers should be bound to
+                (defaults to the supervisor's configured repository).
+            expected_manifest: Approved instances, each an object with
+                client_instance_id (required), client_type, fleet_run_id and
+                namespaces; live instances off the list and listed instances that
+                are not live become blockers.
+            expected_live_revision: Revision live workers are expected to run.
+        """
+        manifest = _parsed(parse_manifest, expected_manifest)
+        return await _answer(
+            "snapshot",
+            backend.snapshot(
+                profile_resolver(),
+                canonical_repository=_optional_text(canonical_repository),
+                expected_manifest=manifest,
+                expected_live_revision=_optional_text(expected_live_revision),
+            ),
+        )
+
+    @server.tool(
+        name=PLAN_TOOL,
+        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False),
+    )
+    async def plan_tool(
+        remote: str = "dadeschools",
+        host: str | None = None,
+        org: str | None = None,
+        repo: str | None = None,
+        canonical_repository: str | None = None,
+    ) -> dict[str, Any]:
+        """Read-only: which worker registrations are conclusively stale, with tokens to retire them.
+
+        Every registration is either a candidate or preserved with the first
+        reason it cannot be proven stale. Returns registry_fingerprint,
+        scope_fingerprint, candidate_fingerprint and candidate_worker_identities
+        for the apply tool. Retires nothing. Needs gitea.read and a controller or
+        reconciler role.
+
+        Args:
+            remote: Instance name, recorded as audit context only.
+            host: Host override, recorded as audit context only.
+            org: Organisation, recorded as audit context only.
+            repo: Repository name, recorded as audit context only.
+            canonical_repository: Repository binding workers must have to be
+                retired (defaults to the supervisor's configured repository).
+        """
+        result = await _answer(
+            "plan",
+            backend.plan(
+                profile_resolver(), canonical_repository=_optional_text(canonical_repository)
+            ),
+        )
+        result["repository"] = _repository(
+            result,
+            remote=remote,
+            host=host,
+            org=org,
+            repo=repo,
+            canonical_repository=_optional_text(canonical_repository),
+        )
+        return result
+
+    @server.tool(
+        name=APPLY_TOOL,
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
+    )
+    async def apply_tool(
+        *,
+        candidate_fingerprint: str,
+        worker_identities: list[str] | str,
+        registry_fingerprint: str | None = None,
+        scope_fingerprint: str | None = None,
+        remote: str = "dadeschools",
+        host: str | None = None,
+        org: str | None = None,
+        repo: str | None = None,
+        canonical_repository: str | None = None,
+    ) -> dict[str, Any]:
+        """Retire the plan's stale worker registrations under compare-and-swap.
+
+        Give the plan's candidate_fingerprint, its exact
+        candidate_worker_identities, and exactly one of registry_fingerprint
+        (whole registry unchanged) or scope_fingerprint (only the rows that share
+        an identity with a candidate unchanged). The supervisor re-reads the
+        registry, re-plans, re-probes each process and retires nothing if
+        anything moved. Rows are marked retired, never deleted. Needs
+        gitea.worker_registry.retire and a controller or reconciler role.
+
+        Args:
+            candidate_fingerprint: The plan's candidate_fingerprint.
+            worker_identities: The plan's candidate_worker_identities (a list, a
+                JSON list, or a comma-separated string).
+            registry_fingerprint: The plan's registry_fingerprint (strict mode).
+            scope_fingerprint: The plan's scope_fingerprint (scoped mode).
+            remote: Instance name, recorded as audit context only.
+            host: Host override, recorded as audit context only.
+            org: Organisation, recorded as audit context only.
+            repo: Repository name, recorded as audit context only.
+            canonical_repository: Must be the value the plan used.
+        """
+        identities = _parsed(parse_worker_identities, worker_identities)
+        result = await _answer(
+            "apply",
+            backend.apply(
+                profile_resolver(),
+                candidate_fingerprint=candidate_fingerprint,
+                worker_identities=identities,
+                registry_fingerprint=_optional_text(registry_fingerprint),
+                scope_fingerprint=_optional_text(scope_fingerprint),
+                canonical_repository=_optional_text(canonical_repository),
+            ),
+        )
+        result["repository"] = _repository(
+            result,
+            remote=remote,
+            host=host,
+            org=org,
+            repo=repo,
+            canonical_repository=_optional_text(canonical_repository),
+        )
+        return result
+
+    return server

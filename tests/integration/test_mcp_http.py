@@ -1,0 +1,152 @@
+"""The fleet tools over streamable HTTP on loopback: bearer tokens from the profiles file."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from supervisor.errors import ConfigError
+from supervisor.policy.permissions import Profile
+from supervisor.profiles import ProfileBook, hash_token
+from supervisor.surfaces.mcp_bridge import serve_mcp_http
+from supervisor.surfaces.mcp_tools import APPLY_TOOL, PLAN_TOOL, TOOL_NAMES
+from tests.actors.harness import AUTHOR, READER, RETIRER, Harness, harness
+from tests.actors.helpers_retirement import status_of
+from tests.integration.helpers_mcp import call, stale_fleet
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+TOKENS = {READER.name: "reader-token", RETIRER.name: "retirer-token", AUTHOR.name: "author-tok"}
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _toml_list(values: frozenset[str]) -> str:
+    return "[" + ", ".join(f'"{v}"' for v in sorted(values)) + "]"
+
+
+def write_profiles(path: Path, profiles: tuple[Profile, ...]) -> None:
+    """The harness profiles, each proven by its token in TOKENS."""
+    tables = [
+        f"[profiles.{p.name}]\n"
+        f'role_kind = "{p.role_kind}"\n'
+        f"allowed_operations = {_toml_list(p.allowed_operations)}\n"
+        f'token_sha256 = ["{hash_token(TOKENS[p.name])}"]\n'
+        for p in profiles
+    ]
+    path.write_text("\n".join(tables), encoding="utf-8")
+
+
+@asynccontextmanager
+async def http_tools(h: Harness, tmp_path: Path) -> AsyncIterator[tuple[str, Path]]:
+    path = tmp_path / "profiles.toml"
+    write_profiles(path, (READER, RETIRER, AUTHOR))
+    async with anyio.create_task_group() as tg:
+        url = await tg.start(
+            lambda task_status: serve_mcp_http(
+                h.handle, profiles=ProfileBook(path), port=0, task_status=task_status
+            )
+        )
+        yield str(url), path
+        tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def client_for(url: str, token: str) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30.0) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
+
+
+async def raw_post(url: str, headers: dict[str, str]) -> int:
+    async with httpx2.AsyncClient(timeout=30.0) as http:
+        response = await http.post(url, json=_INITIALIZE, headers={**_HEADERS, **headers})
+        return response.status_code
+
+
+async def test_each_token_acts_as_its_own_profile(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h:
+        dead, alive = await stale_fleet(h)
+        async with http_tools(h, tmp_path) as (url, _):
+            assert url.startswith("http://127.0.0.1:")
+            assert url.endswith("/mcp")
+            async with client_for(url, TOKENS[AUTHOR.name]) as author:
+                names = {tool.name for tool in (await author.list_tools()).tools}
+                denied = await call(author, PLAN_TOOL)
+            async with client_for(url, TOKENS[RETIRER.name]) as retirer:
+                planned = await call(retirer, PLAN_TOOL)
+                applied = await call(
+                    retirer,
+                    APPLY_TOOL,
+                    registry_fingerprint=planned["registry_fingerprint"],
+                    candidate_fingerprint=planned["candidate_fingerprint"],
+                    worker_identities=planned["candidate_worker_identities"],
+                )
+        assert await status_of(h, dead["worker_identity"]) == "retired"
+        assert await status_of(h, alive["worker_identity"]) == "active"
+
+    assert set(TOOL_NAMES) <= names
+    assert denied["success"] is False
+    assert denied["permission"]["role_kind"] == "author"
+    assert planned["profile"] == RETIRER.name
+    assert planned["candidate_worker_identities"] == [dead["worker_identity"]]
+    assert applied["outcome"] == "applied"
+    assert applied["profile"] == RETIRER.name
+
+
+async def test_requests_without_a_known_token_get_401(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h, http_tools(h, tmp_path) as (url, _):
+        missing = await raw_post(url, {})
+        unknown = await raw_post(url, {"Authorization": "Bearer not-a-token"})
+        known = await raw_post(url, {"Authorization": f"Bearer {TOKENS[READER.name]}"})
+
+    assert (missing, unknown) == (401, 401)
+    assert known == 200
+
+
+async def test_a_token_removed_from_the_file_stops_working(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h, http_tools(h, tmp_path) as (url, path):
+        bearer = {"Authorization": f"Bearer {TOKENS[RETIRER.name]}"}
+        before = await raw_post(url, bearer)
+        write_profiles(path, (READER, AUTHOR))
+        after = await raw_post(url, bearer)
+
+    assert (before, after) == (200, 401)
+
+
+async def test_foreign_host_headers_are_rejected(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h, http_tools(h, tmp_path) as (url, _):
+        status = await raw_post(
+            url,
+            {"Authorization": f"Bearer {TOKENS[READER.name]}", "Host": "fleet.example.com"},
+        )
+
+    assert status in (403, 421)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "localhost", "example.com"])
+async def test_non_loopback_hosts_are_refused(tmp_path: Path, host: str) -> None:
+    path = tmp_path / "profiles.toml"
+    write_profiles(path, (READER,))
+    async with harness(tmp_path) as h:
+        with pytest.raises(ConfigError, match="loopback"):
+            await serve_mcp_http(h.handle, profiles=ProfileBook(path), host=host, port=0)

@@ -1,0 +1,204 @@
+"""The MCP tool adapters over a recording backend: argument translation and error mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.types import CallToolResult
+
+from supervisor.errors import ActorStopped, PermissionDenied, SupervisorError, Unavailable
+from supervisor.policy.permissions import Profile
+from supervisor.policy.snapshot import ManifestEntry
+from supervisor.surfaces.mcp_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL, build_mcp_server
+
+pytestmark = pytest.mark.anyio
+
+OPERATOR = Profile(name="ops", role_kind="controller")
+APPLY_ARGS = {
+    "candidate_fingerprint": "candidatefp-1",
+    "registry_fingerprint": "registryfp-1",
+    "worker_identities": ["w-1"],
+}
+
+
+@dataclass
+class Recorder:
+    """A ToolBackend that records each call and answers with ``answer`` (or raises ``error``)."""
+
+    error: SupervisorError | None = None
+    answer: Mapping[str, Any] = field(default_factory=lambda: {"success": True})
+    calls: list[tuple[str, Profile | None, dict[str, Any]]] = field(default_factory=list)
+
+    def _record(self, op: str, profile: Profile | None, **args: Any) -> Mapping[str, Any]:
+        self.calls.append((op, profile, args))
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+    async def snapshot(
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None,
+        expected_manifest: Sequence[ManifestEntry],
+        expected_live_revision: str | None,
+    ) -> Mapping[str, Any]:
+        return self._record(
+            "snapshot",
+            profile,
+            canonical_repository=canonical_repository,
+            expected_manifest=expected_manifest,
+            expected_live_revision=expected_live_revision,
+        )
+
+    async def plan(
+        self, profile: Profile | None, *, canonical_repository: str | None
+    ) -> Mapping[str, Any]:
+        return self._record("plan", profile, canonical_repository=canonical_repository)
+
+    async def apply(
+        self,
+        profile: Profile | None,
+        *,
+        candidate_fingerprint: str,
+        worker_identities: Sequence[str],
+        registry_fingerprint: str | None,
+        scope_fingerprint: str | None,
+        canonical_repository: str | None,
+    ) -> Mapping[str, Any]:
+        return self._record(
+            "apply",
+            profile,
+            candidate_fingerprint=candidate_fingerprint,
+            worker_identities=worker_identities,
+            registry_fingerprint=registry_fingerprint,
+            scope_fingerprint=scope_fingerprint,
+            canonical_repository=canonical_repository,
+        )
+
+
+async def structured(backend: Recorder, tool: str, **arguments: Any) -> dict[str, Any]:
+    async with Client(build_mcp_server(backend, profile_resolver=lambda: OPERATOR)) as client:
+        result = await client.call_tool(tool, arguments)
+    assert isinstance(result, CallToolResult)
+    assert result.is_error is False, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+async def test_the_resolver_is_asked_on_every_call() -> None:
+    backend = Recorder()
+    callers = iter([OPERATOR, None])
+    server = build_mcp_server(backend, profile_resolver=lambda: next(callers))
+    async with Client(server) as client:
+        await client.call_tool(PLAN_TOOL, {})
+        await client.call_tool(PLAN_TOOL, {})
+
+    assert [profile for _, profile, _ in backend.calls] == [OPERATOR, None]
+
+
+async def test_blank_optional_strings_mean_not_given() -> None:
+    backend = Recorder()
+    await structured(
+        backend,
+        APPLY_TOOL,
+        candidate_fingerprint="candidatefp-1",
+        registry_fingerprint=" ",
+        scope_fingerprint="scopefp-1",
+        canonical_repository="",
+        worker_identities='["w-1", " w-2 "]',
+    )
+    await structured(backend, SNAPSHOT_TOOL, canonical_repository="", expected_live_revision="")
+
+    (_, _, applied), (_, _, snapshot) = backend.calls
+    assert applied == {
+        "candidate_fingerprint": "candidatefp-1",
+        "worker_identities": ("w-1", "w-2"),
+        "registry_fingerprint": None,
+        "scope_fingerprint": "scopefp-1",
+        "canonical_repository": None,
+    }
+    assert snapshot == {
+        "canonical_repository": None,
+        "expected_manifest": (),
+        "expected_live_revision": None,
+    }
+
+
+async def test_manifest_entries_reach_the_backend_as_manifest_entries() -> None:
+    backend = Recorder()
+    await structured(
+        backend,
+        SNAPSHOT_TOOL,
+        expected_manifest=[
+            {
+                "client_instance_id": "inst-a",
+                "client_type": "codex",
+                "fleet_run_id": "run-1",
+                "namespaces": ["author", "reviewer"],
+            }
+        ],
+    )
+
+    (_, _, args) = backend.calls[0]
+    assert args["expected_manifest"] == (
+        ManifestEntry(
+            client_instance_id="inst-a",
+            client_type="codex",
+            fleet_run_id="run-1",
+            namespaces=("author", "reviewer"),
+        ),
+    )
+
+
+async def test_the_audit_context_is_echoed_with_the_repository_the_supervisor_used() -> None:
+    backend = Recorder(answer={"success": True, "canonical_repository": "/srv/default"})
+    result = await structured(backend, PLAN_TOOL, host="git.example", repo="fleet")
+
+    assert result["repository"] == {
+        "remote": "dadeschools",
+        "host": "git.example",
+        "org": None,
+        "repo": "fleet",
+        "canonical_repository": "/srv/default",
+    }
+
+
+@pytest.mark.parametrize("tool", [SNAPSHOT_TOOL, PLAN_TOOL])
+async def test_a_lost_answer_to_a_read_is_a_structured_failure(tool: str) -> None:
+    result = await structured(Recorder(error=ActorStopped("retirement stopped")), tool)
+
+    assert result["success"] is False
+    assert result["outcome"] == "failed"
+    assert result["error"] == "actor_stopped"
+    assert result["reasons"] == ["retirement stopped"]
+    assert result["mutation_performed"] is False
+
+
+async def test_a_refused_apply_retired_nothing() -> None:
+    result = await structured(
+        Recorder(error=PermissionDenied("no grant")), APPLY_TOOL, **APPLY_ARGS
+    )
+
+    assert result["outcome"] == "refused"
+    assert result["error"] == "permission_denied"
+    assert result["mutation_performed"] is False
+    assert result["retired_count"] == 0
+
+
+@pytest.mark.parametrize("error", [ActorStopped("writer stopped"), Unavailable("gone")])
+async def test_a_lost_answer_to_an_apply_does_not_claim_nothing_was_retired(
+    error: SupervisorError,
+) -> None:
+    result = await structured(Recorder(error=error), APPLY_TOOL, **APPLY_ARGS)
+
+    assert result["success"] is False
+    assert result["outcome"] == "outcome_unknown"
+    assert "mutation_performed" not in result
+    assert "retired_count" not in result
+    assert result["error"] == error.code
+    assert any("plan again" in reason for reason in result["reasons"])
