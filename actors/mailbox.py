@@ -38,6 +38,9 @@ class Reply(Generic[T]):
         """A channel nobody reads: for requests an actor makes of itself or fire-and-forget."""
         send, receive = anyio.create_memory_object_stream[T](1)
         receive.close()
+        # Closed too: a request that is handled without ever being answered (the
+        # retirement actor's own auto plan/apply) must not leak an open send end.
+        send.close()
         return cls(send)
 
     def send(self, value: T) -> None:
