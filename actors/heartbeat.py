@@ -283,7 +283,9 @@ def _claim_problem(claims: Mapping[str, Any], settings: HeartbeatSettings) -> st
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 return "heartbeat_ttl_seconds must be a number"
-            if not settings.min_ttl_seconds <= float(value) <= settings.max_ttl_seconds:
+            # Compared without float(): a huge integer would overflow, and NaN
+            # fails both bounds, so either is refused rather than crashing.
+            if not settings.min_ttl_seconds <= value <= settings.max_ttl_seconds:
                 return (
                     f"heartbeat_ttl_seconds must be within [{settings.min_ttl_seconds}, "
                     f"{settings.max_ttl_seconds}]"

@@ -2,28 +2,47 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from enum import Enum
+from typing import Any, ClassVar
 
-from supervisor.errors import ProtocolError
+from supervisor.errors import PermissionDenied, ProtocolError
+from supervisor.policy.snapshot import ManifestEntry
 
 __all__ = [
+    "BAD_REQUEST",
+    "FRAME_TOO_LARGE",
+    "INTERNAL_ERROR",
     "OPERATOR_OPS",
+    "PERMISSION_DENIED",
     "PROTOCOL_VERSION",
+    "SERVER_BUSY",
+    "TIMEOUT",
+    "UNAUTHENTICATED",
+    "UNKNOWN_OP",
     "WORKER_OPS",
     "ApplyArgs",
     "FencedArgs",
+    "FrameTooLarge",
     "PlanArgs",
     "RegisterArgs",
     "Request",
     "SnapshotArgs",
+    "Unauthenticated",
+    "UnknownOp",
     "decode_request",
     "encode",
     "error_frame",
     "ok_frame",
+    "parse_manifest",
     "parse_worker_identities",
+    "peek_request_id",
+    "to_wire",
 ]
 
 PROTOCOL_VERSION = 1
@@ -32,6 +51,38 @@ OPERATOR_OPS = frozenset({"snapshot", "plan", "apply", "status"})
 _MAX_ID = 128
 _MAX_TEXT = 512
 _MAX_IDENTITIES = 100_000
+_MAX_CLAIMS = 64
+_MAX_MANIFEST = 10_000
+#: Claim numbers beyond this are nonsense for a TTL and could overflow float() in the actor.
+_MAX_CLAIM_NUMBER = 1e12
+
+# Error codes a surface answers with; clients branch on them.
+BAD_REQUEST = ProtocolError.code
+UNKNOWN_OP = "unknown_op"
+FRAME_TOO_LARGE = "frame_too_large"
+UNAUTHENTICATED = "unauthenticated"
+PERMISSION_DENIED = PermissionDenied.code
+TIMEOUT = "timeout"
+SERVER_BUSY = "server_busy"
+INTERNAL_ERROR = "internal_error"
+
+
+class UnknownOp(ProtocolError):
+    """The frame names an operation this protocol does not have."""
+
+    code: ClassVar[str] = UNKNOWN_OP
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame exceeded the size limit; the stream cannot be resynchronized after it."""
+
+    code: ClassVar[str] = FRAME_TOO_LARGE
+
+
+class Unauthenticated(PermissionDenied):
+    """An operator request carried no token, or one that proves no profile."""
+
+    code: ClassVar[str] = UNAUTHENTICATED
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +104,7 @@ class FencedArgs:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotArgs:
     canonical_repository: str | None
-    expected_manifest: tuple[Mapping[str, Any], ...]
+    expected_manifest: tuple[ManifestEntry, ...]
     expected_live_revision: str | None
 
 
@@ -109,8 +160,8 @@ def parse_worker_identities(raw: object) -> tuple[str, ...]:
         if text.startswith("["):
             try:
                 raw = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ProtocolError(f"worker_identities is not valid JSON: {exc.msg}") from exc
+            except (ValueError, RecursionError) as exc:
+                raise ProtocolError(f"worker_identities is not valid JSON: {exc}") from exc
         else:
             raw = [part.strip() for part in text.split(",") if part.strip()]
     if not isinstance(raw, list) or len(raw) > _MAX_IDENTITIES:
@@ -120,15 +171,66 @@ def parse_worker_identities(raw: object) -> tuple[str, ...]:
     return tuple(item.strip() for item in raw if item.strip())
 
 
+def parse_manifest(raw: object) -> tuple[ManifestEntry, ...]:
+    """The operator's approved instances; keys other than the four known ones are ignored."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > _MAX_MANIFEST:
+        raise ProtocolError("expected_manifest must be a list of objects")
+    entries = []
+    for index, item in enumerate(raw):
+        where = f"expected_manifest[{index}]"
+        if not isinstance(item, dict):
+            raise ProtocolError(f"{where} must be an object")
+        namespaces = item.get("namespaces") or []
+        if not isinstance(namespaces, list) or not all(
+            isinstance(n, str) and 0 < len(n) <= _MAX_TEXT for n in namespaces
+        ):
+            raise ProtocolError(f"{where}.namespaces must be a list of strings")
+        try:
+            entry = ManifestEntry(
+                client_instance_id=str(_text(item, "client_instance_id", required=True)),
+                client_type=_text(item, "client_type"),
+                fleet_run_id=_text(item, "fleet_run_id"),
+                namespaces=tuple(namespaces),
+            )
+        except ProtocolError as exc:
+            raise ProtocolError(f"{where}: {exc.detail.removeprefix('args.')}") from None
+        entries.append(entry)
+    return tuple(entries)
+
+
+def _claims(raw: object) -> dict[str, Any]:
+    # Only the shape is checked here (flat object of scalars); which claims exist and what
+    # they may say is the heartbeat actor's decision, answered as a registration result.
+    if not isinstance(raw, dict) or len(raw) > _MAX_CLAIMS:
+        raise ProtocolError(f"args.claims must be an object with at most {_MAX_CLAIMS} keys")
+    for key, value in raw.items():
+        if len(key) > _MAX_TEXT:
+            raise ProtocolError("args.claims keys must be at most 512 characters")
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, str):
+            if len(value) > _MAX_TEXT:
+                raise ProtocolError(f"args.claims.{key} must be at most {_MAX_TEXT} characters")
+            continue
+        # Compared without float(): converting a 400-digit integer raises OverflowError.
+        if isinstance(value, int) and abs(value) <= _MAX_CLAIM_NUMBER:
+            continue
+        if isinstance(value, float) and math.isfinite(value) and abs(value) <= _MAX_CLAIM_NUMBER:
+            continue
+        raise ProtocolError(f"args.claims.{key} must be a string, a finite number, a bool or null")
+    return raw
+
+
 def _args(op: str, args: Mapping[str, Any]) -> Args:
     if op == "register":
-        claims = args.get("claims", {})
-        if not isinstance(claims, dict):
-            raise ProtocolError("args.claims must be an object")
-        return RegisterArgs(pid=_int(args, "pid", required=False), claims=claims)
+        return RegisterArgs(
+            pid=_int(args, "pid", required=False), claims=_claims(args.get("claims", {}))
+        )
     if op in ("heartbeat", "release"):
         epoch = args.get("fencing_epoch")
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 2**63:
             raise ProtocolError("args.fencing_epoch must be a non-negative integer")
         return FencedArgs(
             worker_identity=str(_text(args, "worker_identity", required=True)),
@@ -137,12 +239,9 @@ def _args(op: str, args: Mapping[str, Any]) -> Args:
             fencing_epoch=epoch,
         )
     if op == "snapshot":
-        manifest = args.get("expected_manifest", [])
-        if not isinstance(manifest, list) or not all(isinstance(m, dict) for m in manifest):
-            raise ProtocolError("args.expected_manifest must be a list of objects")
         return SnapshotArgs(
             canonical_repository=_text(args, "canonical_repository"),
-            expected_manifest=tuple(manifest),
+            expected_manifest=parse_manifest(args.get("expected_manifest")),
             expected_live_revision=_text(args, "expected_live_revision"),
         )
     if op == "plan":
@@ -158,23 +257,45 @@ def _args(op: str, args: Mapping[str, Any]) -> Args:
     return None
 
 
-def decode_request(frame: bytes) -> Request:
-    """Parse and validate one frame; anything malformed raises ``ProtocolError``."""
+def _load(frame: bytes) -> Any:
+    try:
+        return json.loads(frame)
+    # ValueError covers JSONDecodeError, bad UTF-8 and integers past the digit limit;
+    # RecursionError is what deeply nested arrays raise.
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"frame is not valid JSON: {str(exc)[:200]}") from None
+
+
+def peek_request_id(frame: bytes) -> str | None:
+    """The frame's id when it has a usable one, so even a rejected request is answered by id."""
     try:
         data = json.loads(frame)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"frame is not valid JSON: {exc}") from exc
+    except (ValueError, RecursionError):
+        return None
+    request_id = data.get("id") if isinstance(data, dict) else None
+    return request_id if isinstance(request_id, str) and len(request_id) <= _MAX_ID else None
+
+
+def decode_request(frame: bytes) -> Request:
+    """Parse and validate one frame; anything malformed raises a ``ProtocolError``."""
+    data = _load(frame)
     if not isinstance(data, dict):
         raise ProtocolError("frame must be a JSON object")
     version = data.get("v", PROTOCOL_VERSION)
-    if version != PROTOCOL_VERSION:
-        raise ProtocolError(f"unsupported protocol version {version!r}; this is {PROTOCOL_VERSION}")
+    # bool is an int and 1.0 == 1 in Python; neither is a version number on the wire.
+    if type(version) is not int or version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"unsupported protocol version {str(version)[:32]}; this is {PROTOCOL_VERSION}"
+        )
     request_id = data.get("id")
     if request_id is not None and (not isinstance(request_id, str) or len(request_id) > _MAX_ID):
         raise ProtocolError(f"id must be a string of at most {_MAX_ID} characters")
     op = data.get("op")
-    if not isinstance(op, str) or op not in WORKER_OPS | OPERATOR_OPS:
-        raise ProtocolError(f"op must be one of {sorted(WORKER_OPS | OPERATOR_OPS)}")
+    known = sorted(WORKER_OPS | OPERATOR_OPS)
+    if not isinstance(op, str):
+        raise ProtocolError(f"op must be a string, one of {known}")
+    if op not in WORKER_OPS | OPERATOR_OPS:
+        raise UnknownOp(f"unknown op {op[:64]!r}; expected one of {known}")
     token = data.get("token")
     if token is not None and (not isinstance(token, str) or len(token) > _MAX_TEXT):
         raise ProtocolError("token must be a string")
@@ -182,6 +303,29 @@ def decode_request(frame: bytes) -> Request:
     if not isinstance(args, dict):
         raise ProtocolError("args must be an object")
     return Request(id=request_id, op=op, token=token, args=_args(op, args))
+
+
+def to_wire(value: Any) -> Any:
+    """Results as plain JSON values: dataclasses and mappings to dicts, sets sorted to lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_wire(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_wire(v) for k, v in value.items()}
+    if isinstance(value, Set):
+        items = [to_wire(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if isinstance(value, list | tuple):
+        return [to_wire(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return to_wire(value.value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
 
 
 def encode(frame: Mapping[str, Any]) -> bytes:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -16,6 +16,7 @@ from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.identity import mint_instance_id
 from supervisor.policy.permissions import OP_READ, OP_RETIRE, Profile
+from supervisor.store.base import Store
 from supervisor.store.sqlite import SQLiteStore, open_sqlite_store
 from tests.fakes import ScriptedProbes
 
@@ -112,8 +113,14 @@ def default_settings(**retirement: Any) -> AppSettings:
 
 @asynccontextmanager
 async def harness(
-    tmp_path: Path, *, settings: AppSettings | None = None, probes: ScriptedProbes | None = None
+    tmp_path: Path,
+    *,
+    settings: AppSettings | None = None,
+    probes: ScriptedProbes | None = None,
+    wrap_store: Callable[[SQLiteStore], Store] | None = None,
 ) -> AsyncIterator[Harness]:
+    """``wrap_store`` lets a test put a proxy between the actors and the real database;
+    ``Harness.store`` stays the real store, for assertions."""
     fake = FakeClock(wall=START)
     clock = MonotonicWall(fake)
     scripted = probes or ScriptedProbes(host_id="host-a", boot_id="boot-1")
@@ -121,7 +128,7 @@ async def harness(
     store = await open_sqlite_store(tmp_path / "registry.sqlite3")
     try:
         async with running_supervisor(
-            store=store,
+            store=wrap_store(store) if wrap_store is not None else store,
             clock=clock,
             probes=scripted,
             profiles=profiles,

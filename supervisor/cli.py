@@ -1,0 +1,283 @@
+"""The ``fleet-supervisor`` command: run the daemon, inspect and retire, mint launch configs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import anyio
+
+from supervisor.cli_format import format_apply, format_plan, format_snapshot, format_status
+from supervisor.config import Settings, default_config_path, load_settings
+from supervisor.errors import ConfigError, SupervisorError, Unavailable
+from supervisor.launcher import build_launch_config
+from supervisor.policy.identity import UntrustedInstanceError
+
+__all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+TOKEN_ENV = "FLEET_SUPERVISOR_TOKEN"
+_SHIPPED_CONFIG = Path(__file__).resolve().parent.parent / "config"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage already; keep its messages on stderr."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="fleet-supervisor", description=__doc__)
+    parser.add_argument("--config", type=Path, help="supervisor.toml (default: built-in defaults)")
+    parser.add_argument("--socket", type=Path, help="override socket.path")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser("run", help="run the supervisor daemon")
+    run.add_argument("--db", type=Path, help="override database.path")
+    run.add_argument("--profiles", type=Path, help="override auth.profiles_path")
+
+    for name, text in (
+        ("status", "daemon, liveness and lease summary"),
+        ("snapshot", "classified fleet snapshot"),
+        ("plan", "dry-run retirement plan"),
+        ("apply", "retire the rows a plan approved (compare-and-swap)"),
+    ):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("--token", help=f"profile token (default: ${TOKEN_ENV})")
+        sub.add_argument("--json", action="store_true", help="machine-readable output")
+        if name in ("snapshot", "plan", "apply"):
+            sub.add_argument("--canonical-repository")
+        if name == "apply":
+            tokens = sub.add_mutually_exclusive_group(required=True)
+            tokens.add_argument("--registry-fingerprint", help="strict: whole-registry token")
+            tokens.add_argument("--scope-fingerprint", help="scoped: decision-scope token")
+            sub.add_argument("--candidate-fingerprint", required=True)
+            sub.add_argument("--workers", required=True, help="comma-separated identities")
+
+    launch = commands.add_parser("launch-config", help="print the mcpServers map for one launch")
+    launch.add_argument("--client", required=True, help="client type, e.g. codex, claude_code")
+    launch.add_argument("--instance-id", help="reuse this trusted instance id (resume a launch)")
+    launch.add_argument("--session-id")
+    launch.add_argument("--fleet-run-id")
+    launch.add_argument("--profile-prefix", default="prgs-")
+    launch.add_argument("--exec", dest="wrap", action="store_true", help="wrap each in `exec`")
+    launch.add_argument("server_command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+    token = commands.add_parser("token", help="profile tokens")
+    token_commands = token.add_subparsers(dest="token_command", required=True, parser_class=_Parser)
+    create = token_commands.add_parser("create", help="mint a token for PROFILE (shown once)")
+    create.add_argument("profile")
+    create.add_argument("--profiles", type=Path, help="override auth.profiles_path")
+
+    exec_cmd = commands.add_parser("exec", help="run an MCP server as a registered child")
+    exec_cmd.add_argument("--namespace", help="default: derived from $GITEA_MCP_PROFILE")
+    exec_cmd.add_argument("--ttl", type=float, help="heartbeat TTL seconds to request")
+    exec_cmd.add_argument("child", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+    mcp = commands.add_parser("mcp", help="serve the MCP tools over stdio via the running daemon")
+    mcp.add_argument("--token", help=f"profile token (default: ${TOKEN_ENV})")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    if args.socket:
+        overrides["socket.path"] = str(args.socket)
+    if getattr(args, "db", None):
+        overrides["database.path"] = str(args.db)
+    if getattr(args, "profiles", None):
+        overrides["auth.profiles_path"] = str(args.profiles)
+    config = args.config
+    if config is None and default_config_path().is_file():
+        config = default_config_path()
+    return load_settings(config, overrides=overrides)
+
+
+def _strip_dashdash(argv: Sequence[str]) -> list[str]:
+    items = list(argv)
+    return items[1:] if items and items[0] == "--" else items
+
+
+def _emit(
+    result: Mapping[str, Any], as_json: bool, human: Callable[[Mapping[str, Any]], str]
+) -> None:
+    sys.stdout.write(
+        (json.dumps(result, indent=2, default=str) if as_json else human(result)) + "\n"
+    )
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    return args.token or os.environ.get(TOKEN_ENV) or None
+
+
+def _with_progress(label: str, work: Callable[[], Mapping[str, Any]]) -> Mapping[str, Any]:
+    """Run a blocking request while telling a human on a terminal that it is still going."""
+    if not sys.stderr.isatty():
+        return work()
+    done = threading.Event()
+
+    def ticker() -> None:
+        started = time.monotonic()
+        while not done.wait(1.0):
+            sys.stderr.write(f"\r{label}... {time.monotonic() - started:.0f}s")
+            sys.stderr.flush()
+
+    thread = threading.Thread(target=ticker, daemon=True)
+    thread.start()
+    try:
+        return work()
+    finally:
+        done.set()
+        thread.join()
+        sys.stderr.write("\r\033[K")
+
+
+def _operator(args: argparse.Namespace, settings: Settings) -> int:
+    from supervisor.client import Client
+
+    with Client(settings.socket.path, token=_token(args)) as client:
+        if args.command == "status":
+            result = client.status()
+            _emit(result, args.json, format_status)
+            return EXIT_OK
+        if args.command == "snapshot":
+            result = client.snapshot(canonical_repository=args.canonical_repository)
+            _emit(result, args.json, format_snapshot)
+            ok = result.get("success", True) and result.get("live_fleet_safe", False)
+            return EXIT_OK if ok else EXIT_REFUSED
+        if args.command == "plan":
+            result = client.plan(canonical_repository=args.canonical_repository)
+            _emit(result, args.json, format_plan)
+            return EXIT_OK if result.get("success") else EXIT_REFUSED
+        workers = [w.strip() for w in args.workers.split(",") if w.strip()]
+        result = _with_progress(
+            "applying",
+            lambda: client.apply(
+                registry_fingerprint=args.registry_fingerprint,
+                scope_fingerprint=args.scope_fingerprint,
+                candidate_fingerprint=args.candidate_fingerprint,
+                worker_identities=workers,
+                canonical_repository=args.canonical_repository,
+            ),
+        )
+        _emit(result, args.json, format_apply)
+        complete = result.get("outcome") == "applied" and result.get("retired_count") == len(
+            workers
+        )
+        return EXIT_OK if complete else EXIT_REFUSED
+
+
+def _launch_config(args: argparse.Namespace, settings: Settings) -> int:
+    command = _strip_dashdash(args.server_command)
+    if not command:
+        sys.stderr.write("launch-config: give the server command after --\n")
+        return EXIT_USAGE
+    wrapper = None
+    if args.wrap:
+        executable = shutil.which("fleet-supervisor") or sys.argv[0]
+        wrapper = [executable, "--socket", str(settings.socket.path), "exec"]
+    try:
+        config = build_launch_config(
+            client_type=args.client,
+            command=command[0],
+            args=command[1:],
+            instance_id=args.instance_id,
+            session_id=args.session_id,
+            fleet_run_id=args.fleet_run_id,
+            profile_prefix=args.profile_prefix,
+            exec_wrapper=wrapper,
+        )
+    except UntrustedInstanceError as exc:
+        sys.stderr.write(f"launch-config: refusing untrusted instance id: {exc}\n")
+        return EXIT_USAGE
+    sys.stdout.write(json.dumps(config, indent=2) + "\n")
+    return EXIT_OK
+
+
+def _token_create(args: argparse.Namespace, settings: Settings) -> int:
+    from supervisor.profiles import create_token
+
+    path = settings.auth.profiles_path
+    if not path.exists():
+        shipped = _SHIPPED_CONFIG / "profiles.toml"
+        if not shipped.is_file():
+            sys.stderr.write(f"token: no profiles file at {path}\n")
+            return EXIT_REFUSED
+        # First use: start the operator's own profiles file from the shipped
+        # example, so later grants are edits to their file, not to the checkout.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shipped, path)
+        path.chmod(0o600)
+        sys.stderr.write(f"token: created {path} from the shipped example profiles\n")
+    token = create_token(path, args.profile)
+    sys.stdout.write(token + "\n")
+    sys.stderr.write(f"token for {args.profile!r} stored as a hash in {path}; it is shown once\n")
+    return EXIT_OK
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.command == "run":
+        from supervisor.service import run_service
+
+        return anyio.run(run_service, settings)
+    if args.command in ("status", "snapshot", "plan", "apply"):
+        return _operator(args, settings)
+    if args.command == "launch-config":
+        return _launch_config(args, settings)
+    if args.command == "token":
+        return _token_create(args, settings)
+    if args.command == "exec":
+        from supervisor.exec_sidecar import run_exec
+
+        child = _strip_dashdash(args.child)
+        if not child:
+            sys.stderr.write("exec: give the command to run after --\n")
+            return EXIT_USAGE
+        return run_exec(
+            child, socket_path=settings.socket.path, namespace=args.namespace, ttl=args.ttl
+        )
+    if args.command == "mcp":
+        from supervisor.surfaces.mcp_bridge import run_stdio_bridge
+
+        token = _token(args)
+        if not token:
+            sys.stderr.write(f"mcp: a profile token is required (--token or ${TOKEN_ENV})\n")
+            return EXIT_USAGE
+        return run_stdio_bridge(settings.socket.path, token)
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except ConfigError as exc:
+        sys.stderr.write(f"fleet-supervisor: configuration error: {exc.detail}\n")
+        return EXIT_USAGE
+    except Unavailable as exc:
+        sys.stderr.write(f"fleet-supervisor: supervisor unreachable: {exc.detail}\n")
+        return EXIT_UNREACHABLE
+    except SupervisorError as exc:
+        sys.stderr.write(f"fleet-supervisor: {exc.code}: {exc.detail}\n")
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

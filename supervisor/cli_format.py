@@ -1,0 +1,123 @@
+"""Human-readable renderings of supervisor results for the CLI (``--json`` bypasses these)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["format_apply", "format_plan", "format_snapshot", "format_status", "table"]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain aligned table, kubectl style: no borders, two spaces between columns."""
+    cells = [
+        [str(h).upper() for h in headers],
+        *[["" if v is None else str(v) for v in r] for r in rows],
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    )
+
+
+def format_status(result: Mapping[str, Any]) -> str:
+    lines = [f"{key}: {value}" for key, value in result.items() if not isinstance(value, Mapping)]
+    for key, value in result.items():
+        if isinstance(value, Mapping):
+            lines.append(f"{key}:")
+            lines.extend(f"  {k}: {v}" for k, v in value.items())
+    return "\n".join(lines)
+
+
+def format_snapshot(result: Mapping[str, Any]) -> str:
+    if not result.get("success", True):
+        return _refusal(result)
+    rows = [
+        (
+            w.get("worker_identity"),
+            w.get("namespace"),
+            w.get("pid"),
+            w.get("status"),
+            w.get("ownership_state"),
+            "yes" if w.get("live") else "no",
+            w.get("client_instance_id"),
+        )
+        for w in result.get("workers") or []
+    ]
+    out = [
+        table(["worker", "namespace", "pid", "status", "ownership", "live", "instance"], rows),
+        "",
+        f"live {result.get('live_worker_count')}  stale {result.get('stale_worker_count')}  "
+        f"historical {result.get('historical_worker_count')}  "
+        f"live_fleet_safe {result.get('live_fleet_safe')}",
+    ]
+    blockers = result.get("active_blockers") or []
+    if blockers:
+        out.append("blockers:")
+        out.extend(f"  {b.get('classification')}: {b.get('detail')}" for b in blockers)
+    return "\n".join(out)
+
+
+def format_plan(result: Mapping[str, Any]) -> str:
+    if not result.get("success", True):
+        return _refusal(result)
+    candidates = result.get("candidates") or []
+    preserved = result.get("preserved") or []
+    out = [
+        f"candidates: {len(candidates)}   preserved: {len(preserved)}",
+        table(
+            ["worker", "reason", "pid", "namespace"],
+            [
+                (
+                    e.get("worker_identity"),
+                    e.get("reason_code"),
+                    e["evidence"].get("pid"),
+                    e["evidence"].get("namespace"),
+                )
+                for e in [*candidates, *preserved]
+            ],
+        ),
+        "",
+        f"registry_fingerprint:  {result.get('registry_fingerprint')}",
+        f"scope_fingerprint:     {result.get('scope_fingerprint')}",
+        f"candidate_fingerprint: {result.get('candidate_fingerprint')}",
+    ]
+    if candidates:
+        workers = ",".join(str(c.get("worker_identity")) for c in candidates)
+        out.append(
+            "\nto retire them: fleet-supervisor apply "
+            f"--scope-fingerprint {result.get('scope_fingerprint')} "
+            f"--candidate-fingerprint {result.get('candidate_fingerprint')} --workers {workers}"
+        )
+    return "\n".join(out)
+
+
+def format_apply(result: Mapping[str, Any]) -> str:
+    out = [
+        f"outcome: {result.get('outcome')}   retired: {result.get('retired_count', 0)}   "
+        f"preserved: {result.get('preserved_count', 0)}"
+    ]
+    for reason in result.get("reasons") or []:
+        out.append(f"  {reason}")
+    rows = [
+        (r.get("worker_identity"), "retired", r.get("reason_code"))
+        for r in result.get("retired") or []
+    ]
+    rows += [
+        (p.get("worker_identity"), "preserved", p.get("reason_code"))
+        for p in result.get("preserved") or []
+    ]
+    if rows:
+        out.append(table(["worker", "result", "reason"], rows))
+    post = result.get("post_apply") or {}
+    if post.get("available"):
+        out.append(
+            f"after: live {post.get('live_worker_count')}  stale {post.get('stale_worker_count')}  "
+            f"live_fleet_safe {post.get('live_fleet_safe')}"
+        )
+    return "\n".join(out)
+
+
+def _refusal(result: Mapping[str, Any]) -> str:
+    reasons = result.get("reasons") or ["refused"]
+    return "refused: " + "; ".join(str(r) for r in reasons)

@@ -1,0 +1,122 @@
+"""The daemon: opens the store, starts the actors and the surfaces, stops in order on a signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+
+from actors.retirement import RetirementSettings
+from supervisor.app import AppSettings, RestartBudgetExceeded, running_supervisor
+from supervisor.clock import Clock, MonotonicWall, SystemClock
+from supervisor.config import Settings
+from supervisor.errors import SupervisorError
+from supervisor.logs import configure_logging, get_logger
+from supervisor.probes import LocalProbes, ProbeBackend
+from supervisor.profiles import ProfileBook
+from supervisor.store.sqlite import open_sqlite_store
+from supervisor.surfaces.mcp_bridge import serve_mcp_http
+from supervisor.surfaces.socket_server import serve_socket
+
+__all__ = ["app_settings", "run_service"]
+
+_log = get_logger()
+
+
+def app_settings(settings: Settings) -> AppSettings:
+    """The actors' settings, taken from the validated configuration."""
+    return AppSettings(
+        writer=settings.retirement.to_writer(),
+        heartbeat=settings.heartbeat.to_actor(),
+        liveness=settings.liveness.to_actor(),
+        leases=settings.leases.to_actor(),
+        retirement=RetirementSettings(
+            canonical_repository=settings.supervisor.canonical_repository,
+            auto_enabled=settings.retirement.auto_enabled,
+            auto_interval_seconds=settings.retirement.auto_interval_seconds,
+            auto_profile=settings.retirement.auto_profile,
+        ),
+        max_restarts=settings.restart.max_restarts,
+        restart_window_seconds=settings.restart.window_seconds,
+    )
+
+
+async def run_service(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    probes: ProbeBackend | None = None,
+    on_ready: Callable[[Path], None] | None = None,
+) -> int:
+    """Serve until SIGTERM/SIGINT; returns the process exit code."""
+    configure_logging(settings.supervisor.log_level)
+    probe_backend = probes or LocalProbes(host_override=settings.supervisor.host_id)
+    protocol_clock = clock or MonotonicWall(SystemClock())
+    db_path = settings.database.path
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    profiles = ProfileBook(settings.auth.profiles_path)
+    if profiles.error:
+        _log.warning(
+            "profiles_unavailable", path=str(settings.auth.profiles_path), error=profiles.error
+        )
+    try:
+        store = await open_sqlite_store(db_path, busy_timeout_ms=settings.database.busy_timeout_ms)
+    except SupervisorError as exc:
+        _log.error("store_open_failed", path=str(db_path), error=exc.detail)
+        return 1
+    try:
+        async with (
+            running_supervisor(
+                store=store,
+                clock=protocol_clock,
+                probes=probe_backend,
+                profiles=profiles,
+                settings=app_settings(settings),
+            ) as supervisor,
+            anyio.create_task_group() as surfaces,
+        ):
+            path = await surfaces.start(
+                lambda task_status: serve_socket(
+                    supervisor.handle,
+                    settings=settings.socket,
+                    profiles=profiles,
+                    probes=probe_backend,
+                    task_status=task_status,
+                )
+            )
+            if settings.mcp.http_enabled:
+                await surfaces.start(
+                    lambda task_status: serve_mcp_http(
+                        supervisor.handle,
+                        profiles=profiles,
+                        host=settings.mcp.http_host,
+                        port=settings.mcp.http_port,
+                        task_status=task_status,
+                    )
+                )
+            _log.info("ready", socket=str(path), database=str(db_path), pid=os.getpid())
+            if on_ready is not None:
+                on_ready(Path(path))
+            await _wait_for_signal()
+            # Stop taking requests before the actors drain, so nothing new
+            # arrives at an inbox that is closing.
+            surfaces.cancel_scope.cancel()
+    except* RestartBudgetExceeded as group:
+        for failure in group.exceptions:
+            _log.error("supervisor_failed", error=str(failure))
+        failed = True
+    else:
+        failed = False
+    finally:
+        await store.close()
+    return 1 if failed else 0
+
+
+async def _wait_for_signal() -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            _log.info("signal", signal=signal.Signals(signum).name)
+            return

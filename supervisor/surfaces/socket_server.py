@@ -1,0 +1,345 @@
+"""The local socket surface: newline-delimited JSON requests translated into handle calls."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from supervisor.config import SocketConfig
+from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
+from supervisor.handle import SupervisorHandle
+from supervisor.logs import get_logger
+from supervisor.policy.permissions import Profile, decide
+from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.policy.render import decision_dict
+from supervisor.probes import ProbeBackend, peer_credentials
+from supervisor.surfaces.protocol import (
+    BAD_REQUEST,
+    FRAME_TOO_LARGE,
+    INTERNAL_ERROR,
+    PROTOCOL_VERSION,
+    SERVER_BUSY,
+    TIMEOUT,
+    ApplyArgs,
+    FencedArgs,
+    PlanArgs,
+    RegisterArgs,
+    Request,
+    SnapshotArgs,
+    Unauthenticated,
+    decode_request,
+    encode,
+    error_frame,
+    ok_frame,
+    peek_request_id,
+    to_wire,
+)
+from supervisor.surfaces.socket_bind import SocketInUse, bound_listener
+from supervisor.unix_stream import UnixStream, accept_unix
+
+__all__ = ["CredentialsReader", "ProfileLookupWithAuth", "SocketInUse", "serve_socket"]
+
+_log = get_logger()
+
+#: (pid, uid, gid) of a connected peer, or None when the platform cannot say.
+CredentialsReader = Callable[[socket.socket], tuple[int, int, int] | None]
+_Peer = tuple[int, int, int] | None
+#: How many child pids one connection may remember having proved (``_authorize_pid``).
+_MAX_VOUCHED = 1024
+
+#: An idle connection costs a file descriptor and a task; several request timeouts is
+#: long enough for a client that keeps one connection between heartbeats.
+_IDLE_FACTOR = 4
+#: How long a busy or broken connection may take to accept our last frame.
+_FAREWELL_SECONDS = 1.0
+#: Pause after a failed accept() (e.g. out of file descriptors) so the loop cannot spin.
+_ACCEPT_RETRY_SECONDS = 0.1
+
+
+class ProfileLookupWithAuth(Protocol):
+    """What the socket needs of a ProfileBook: a token proves a profile, or nothing."""
+
+    def authenticate(self, token: str) -> Profile | None: ...
+
+
+async def serve_socket(
+    handle: SupervisorHandle,
+    *,
+    settings: SocketConfig,
+    profiles: ProfileLookupWithAuth,
+    probes: ProbeBackend,
+    credentials: CredentialsReader = peer_credentials,
+    task_status: TaskStatus[Path] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the local socket until cancelled; reports the bound path once listening.
+
+    Raises ``SocketInUse`` when a live server already owns the path and
+    ``ConfigError`` when the path cannot be used; removes the socket on exit.
+    """
+    with bound_listener(settings) as (listener, path):
+        server = _SocketServer(
+            handle, settings=settings, profiles=profiles, probes=probes, credentials=credentials
+        )
+        _log.info("socket_listening", path=str(path), mode=f"{settings.mode:04o}")
+        task_status.started(path)
+        try:
+            await server.serve(listener, path)
+        finally:
+            _log.info("socket_closed", path=str(path))
+
+
+class _SocketServer:
+    """Per-listener state: the connection count and the collaborators each request needs."""
+
+    def __init__(
+        self,
+        handle: SupervisorHandle,
+        *,
+        settings: SocketConfig,
+        profiles: ProfileLookupWithAuth,
+        probes: ProbeBackend,
+        credentials: CredentialsReader,
+    ) -> None:
+        self._handle = handle
+        self._settings = settings
+        self._profiles = profiles
+        self._probes = probes
+        self._credentials = credentials
+        self._timeout = settings.request_timeout_seconds
+        self._idle = settings.request_timeout_seconds * _IDLE_FACTOR
+        self._active = 0
+        self._path = Path(settings.path)
+
+    async def serve(self, listener: socket.socket, path: Path) -> None:
+        self._path = path
+        async with anyio.create_task_group() as tg:
+            while True:
+                try:
+                    stream = await accept_unix(listener)
+                except OSError as exc:
+                    _log.warning("socket_accept_failed", error=repr(exc))
+                    await anyio.sleep(_ACCEPT_RETRY_SECONDS)
+                    continue
+                self._admit(tg, stream)
+
+    def _admit(self, tg: TaskGroup, stream: UnixStream) -> None:
+        if self._active >= self._settings.max_connections:
+            detail = f"the supervisor already serves {self._active} connections; retry later"
+            tg.start_soon(self._farewell, stream, error_frame(None, SERVER_BUSY, detail))
+            return
+        # Counted here, not in the task, so a burst of accepts cannot overshoot the limit.
+        self._active += 1
+        tg.start_soon(self._connection, stream)
+
+    async def _farewell(self, stream: UnixStream, frame: Mapping[str, Any]) -> None:
+        async with stream:
+            await self._send(stream, frame, limit=_FAREWELL_SECONDS)
+
+    async def _send(self, stream: UnixStream, frame: Mapping[str, Any], *, limit: float) -> bool:
+        with anyio.move_on_after(limit):
+            try:
+                await stream.send(encode(frame))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                return False
+            return True
+        return False  # the peer stopped reading
+
+    async def _connection(self, stream: UnixStream) -> None:
+        try:
+            async with stream:
+                peer = _Conversation(self._credentials(stream.raw_socket))
+                await self._converse(stream, peer)
+        except Exception:
+            # A connection's failure is its own; the listener and other peers carry on.
+            _log.exception("socket_connection_failed")
+        finally:
+            self._active -= 1
+
+    async def _converse(self, stream: UnixStream, peer: _Conversation) -> None:
+        reader = BufferedByteReceiveStream(stream)
+        limit = self._settings.max_frame_bytes
+        line: bytes | None
+        while True:
+            try:
+                with anyio.fail_after(self._idle):
+                    line = await reader.receive_until(b"\n", limit)
+            except TimeoutError:
+                _log.debug("socket_idle_closed", idle_seconds=self._idle)
+                return
+            except anyio.DelimiterNotFound:
+                line = None
+            except anyio.IncompleteRead:
+                if reader.buffer:
+                    # The peer half-closed mid-frame; it may still be reading.
+                    detail = "connection closed before the frame's terminating newline"
+                    await self._send(
+                        stream, error_frame(None, BAD_REQUEST, detail), limit=_FAREWELL_SECONDS
+                    )
+                return
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                return
+            # The reader can return more than the limit when one chunk held a whole frame.
+            if line is None or len(line) > limit:
+                # Bytes of the oversized frame may still be in flight, so where the next frame
+                # starts is unknown: answer once and close.
+                detail = f"frames are limited to {limit} bytes"
+                await self._send(
+                    stream, error_frame(None, FRAME_TOO_LARGE, detail), limit=_FAREWELL_SECONDS
+                )
+                return
+            if not await self._send(stream, await self._respond(line, peer), limit=self._timeout):
+                return
+
+    async def _respond(self, line: bytes, peer: _Conversation) -> dict[str, Any]:
+        request_id: str | None = None
+        op = None
+        try:
+            request = decode_request(line)
+            request_id, op = request.id, request.op
+            with anyio.fail_after(self._timeout):
+                result = await self._dispatch(request, peer)
+            return ok_frame(request_id, to_wire(result))
+        except ProtocolError as exc:
+            return error_frame(request_id or peek_request_id(line), exc.code, exc.detail)
+        except TimeoutError:
+            detail = f"{op} did not complete within {self._timeout}s; it may still take effect"
+            return error_frame(request_id, TIMEOUT, detail)
+        except SupervisorError as exc:
+            return error_frame(request_id, exc.code, exc.detail)
+        except Exception:
+            _log.exception("socket_request_failed", op=op)
+            return error_frame(request_id, INTERNAL_ERROR, "the supervisor failed on this request")
+
+    async def _dispatch(self, request: Request, peer: _Conversation) -> object:
+        match request.op, request.args:
+            case "register", RegisterArgs() as args:
+                pid = args.pid if args.pid is not None else peer.pid("register")
+                self._authorize_pid(pid, peer, "register")
+                return await self._handle.register(pid, args.claims)
+            case "heartbeat", FencedArgs() as args:
+                self._authorize_pid(args.pid, peer, "heartbeat")
+                return await self._handle.heartbeat(
+                    args.worker_identity,
+                    pid=args.pid,
+                    generation_id=args.generation_id,
+                    fencing_epoch=args.fencing_epoch,
+                )
+            case "release", FencedArgs() as args:
+                self._authorize_pid(args.pid, peer, "release")
+                return await self._handle.release(
+                    args.worker_identity,
+                    pid=args.pid,
+                    generation_id=args.generation_id,
+                    fencing_epoch=args.fencing_epoch,
+                )
+            case "snapshot", SnapshotArgs() as args:
+                return await self._handle.snapshot(
+                    self._authenticate(request.token),
+                    canonical_repository=args.canonical_repository,
+                    expected_manifest=args.expected_manifest,
+                    expected_live_revision=args.expected_live_revision,
+                )
+            case "plan", PlanArgs() as args:
+                return await self._handle.plan(
+                    self._authenticate(request.token),
+                    canonical_repository=args.canonical_repository,
+                )
+            case "apply", ApplyArgs() as args:
+                return await self._handle.apply(
+                    self._authenticate(request.token),
+                    candidate_fingerprint=args.candidate_fingerprint,
+                    worker_identities=args.worker_identities,
+                    registry_fingerprint=args.registry_fingerprint,
+                    scope_fingerprint=args.scope_fingerprint,
+                    canonical_repository=args.canonical_repository,
+                )
+            case "status", None:
+                return await self._status(self._authenticate(request.token))
+        raise ProtocolError(f"op {request.op!r} has no handler")
+
+    def _authenticate(self, token: str | None) -> Profile:
+        if not token:
+            raise Unauthenticated("this operation needs a profile token (token)")
+        profile = self._profiles.authenticate(token)
+        if profile is None:
+            raise Unauthenticated("the token proves no profile")
+        return profile
+
+    def _authorize_pid(self, pid: int, peer: _Conversation, op: str) -> None:
+        """A worker may act only for itself, or for its child (the exec sidecar's case)."""
+        peer_pid = peer.pid(op)
+        if pid == peer_pid or pid in peer.vouched:
+            return
+        if self._probes.parent_pid(pid) == peer_pid:
+            # Remembered because the proof does not outlast the child: once it has exited
+            # and been reaped, its parent can no longer be read, yet the sidecar that
+            # registered it must still be able to release it on this connection.
+            if len(peer.vouched) < _MAX_VOUCHED:
+                peer.vouched.add(pid)
+            return
+        raise PermissionDenied(
+            f"{op} for pid {pid} refused: the connecting process (pid {peer_pid}) "
+            "is neither that process nor its parent"
+        )
+
+    async def _status(self, profile: Profile) -> dict[str, Any]:
+        decision = decide(profile, "status")
+        if not decision.allowed:
+            return {
+                "success": False,
+                "outcome": OUTCOME_REFUSED,
+                "mutation_performed": False,
+                "reasons": [f"status refused: {decision.reason}"],
+                "permission": decision_dict(decision),
+                "denied": True,
+            }
+        liveness = await self._handle.liveness_status()
+        owners = await self._handle.lease_owners()
+        return {
+            "success": True,
+            "profile": profile.name,
+            "role_kind": profile.role_kind,
+            "server": {
+                "protocol_version": PROTOCOL_VERSION,
+                "pid": os.getpid(),
+                "socket_path": str(self._path),
+                "active_connections": self._active,
+                "max_connections": self._settings.max_connections,
+            },
+            "liveness": {
+                "sweeps_completed": liveness.sweeps_completed,
+                "watched_pids": liveness.watched_pids,
+                "verdicts": dict(sorted(Counter(v.state for v in liveness.verdicts).items())),
+            },
+            "leases": {
+                "readable": owners.readable,
+                "active_lease_count": owners.active_lease_count,
+                "detail": owners.detail,
+            },
+        }
+
+
+class _Conversation:
+    """What one connection has established about its peer."""
+
+    __slots__ = ("credentials", "vouched")
+
+    def __init__(self, credentials: _Peer) -> None:
+        self.credentials = credentials
+        #: Pids proved to be the peer's children earlier on this connection.
+        self.vouched: set[int] = set()
+
+    def pid(self, op: str) -> int:
+        if self.credentials is None:
+            raise PermissionDenied(
+                f"{op} refused: the connecting process's credentials cannot be read here"
+            )
+        return self.credentials[0]
