@@ -125,42 +125,29 @@ class HeartbeatActor:
     async def _flush(self, beats: Sequence[Heartbeat]) -> None:
         try:
             stamp = format_stamp(self._clock.now())
-            writes = {
-                b.worker_identity: HeartbeatWrite(
-                    worker_identity=b.worker_identity,
-                    pid=b.pid,
-                    generation_id=b.generation_id,
-                    fencing_epoch=b.fencing_epoch,
-                    stamp=stamp,
-                )
-                for b in beats
-            }
+            # Beats with identical claims collapse into one write; beats of one
+            # worker with different claims stay apart so each is judged alone.
+            writes = list(dict.fromkeys(_as_write(b, stamp) for b in beats))
             try:
-                results: Mapping[str, HeartbeatResult] = await ask(
+                results: tuple[HeartbeatResult, ...] = await ask(
                     self._writer,
-                    lambda reply: TouchHeartbeats(beats=tuple(writes.values()), reply=reply),
+                    lambda reply: TouchHeartbeats(beats=tuple(writes), reply=reply),
                     actor="registry_writer",
                 )
+                by_write = dict(zip(writes, results, strict=True))
             except SupervisorError as exc:
-                results = {
-                    identity: HeartbeatResult(
-                        ok=False, code=exc.code, detail=exc.detail, worker_identity=identity
+                by_write = {
+                    w: HeartbeatResult(
+                        ok=False,
+                        code=exc.code,
+                        detail=exc.detail,
+                        worker_identity=w.worker_identity,
                     )
-                    for identity in writes
+                    for w in writes
                 }
             for beat in beats:
                 with beat.reply:
-                    own = results[beat.worker_identity]
-                    # Several beats of one worker were coalesced into one write;
-                    # each still gets an answer that matches its own claim.
-                    if own.ok and writes[beat.worker_identity] != _as_write(beat, stamp):
-                        own = HeartbeatResult(
-                            ok=False,
-                            code="fencing_mismatch",
-                            detail="a newer beat of this worker carried other fencing values",
-                            worker_identity=beat.worker_identity,
-                        )
-                    beat.reply.send(own)
+                    beat.reply.send(by_write[_as_write(beat, stamp)])
         finally:
             self._in_flight.release()
 

@@ -139,7 +139,8 @@ class InsertRegistration:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TouchHeartbeats:
     beats: tuple[HeartbeatWrite, ...]
-    reply: Reply[Mapping[str, HeartbeatResult]]
+    #: One result per beat, in the order of ``beats``.
+    reply: Reply[tuple[HeartbeatResult, ...]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

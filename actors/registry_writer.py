@@ -145,15 +145,15 @@ class RegistryWriter:
             failure = WriteAck(ok=False, code="store_error", detail=f"commit failed: {exc}")
             for beat_message in beats:
                 beat_message.reply.send(
-                    {
-                        b.worker_identity: HeartbeatResult(
+                    tuple(
+                        HeartbeatResult(
                             ok=False,
                             code="store_error",
                             detail=failure.detail,
                             worker_identity=b.worker_identity,
                         )
                         for b in beat_message.beats
-                    }
+                    )
                 )
             for message in others:
                 if message.reply is not None:
@@ -166,32 +166,34 @@ class RegistryWriter:
     async def _heartbeats(
         self, tx: WriteTx, messages: Sequence[TouchHeartbeats]
     ) -> list[tuple[Reply[Any], Any]]:
-        latest: dict[str, HeartbeatWrite] = {}
-        for message in messages:
-            for beat in message.beats:
-                latest[beat.worker_identity] = beat
+        identities = sorted({b.worker_identity for m in messages for b in m.beats})
         rows = {
             str(row["worker_identity"]): row
-            for row in await tx.registrations(worker_identities=sorted(latest))
+            for row in await tx.registrations(worker_identities=identities)
         }
-        verdicts: dict[str, tuple[str, str]] = {
-            identity: check_beat(rows.get(identity), beat) for identity, beat in latest.items()
-        }
-        valid = [(i, latest[i].stamp) for i, (code, _) in verdicts.items() if code == "ok"]
-        if valid:
-            await tx.touch_heartbeats(valid)
+        # Every beat is judged on its own claim: coalescing may merge the
+        # writes of one worker, never the verdicts, or a forged beat could
+        # borrow the owner's answer (or spoil it).
+        verdicts = [[check_beat(rows.get(b.worker_identity), b) for b in m.beats] for m in messages]
+        newest: dict[str, str] = {}
+        for message, judged in zip(messages, verdicts, strict=True):
+            for beat, (code, _) in zip(message.beats, judged, strict=True):
+                if code == "ok" and beat.stamp > newest.get(beat.worker_identity, ""):
+                    newest[beat.worker_identity] = beat.stamp
+        if newest:
+            await tx.touch_heartbeats(sorted(newest.items()))
         out: list[tuple[Reply[Any], Any]] = []
-        for message in messages:
-            results: dict[str, HeartbeatResult] = {}
-            for beat in message.beats:
-                code, detail = verdicts[beat.worker_identity]
-                results[beat.worker_identity] = HeartbeatResult(
+        for message, judged in zip(messages, verdicts, strict=True):
+            results = tuple(
+                HeartbeatResult(
                     ok=code == "ok",
                     code=code,
                     detail=detail,
                     worker_identity=beat.worker_identity,
-                    last_heartbeat_at=latest[beat.worker_identity].stamp if code == "ok" else None,
+                    last_heartbeat_at=newest.get(beat.worker_identity) if code == "ok" else None,
                 )
+                for beat, (code, detail) in zip(message.beats, judged, strict=True)
+            )
             out.append((message.reply, results))
         return out
 
@@ -239,17 +241,19 @@ class RegistryWriter:
                 assert_never(message)
 
     async def _register(self, tx: WriteTx, row: Mapping[str, Any]) -> WriteAck:
-        active = await tx.registrations(status=STATUS_ACTIVE)
-        slot = (canon(row.get("client_instance_id")), canon(row.get("namespace")))
-        epochs = [
-            int(r["fencing_epoch"] or 0)
-            for r in active + await tx.registrations(status=STATUS_SUPERSEDED)
-            if (canon(r.get("client_instance_id")), canon(r.get("namespace"))) == slot
-        ]
         record = dict(row)
-        # Each new registration of a slot fences out every earlier one.
-        record["fencing_epoch"] = max(epochs, default=0) + 1
-        superseded = [r for r in active if _same_incarnation(r, record)]
+        # Each new registration of a slot fences out every earlier one, also
+        # released and retired ones: an epoch never goes backwards.
+        record["fencing_epoch"] = (
+            await tx.max_fencing_epoch(
+                client_instance_id=canon(row.get("client_instance_id")),
+                namespace=canon(row.get("namespace")),
+            )
+            + 1
+        )
+        pid = row.get("pid")
+        earlier = await tx.active_by_pid(int(pid)) if isinstance(pid, int) else []
+        superseded = [r for r in earlier if _same_incarnation(r, record)]
         for old in superseded:
             await tx.set_status(
                 str(old["worker_identity"]),

@@ -441,11 +441,14 @@ class RetirementActor:
         plan = await self.plan(PlanRequest(profile=profile, reply=Reply.discarding()))
         if not plan.get("success") or not plan.get("candidate_count"):
             return plan
+        # Scoped: in a fleet that heartbeats, the whole-registry token moves
+        # between any plan and apply, so a strict automatic apply would almost
+        # never pass.
         return await self.apply(
             ApplyRequest(
                 profile=profile,
-                registry_fingerprint=str(plan["registry_fingerprint"]),
-                scope_fingerprint=None,
+                registry_fingerprint=None,
+                scope_fingerprint=str(plan["scope_fingerprint"]),
                 candidate_fingerprint=str(plan["candidate_fingerprint"]),
                 worker_identities=tuple(plan["candidate_worker_identities"]),
                 reply=Reply.discarding(),

@@ -120,31 +120,38 @@ class Supervisor:
         self._stop.set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with anyio.create_task_group() as tg:
-            await self._start_all(tg)
-            task_status.started()
-            await self._stop.wait()
-            _log.info("draining")
-            # Closing an inbox lets its actor finish what it holds and return;
-            # each actor's outbound clones close when it does, so the writer
-            # sees end-of-stream only after every producer is done.
-            for stream in (
-                self._heartbeat_tx,
-                self._retirement_tx,
-                self._leases_tx,
-                self._liveness_tx,
-                self._writer_tx,
+        try:
+            async with anyio.create_task_group() as tg:
+                await self._start_all(tg)
+                task_status.started()
+                await self._stop.wait()
+                _log.info("draining")
+                # Closing an inbox lets its actor finish what it holds and
+                # return; each actor's outbound clones close when it does, so
+                # the writer sees end-of-stream only after every producer is done.
+                self._close_senders()
+        finally:
+            # Also on a crash or cancellation: no stream may outlive the run.
+            self._close_senders()
+            for inbox in (
+                self._heartbeat_rx,
+                self._retirement_rx,
+                self._leases_rx,
+                self._liveness_rx,
+                self._writer_rx,
             ):
-                stream.close()
-        for inbox in (
-            self._heartbeat_rx,
-            self._retirement_rx,
-            self._leases_rx,
-            self._liveness_rx,
-            self._writer_rx,
-        ):
-            inbox.close()
+                inbox.close()
         _log.info("stopped")
+
+    def _close_senders(self) -> None:
+        for stream in (
+            self._heartbeat_tx,
+            self._retirement_tx,
+            self._leases_tx,
+            self._liveness_tx,
+            self._writer_tx,
+        ):
+            stream.close()
 
     async def _start_all(self, tg: TaskGroup) -> None:
         clock, probes, store = self.clock, self.probes, self.store
@@ -261,8 +268,13 @@ class Supervisor:
                 stream.close()
 
 
-async def _stop_on_signals(supervisor: Supervisor) -> None:
+async def _stop_on_signals(
+    supervisor: Supervisor, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        # Ready only once the handler is installed: a SIGTERM that arrives
+        # earlier would otherwise take the default action and kill the process.
+        task_status.started()
         async for signum in signals:
             _log.info("signal", signal=signal.Signals(signum).name)
             supervisor.stop()
@@ -285,14 +297,14 @@ async def running_supervisor(
     )
     signal_scope = anyio.CancelScope()
 
-    async def watch_signals() -> None:
+    async def watch_signals(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with signal_scope:
-            await _stop_on_signals(supervisor)
+            await _stop_on_signals(supervisor, task_status=task_status)
 
     async with anyio.create_task_group() as tg:
         await tg.start(supervisor.run)
         if handle_signals:
-            tg.start_soon(watch_signals)
+            await tg.start(watch_signals)
         try:
             yield supervisor
         finally:

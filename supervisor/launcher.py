@@ -53,7 +53,11 @@ def build_launch_config(
             profile=f"{profile_prefix}{namespace}",
             client_type=client_type,
             client_instance_id=minted,
-            session_id=session,
+            # Ownership is per worker: a session shared by five processes would
+            # tie a dead worker to its live siblings and make it unretirable
+            # (and reads as a session collision). The launch stays visible as
+            # the common prefix.
+            session_id=f"{session}.{namespace}",
             fleet_run_id=fleet_run_id,
             extra_env=extra_env,
         )

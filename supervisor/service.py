@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
 
 from actors.retirement import RetirementSettings
-from supervisor.app import AppSettings, RestartBudgetExceeded, running_supervisor
+from supervisor.app import AppSettings, RestartBudgetExceeded, Supervisor, running_supervisor
 from supervisor.clock import Clock, MonotonicWall, SystemClock
 from supervisor.config import Settings
 from supervisor.errors import SupervisorError
@@ -68,42 +68,24 @@ async def run_service(
         _log.error("store_open_failed", path=str(db_path), error=exc.detail)
         return 1
     try:
-        async with (
-            running_supervisor(
+        # The handler is installed before anything starts, so a SIGTERM during
+        # start-up drains like any other instead of killing the process.
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with running_supervisor(
                 store=store,
                 clock=protocol_clock,
                 probes=probe_backend,
                 profiles=profiles,
                 settings=app_settings(settings),
-            ) as supervisor,
-            anyio.create_task_group() as surfaces,
-        ):
-            path = await surfaces.start(
-                lambda task_status: serve_socket(
-                    supervisor.handle,
-                    settings=settings.socket,
+            ) as supervisor:
+                await _serve_until_signal(
+                    supervisor,
+                    settings,
                     profiles=profiles,
                     probes=probe_backend,
-                    task_status=task_status,
+                    signals=signals,
+                    on_ready=on_ready,
                 )
-            )
-            if settings.mcp.http_enabled:
-                await surfaces.start(
-                    lambda task_status: serve_mcp_http(
-                        supervisor.handle,
-                        profiles=profiles,
-                        host=settings.mcp.http_host,
-                        port=settings.mcp.http_port,
-                        task_status=task_status,
-                    )
-                )
-            _log.info("ready", socket=str(path), database=str(db_path), pid=os.getpid())
-            if on_ready is not None:
-                on_ready(Path(path))
-            await _wait_for_signal()
-            # Stop taking requests before the actors drain, so nothing new
-            # arrives at an inbox that is closing.
-            surfaces.cancel_scope.cancel()
     except* RestartBudgetExceeded as group:
         for failure in group.exceptions:
             _log.error("supervisor_failed", error=str(failure))
@@ -115,8 +97,41 @@ async def run_service(
     return 1 if failed else 0
 
 
-async def _wait_for_signal() -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+async def _serve_until_signal(
+    supervisor: Supervisor,
+    settings: Settings,
+    *,
+    profiles: ProfileBook,
+    probes: ProbeBackend,
+    signals: AsyncIterator[int],
+    on_ready: Callable[[Path], None] | None,
+) -> None:
+    async with anyio.create_task_group() as surfaces:
+        path = await surfaces.start(
+            lambda task_status: serve_socket(
+                supervisor.handle,
+                settings=settings.socket,
+                profiles=profiles,
+                probes=probes,
+                task_status=task_status,
+            )
+        )
+        if settings.mcp.http_enabled:
+            await surfaces.start(
+                lambda task_status: serve_mcp_http(
+                    supervisor.handle,
+                    profiles=profiles,
+                    host=settings.mcp.http_host,
+                    port=settings.mcp.http_port,
+                    task_status=task_status,
+                )
+            )
+        _log.info("ready", socket=str(path), database=str(settings.database.path), pid=os.getpid())
+        if on_ready is not None:
+            on_ready(Path(path))
         async for signum in signals:
             _log.info("signal", signal=signal.Signals(signum).name)
-            return
+            break
+        # Stop taking requests before the actors drain, so nothing new arrives
+        # at an inbox that is closing.
+        surfaces.cancel_scope.cancel()

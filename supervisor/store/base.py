@@ -35,6 +35,14 @@ class WriteTx(Protocol):
         """Registration rows ordered by worker_identity, optionally filtered."""
         ...
 
+    async def max_fencing_epoch(self, *, client_instance_id: str, namespace: str) -> int:
+        """The highest fencing epoch ever given to this slot (0 if none), any status."""
+        ...
+
+    async def active_by_pid(self, pid: int) -> list[Row]:
+        """Active rows naming this pid number."""
+        ...
+
     async def insert_registration(self, row: Mapping[str, Any]) -> None:
         """Insert one registration; unknown keys or a duplicate identity raise StoreError."""
         ...

@@ -55,6 +55,24 @@ def select_registrations(d: Dialect, *, by_status: bool, id_count: int | None) -
     return f"SELECT {_REGISTRATION_LIST} FROM worker_registrations{clause} ORDER BY worker_identity"
 
 
+@lru_cache(maxsize=4)
+def max_fencing_epoch(d: Dialect) -> str:
+    """Highest epoch ever issued for one (instance, namespace) slot, whatever the status."""
+    return (
+        "SELECT MAX(fencing_epoch) FROM worker_registrations "
+        f"WHERE client_instance_id = {d.param(1)} AND namespace = {d.param(2)}"
+    )
+
+
+@lru_cache(maxsize=4)
+def select_active_by_pid(d: Dialect) -> str:
+    """Active rows that name one pid number (to find an earlier row of the same process)."""
+    return (
+        f"SELECT {_REGISTRATION_LIST} FROM worker_registrations "
+        f"WHERE status = 'active' AND pid = {d.param(1)} ORDER BY worker_identity"
+    )
+
+
 @lru_cache(maxsize=256)
 def insert_registration(d: Dialect, columns: tuple[str, ...]) -> str:
     """INSERT of exactly ``columns`` (already validated against REGISTRATION_COLUMNS)."""

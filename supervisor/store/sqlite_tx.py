@@ -155,6 +155,17 @@ class SQLiteWriteTx:
         result.sort(key=lambda row: row["worker_identity"])
         return result
 
+    async def max_fencing_epoch(self, *, client_instance_id: str, namespace: str) -> int:
+        rows = await fetchall(
+            self._live(), sql.max_fencing_epoch(SQLITE), (client_instance_id, namespace)
+        )
+        value = rows[0][0] if rows else None
+        return int(value) if value is not None else 0
+
+    async def active_by_pid(self, pid: int) -> list[Row]:
+        rows = await fetchall(self._live(), sql.select_active_by_pid(SQLITE), (pid,))
+        return rowmap.as_dicts(REGISTRATION_COLUMNS, rows)
+
     async def insert_registration(self, row: Mapping[str, Any]) -> None:
         columns, values = rowmap.registration_params(row)
         await execute(self._live(), sql.insert_registration(SQLITE, columns), values)

@@ -1,0 +1,158 @@
+"""Liveness against real child processes: a pidfd reports the exit at once, a sweep on the clock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.abc import Process
+
+from actors.liveness import LivenessSettings
+from actors.messages import LivenessStatus, Verdict
+from supervisor.app import Supervisor, running_supervisor
+from supervisor.clock import FakeClock, MonotonicWall
+from supervisor.probes import LocalProbes, pidfd_supported
+from supervisor.store.sqlite import open_sqlite_store
+from tests.actors.harness import INSTANCE, REPO, START, Profiles, default_settings
+from tests.actors.helpers_actors import until
+from tests.actors.helpers_app import settle
+from tests.actors.helpers_store import RecordingStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+SWEEP = 5.0
+_SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+@dataclass
+class Live:
+    supervisor: Supervisor
+    clock: FakeClock
+    proxy: RecordingStore
+
+    async def settle(self) -> None:
+        await settle(self.clock, self.proxy)
+
+    async def status(self) -> LivenessStatus:
+        return await self.supervisor.handle.liveness_status()
+
+    async def verdict(self, worker_identity: str) -> Verdict | None:
+        found = [v for v in (await self.status()).verdicts if v.worker_identity == worker_identity]
+        return found[0] if found else None
+
+
+@asynccontextmanager
+async def live_supervisor(tmp_path: Path, *, use_pidfd: bool) -> AsyncIterator[Live]:
+    fake = FakeClock(wall=START)
+    store = await open_sqlite_store(tmp_path / "registry.sqlite3")
+    proxy = RecordingStore(store)
+    settings = replace(
+        default_settings(),
+        liveness=LivenessSettings(sweep_interval_seconds=SWEEP, use_pidfd=use_pidfd),
+    )
+    try:
+        async with running_supervisor(
+            store=proxy,
+            clock=MonotonicWall(fake),
+            probes=LocalProbes(),
+            profiles=Profiles(),
+            settings=settings,
+        ) as supervisor:
+            live = Live(supervisor=supervisor, clock=fake, proxy=proxy)
+            await live.settle()
+            yield live
+    finally:
+        await store.close()
+
+
+@asynccontextmanager
+async def sleeper() -> AsyncIterator[Process]:
+    async with await anyio.open_process(
+        _SLEEPER, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as proc:
+        try:
+            yield proc
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+            # Leaving the block waits for (reaps) the child.
+
+
+async def register(live: Live, pid: int) -> str:
+    result = await live.supervisor.handle.register(
+        pid,
+        {
+            "client_name": "codex",
+            "client_instance_id": INSTANCE,
+            "session_id": f"sess-{pid}",
+            "namespace": "author",
+            "role": "author",
+            "profile": "prgs-author",
+            "repository_binding": REPO,
+        },
+    )
+    assert result.ok, result
+    return str(result.registration["worker_identity"])
+
+
+@pytest.mark.skipif(not pidfd_supported(), reason="pidfd_open unavailable")
+async def test_pidfd_reports_a_killed_worker_dead_without_a_sweep(tmp_path: Path) -> None:
+    async with live_supervisor(tmp_path, use_pidfd=True) as live, sleeper() as child:
+        identity = await register(live, child.pid)
+        await live.settle()
+        before = await live.status()
+        assert before.watched_pids == 1  # the registration started an exit watch
+        assert await live.verdict(identity) is None  # and no sweep has judged it yet
+
+        child.kill()
+
+        async def exit_seen() -> bool:
+            verdict = await live.verdict(identity)
+            return verdict is not None and verdict.source == "pidfd"
+
+        await until(exit_seen)  # real I/O: the kernel makes the pidfd readable
+        verdict = await live.verdict(identity)
+        assert verdict is not None
+        assert (verdict.state, verdict.pid) == ("dead", child.pid)
+        after = await live.status()
+        assert after.sweeps_completed == before.sweeps_completed
+        assert after.watched_pids == 0
+        # Reaped or not, a later sweep does not bring the incarnation back.
+        await child.wait()
+        await live.clock.advance(SWEEP)
+        await live.settle()
+        verdict = await live.verdict(identity)
+        assert verdict is not None
+        assert (verdict.state, verdict.source) == ("dead", "pidfd")
+
+
+async def test_without_pidfd_the_next_sweep_sees_the_death(tmp_path: Path) -> None:
+    async with live_supervisor(tmp_path, use_pidfd=False) as live, sleeper() as child:
+        identity = await register(live, child.pid)
+        await live.clock.advance(SWEEP)
+        await live.settle()
+        verdict = await live.verdict(identity)
+        assert verdict is not None
+        assert (verdict.state, verdict.source) == ("alive", "sweep")
+        assert verdict.evidence.alive is True
+        assert (await live.status()).watched_pids == 0
+
+        child.kill()
+        await child.wait()  # reaped: a zombie would still probe as existing
+        # Nothing notices before the next sweep...
+        verdict = await live.verdict(identity)
+        assert verdict is not None
+        assert verdict.state == "alive"
+        # ...and the sweep does.
+        await live.clock.advance(SWEEP)
+        await live.settle()
+        verdict = await live.verdict(identity)
+        assert verdict is not None
+        assert (verdict.state, verdict.source) == ("dead", "sweep")
+        assert verdict.evidence.alive is False

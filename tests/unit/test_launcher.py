@@ -1,0 +1,94 @@
+"""launch-config and the exec sidecar's pure parts: one instance id, per-worker sessions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from supervisor.exec_sidecar import claims_from_env, exit_status
+from supervisor.launcher import build_launch_config
+from supervisor.policy.identity import (
+    NAMESPACES,
+    UntrustedInstanceError,
+    assess_instance_identity,
+    mint_instance_id,
+)
+
+NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+def test_one_trusted_instance_id_is_shared_by_all_five_namespaces() -> None:
+    config = build_launch_config(client_type="codex", command="srv", args=["--x"], now=NOW)
+    servers = config["mcpServers"]
+    assert sorted(servers) == sorted(f"gitea-{ns}" for ns in NAMESPACES)
+    ids = {entry["env"]["GITEA_MCP_CLIENT_INSTANCE"] for entry in servers.values()}
+    assert ids == {config["client_instance_id"]}
+    assert assess_instance_identity(config["client_instance_id"]).trusted
+    assert servers["gitea-author"]["env"]["GITEA_MCP_PROFILE"] == "prgs-author"
+    assert servers["gitea-author"]["command"] == "srv"
+    assert servers["gitea-author"]["args"] == ["--x"]
+
+
+def test_two_launches_get_distinct_ids() -> None:
+    first = build_launch_config(client_type="codex", command="srv", now=NOW)
+    second = build_launch_config(client_type="codex", command="srv", now=NOW)
+    assert first["client_instance_id"] != second["client_instance_id"]
+
+
+def test_each_worker_gets_its_own_session_derived_from_the_launch() -> None:
+    config = build_launch_config(client_type="codex", command="srv", session_id="launch-1")
+    sessions = [e["env"]["GITEA_MCP_CLIENT_SESSION"] for e in config["mcpServers"].values()]
+    assert len(set(sessions)) == len(NAMESPACES)
+    assert all(s.startswith("launch-1.") for s in sessions)
+
+
+def test_a_given_trusted_id_is_reused_and_an_untrusted_one_refused() -> None:
+    trusted = mint_instance_id("codex", now=NOW, nonce="n")
+    config = build_launch_config(client_type="codex", command="srv", instance_id=trusted)
+    assert config["client_instance_id"] == trusted
+    for bad in ("legacy-pid-4", "pid-12", "my-own-id", "inst-codex-bad"):
+        with pytest.raises(UntrustedInstanceError):
+            build_launch_config(client_type="codex", command="srv", instance_id=bad)
+
+
+def test_exec_wrapper_puts_the_server_command_after_a_double_dash() -> None:
+    config = build_launch_config(
+        client_type="codex",
+        command="srv",
+        args=["a"],
+        exec_wrapper=["/bin/fleet-supervisor", "--socket", "/s", "exec"],
+    )
+    entry = config["mcpServers"]["gitea-merger"]
+    assert entry["command"] == "/bin/fleet-supervisor"
+    assert entry["args"] == ["--socket", "/s", "exec", "--", "srv", "a"]
+
+
+def test_claims_come_from_the_launcher_environment() -> None:
+    env = {
+        "GITEA_MCP_CLIENT": "codex",
+        "GITEA_MCP_CLIENT_INSTANCE": "inst-x",
+        "GITEA_MCP_CLIENT_SESSION": "launch-1.reviewer",
+        "GITEA_MCP_FLEET_RUN_ID": "run-7",
+        "GITEA_MCP_PROFILE": "prgs-reviewer",
+        "UNRELATED": "ignored",
+    }
+    claims = claims_from_env(env, ttl=12.0)
+    assert claims == {
+        "client_name": "codex",
+        "client_instance_id": "inst-x",
+        "session_id": "launch-1.reviewer",
+        "fleet_run_id": "run-7",
+        "profile": "prgs-reviewer",
+        "namespace": "reviewer",
+        "role": "reviewer",
+        "transport": "stdio",
+        "heartbeat_ttl_seconds": 12.0,
+    }
+    assert claims_from_env({}, namespace="author")["namespace"] == "author"
+    assert "namespace" not in claims_from_env({"GITEA_MCP_PROFILE": "custom"})
+
+
+@pytest.mark.parametrize(("returncode", "status"), [(0, 0), (3, 3), (-9, 137), (-15, 143)])
+def test_exit_status_is_shell_style(returncode: int, status: int) -> None:
+    assert exit_status(returncode) == status
