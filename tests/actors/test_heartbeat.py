@@ -281,6 +281,8 @@ async def test_registration_of_a_process_the_probes_cannot_see_is_refused(tmp_pa
         "ttl-too-large",
         "ttl-bool",
         "ttl-text",
+        "ttl-overflows-float",
+        "ttl-nan",
     ],
 )
 async def test_invalid_claims_are_refused(tmp_path: Path, bad: dict[str, Any]) -> None:
