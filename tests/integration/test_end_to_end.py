@@ -165,3 +165,26 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+async def test_mcp_stdio_command_reaches_the_running_daemon(daemon: Daemon) -> None:
+    await wait_ready(daemon)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "supervisor.cli", "--config", str(daemon.config), "mcp"],
+        env={**os.environ, "FLEET_SUPERVISOR_TOKEN": daemon.token},
+    )
+    with anyio.fail_after(60):
+        async with McpClient(params) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {
+                "gitea_snapshot_instance_fleet",
+                "gitea_plan_stale_worker_retirement",
+                "gitea_apply_stale_worker_retirement",
+            } <= names
+            planned = await client.call_tool("gitea_plan_stale_worker_retirement", {})
+            assert not planned.is_error
+            content = planned.structured_content or {}
+            assert content["success"] is True
+            assert content["read_only"] is True
+            assert content["profile"] == "prgs-reconciler"
