@@ -29,6 +29,7 @@ from actors.messages import (
     WriteAck,
     WriterInbox,
 )
+from actors.retirement_records import audit_event, post_apply_view
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
@@ -42,7 +43,6 @@ from supervisor.policy.permissions import Profile, decide
 from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import (
     decision_dict,
-    finding_dict,
     owners_dict,
     plan_dict,
     snapshot_dict,
@@ -201,36 +201,8 @@ class RetirementActor:
             )
 
     async def _audit(self, profile: Profile | None, action: str, result: Mapping[str, Any]) -> None:
-        detail = {
-            key: result.get(key)
-            for key in (
-                "outcome",
-                "registry_fingerprint",
-                "candidate_fingerprint",
-                "scope_fingerprint",
-                "compared_token",
-                "expected_registry_fingerprint",
-                "expected_scope_fingerprint",
-                "expected_candidate_fingerprint",
-                "requested_count",
-                "assessed_count",
-                "candidate_count",
-                "preserved_count",
-                "retired_count",
-                "mutation_performed",
-                "reasons",
-            )
-            if key in result
-        }
-        detail["retired"] = [r.get("worker_identity") for r in result.get("retired") or []]
-        event = {
-            "at": format_stamp(self._clock.now()),
-            "actor": profile.name if profile else None,
-            "role": profile.role_kind if profile else None,
-            "action": action,
-            "outcome": result.get("outcome") or ("allowed" if result.get("success") else "refused"),
-            "detail": detail,
-        }
+        event = audit_event(profile, action, result, at=self._clock.now())
+        detail = event["detail"]
         _log.info("audit", **{**detail, **{k: v for k, v in event.items() if k != "detail"}})
         try:
             ack: WriteAck = await ask(
@@ -409,24 +381,7 @@ class RetirementActor:
             snap = await self._snapshot(rows, canonical_repository=canonical_repository)
         except Exception as exc:
             return {"available": False, "reasons": [f"post-apply view unavailable: {exc}"]}
-        retired = {str(r.get("worker_identity")) for r in result.get("retired") or []}
-        return {
-            "available": True,
-            "registry_fingerprint": registry_fingerprint(rows),
-            "live_worker_count": snap.live_worker_count,
-            "stale_worker_count": snap.stale_worker_count,
-            "historical_worker_count": snap.historical_worker_count,
-            "retired_still_counted_live": sorted(
-                str(w.worker_identity) for w in snap.live_workers if w.worker_identity in retired
-            ),
-            "retired_still_counted_stale": sorted(
-                str(w.worker_identity) for w in snap.stale_workers if w.worker_identity in retired
-            ),
-            "live_fleet_safe": snap.live_fleet_safe,
-            "remaining_blockers": [finding_dict(f) for f in snap.active_blockers],
-            "note": "retiring stale rows does not repair untrusted live identity; "
-            "remaining blockers are reported as they are",
-        }
+        return post_apply_view(rows, snap, result)
 
     # --- automatic retirement -----------------------------------------------------
 

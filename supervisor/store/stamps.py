@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TypeGuard
 
 from supervisor.errors import StoreError
+from supervisor.policy import stamps as policy_stamps
 
 __all__ = ["STAMP_EXAMPLE", "format_stamp", "is_stamp", "require_stamp"]
 
@@ -19,13 +20,13 @@ STAMP_EXAMPLE = "2024-01-31T23:59:59.000000Z"
 
 
 def format_stamp(moment: datetime) -> str:
-    """Render an aware datetime as the store's fixed-width UTC stamp."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        # A naive datetime has no defined instant; guessing its zone would silently
-        # reorder deadlines.
-        raise StoreError("stamps need an aware datetime, got a naive one")
-    utc = moment.astimezone(UTC).replace(tzinfo=None)
-    return utc.isoformat(timespec="microseconds") + "Z"
+    """Render an aware datetime as the store's fixed-width UTC stamp (the policy's format)."""
+    try:
+        return policy_stamps.format_stamp(moment)
+    except ValueError as exc:
+        # A naive datetime has no defined instant; guessing its zone would
+        # silently reorder deadlines.
+        raise StoreError(f"stamps need an aware datetime: {exc}") from exc
 
 
 def is_stamp(value: object) -> TypeGuard[str]:

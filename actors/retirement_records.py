@@ -1,0 +1,75 @@
+"""What the retirement actor writes down: audit events and the post-apply fleet view."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from supervisor.policy.fingerprints import registry_fingerprint
+from supervisor.policy.permissions import Profile
+from supervisor.policy.render import finding_dict
+from supervisor.policy.snapshot import FleetSnapshot
+from supervisor.policy.stamps import format_stamp
+
+__all__ = ["AUDITED_KEYS", "audit_event", "post_apply_view"]
+
+#: Result fields worth keeping in the audit trail: tokens, counts, outcome.
+#: Profiles' secrets never reach a result, so none can reach the audit log.
+AUDITED_KEYS: tuple[str, ...] = (
+    "outcome",
+    "registry_fingerprint",
+    "candidate_fingerprint",
+    "scope_fingerprint",
+    "compared_token",
+    "expected_registry_fingerprint",
+    "expected_scope_fingerprint",
+    "expected_candidate_fingerprint",
+    "requested_count",
+    "assessed_count",
+    "candidate_count",
+    "preserved_count",
+    "retired_count",
+    "mutation_performed",
+    "reasons",
+)
+
+
+def audit_event(
+    profile: Profile | None, action: str, result: Mapping[str, Any], *, at: datetime
+) -> dict[str, Any]:
+    """One ``audit_events`` row: who, what, outcome, and the decision's numbers."""
+    detail = {key: result.get(key) for key in AUDITED_KEYS if key in result}
+    detail["retired"] = [r.get("worker_identity") for r in result.get("retired") or []]
+    return {
+        "at": format_stamp(at),
+        "actor": profile.name if profile else None,
+        "role": profile.role_kind if profile else None,
+        "action": action,
+        "outcome": result.get("outcome") or ("allowed" if result.get("success") else "refused"),
+        "detail": detail,
+    }
+
+
+def post_apply_view(
+    rows: Sequence[Mapping[str, Any]], snap: FleetSnapshot, result: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The fleet after an apply, reporting what still blocks instead of claiming safety."""
+    retired = {str(r.get("worker_identity")) for r in result.get("retired") or []}
+    return {
+        "available": True,
+        "registry_fingerprint": registry_fingerprint(rows),
+        "live_worker_count": snap.live_worker_count,
+        "stale_worker_count": snap.stale_worker_count,
+        "historical_worker_count": snap.historical_worker_count,
+        "retired_still_counted_live": sorted(
+            str(w.worker_identity) for w in snap.live_workers if w.worker_identity in retired
+        ),
+        "retired_still_counted_stale": sorted(
+            str(w.worker_identity) for w in snap.stale_workers if w.worker_identity in retired
+        ),
+        "live_fleet_safe": snap.live_fleet_safe,
+        "remaining_blockers": [finding_dict(f) for f in snap.active_blockers],
+        "note": "retiring stale rows does not repair untrusted live identity; "
+        "remaining blockers are reported as they are",
+    }
