@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-__all__ = ["Row", "Store", "WriteTx"]
+from supervisor.store.control_base import ControlTx
+
+__all__ = ["ControlTx", "Row", "Store", "WriteTx"]
 
 Row = dict[str, Any]
 """A row as the store returns it: column name to value, numbers kept as stored."""
@@ -92,6 +94,11 @@ class WriteTx(Protocol):
 
     async def append_audit(self, event: Mapping[str, Any]) -> None:
         """Append one audit event; ``detail`` is stored as JSON with sorted keys."""
+        ...
+
+    def control(self) -> ControlTx:
+        """The control-plane tables (sessions, work items, assignments, ...) in this
+        same transaction, so a lease grant and its assignment commit or roll back together."""
         ...
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from supervisor.store.schema_control import V3_DESCRIPTION, V3_STATEMENTS
+
 __all__ = [
     "AUDIT_COLUMNS",
     "CURRENT_VERSION",
@@ -177,5 +179,10 @@ _V2 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2)
+# Version 3 only adds tables and indexes (see schema_control.py); the one index it puts
+# on an existing table refuses the upgrade if a work item already has two active leases,
+# rather than choosing which holder to drop.
+_V3 = Migration(version=3, description=V3_DESCRIPTION, statements=V3_STATEMENTS)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
 CURRENT_VERSION = MIGRATIONS[-1].version

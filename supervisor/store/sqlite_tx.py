@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,6 +15,15 @@ from supervisor.store import sql
 from supervisor.store.base import Row
 from supervisor.store.dialect import SQLITE
 from supervisor.store.schema import LEASE_COLUMNS, REGISTRATION_COLUMNS
+from supervisor.store.sqlite_control import SQLiteControlTx
+from supervisor.store.sqlite_exec import (
+    begin_immediate,
+    commit,
+    execute,
+    executemany,
+    fetchall,
+    rollback,
+)
 from supervisor.store.stamps import require_stamp
 
 __all__ = [
@@ -27,71 +35,6 @@ __all__ = [
     "fetchall",
     "rollback",
 ]
-
-
-# Each helper is one aiosqlite call, i.e. one hop to the connection's thread; callers
-# keep the number of hops per transaction small. sqlite3 errors become StoreError here
-# so no engine exception type escapes supervisor/store.
-async def execute(conn: aiosqlite.Connection, statement: str, params: Sequence[Any] = ()) -> int:
-    """Run one statement; return its rowcount."""
-    try:
-        cursor = await conn.execute(statement, params)
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite statement failed: {exc}") from exc
-    return cursor.rowcount
-
-
-async def executemany(
-    conn: aiosqlite.Connection, statement: str, seq: Iterable[Sequence[Any]]
-) -> int:
-    """Run one statement for every parameter tuple; return the summed rowcount."""
-    try:
-        cursor = await conn.executemany(statement, seq)
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite batch statement failed: {exc}") from exc
-    return cursor.rowcount
-
-
-async def fetchall(
-    conn: aiosqlite.Connection, statement: str, params: Sequence[Any] = ()
-) -> list[Sequence[Any]]:
-    """Run a query and fetch every row in the same hop."""
-    try:
-        return list(await conn.execute_fetchall(statement, params))
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite query failed: {exc}") from exc
-
-
-async def begin_immediate(conn: aiosqlite.Connection) -> None:
-    """Take the database write lock now (waits up to busy_timeout, then StoreError).
-
-    Shielded: a BEGIN abandoned half-way would still complete on the connection
-    thread and leave the connection inside a transaction nobody owns. The wait is
-    bounded by busy_timeout.
-    """
-    with anyio.CancelScope(shield=True):
-        await execute(conn, "BEGIN IMMEDIATE")
-
-
-async def commit(conn: aiosqlite.Connection) -> None:
-    """COMMIT, shielded; if SQLite already rolled the transaction back, refuse loudly."""
-    with anyio.CancelScope(shield=True):
-        if not conn.in_transaction:
-            # SQLite aborts the whole transaction on some errors (disk full, I/O);
-            # reporting success here would claim writes that were discarded.
-            raise StoreError("transaction was rolled back by SQLite; nothing was committed")
-        try:
-            await execute(conn, "COMMIT")
-        except BaseException:
-            await rollback(conn)
-            raise
-
-
-async def rollback(conn: aiosqlite.Connection) -> None:
-    """ROLLBACK if a transaction is open, shielded from cancellation."""
-    with anyio.CancelScope(shield=True):
-        if conn.in_transaction:
-            await execute(conn, "ROLLBACK")
 
 
 class SQLiteWriteTx:
@@ -229,3 +172,6 @@ class SQLiteWriteTx:
 
     async def append_audit(self, event: Mapping[str, Any]) -> None:
         await execute(self._live(), sql.insert_audit(SQLITE), rowmap.audit_params(event))
+
+    def control(self) -> SQLiteControlTx:
+        return SQLiteControlTx(self._live)

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from supervisor.store.base import Row, Store, WriteTx
+from supervisor.store.base import ControlTx, Row, Store, WriteTx
 
 __all__ = ["RecordingStore", "RecordingTx"]
 
@@ -80,6 +80,9 @@ class RecordingTx:
 
     async def append_audit(self, event: Mapping[str, Any]) -> None:
         await self._inner.append_audit(event)
+
+    def control(self) -> ControlTx:
+        return self._inner.control()
 
 
 class RecordingStore:
