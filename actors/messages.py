@@ -7,6 +7,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.mailbox import Reply
+from actors.messages_control import (
+    AllocateWork,
+    AssignAndLease,
+    CheckAssignment,
+    ControlOp,
+    ControlWrite,
+    GetTerminalLock,
+    HeartbeatLease,
+    ReleaseLease,
+    SetTerminalLock,
+    UpsertSession,
+    UpsertWorkItem,
+)
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.eligibility import ProtectedOwners
 from supervisor.policy.evidence import PidEvidence
@@ -14,14 +27,21 @@ from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry
 
 __all__ = [
+    "AllocateWork",
     "AppendAudit",
     "ApplyOutcome",
     "ApplyRequest",
     "ApplyRetirement",
+    "AssignAndLease",
     "AutoRetireTick",
+    "CheckAssignment",
+    "ControlOp",
+    "ControlWrite",
     "ExpireLeases",
+    "GetTerminalLock",
     "Heartbeat",
     "HeartbeatInbox",
+    "HeartbeatLease",
     "HeartbeatResult",
     "HeartbeatWrite",
     "InsertRegistration",
@@ -36,11 +56,15 @@ __all__ = [
     "Register",
     "RegisterResult",
     "Release",
+    "ReleaseLease",
     "ReleaseRegistration",
     "RetirementInbox",
+    "SetTerminalLock",
     "SnapshotRequest",
     "TouchHeartbeats",
     "UpsertLease",
+    "UpsertSession",
+    "UpsertWorkItem",
     "Verdict",
     "Watch",
     "WriteAck",
@@ -188,6 +212,8 @@ class ApplyRetirement:
     reply: Reply[ApplyOutcome]
 
 
+#: Control-plane messages (messages_control.py) are part of the writer's inbox: every
+#: lease grant is serialized with every other write, retirement applies included.
 WriterInbox = (
     InsertRegistration
     | TouchHeartbeats
@@ -196,6 +222,7 @@ WriterInbox = (
     | UpsertLease
     | AppendAudit
     | ApplyRetirement
+    | ControlWrite
 )
 
 # --- heartbeat ------------------------------------------------------------------

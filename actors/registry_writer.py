@@ -10,18 +10,30 @@ import anyio
 from anyio.abc import TaskStatus
 
 from actors.apply_tx import ApplySettings, run_apply
+from actors.control_allocate import allocate
+from actors.control_writes import ControlSettings, ControlWrites
 from actors.mailbox import Inbox, Reply
 from actors.messages import (
+    AllocateWork,
     AppendAudit,
     ApplyOutcome,
     ApplyRetirement,
+    AssignAndLease,
+    CheckAssignment,
+    ControlWrite,
     ExpireLeases,
+    GetTerminalLock,
+    HeartbeatLease,
     HeartbeatResult,
     HeartbeatWrite,
     InsertRegistration,
+    ReleaseLease,
     ReleaseRegistration,
+    SetTerminalLock,
     TouchHeartbeats,
     UpsertLease,
+    UpsertSession,
+    UpsertWorkItem,
     WriteAck,
     WriterInbox,
 )
@@ -35,7 +47,16 @@ from supervisor.store.base import Row, Store, WriteTx
 __all__ = ["RegistryWriter", "WriterSettings", "check_beat"]
 
 #: Messages that share a group-commit transaction (an apply always runs alone).
-_Single = InsertRegistration | ReleaseRegistration | ExpireLeases | UpsertLease | AppendAudit
+#: Control-plane messages are among them, so a lease grant, an expiry and a heartbeat
+#: batch share the same serialized, group-committed path.
+_Single = (
+    InsertRegistration
+    | ReleaseRegistration
+    | ExpireLeases
+    | UpsertLease
+    | AppendAudit
+    | ControlWrite
+)
 _Batchable = _Single | TouchHeartbeats
 
 _log = get_logger()
@@ -50,6 +71,7 @@ FENCING_MISMATCH = "fencing_mismatch"
 class WriterSettings:
     max_batch: int = 4096
     apply: ApplySettings = field(default_factory=ApplySettings)
+    control: ControlSettings = field(default_factory=ControlSettings)
 
 
 def check_beat(row: Mapping[str, Any] | None, beat: HeartbeatWrite) -> tuple[str, str]:
@@ -92,6 +114,7 @@ class RegistryWriter:
         self._clock = clock
         self._probes = probes
         self._settings = settings or WriterSettings()
+        self._control = ControlWrites(clock=clock, settings=self._settings.control)
         self.batches_committed = 0
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -197,15 +220,7 @@ class RegistryWriter:
             out.append((message.reply, results))
         return out
 
-    async def _one(
-        self,
-        tx: WriteTx,
-        message: InsertRegistration
-        | ReleaseRegistration
-        | ExpireLeases
-        | UpsertLease
-        | AppendAudit,
-    ) -> tuple[Reply[Any], Any]:
+    async def _one(self, tx: WriteTx, message: _Single) -> tuple[Reply[Any], Any]:
         try:
             async with tx.savepoint():
                 ack = await self._handle(tx, message)
@@ -214,15 +229,7 @@ class RegistryWriter:
             ack = WriteAck(ok=False, code="store_error", detail=str(exc))
         return message.reply or Reply.discarding(), ack
 
-    async def _handle(
-        self,
-        tx: WriteTx,
-        message: InsertRegistration
-        | ReleaseRegistration
-        | ExpireLeases
-        | UpsertLease
-        | AppendAudit,
-    ) -> WriteAck:
+    async def _handle(self, tx: WriteTx, message: _Single) -> WriteAck:
         match message:
             case InsertRegistration():
                 return await self._register(tx, message.row)
@@ -230,6 +237,8 @@ class RegistryWriter:
                 return await self._release(tx, message)
             case ExpireLeases():
                 expired = await tx.expire_leases(now_stamp=message.now_stamp)
+                # Their assignments expire with them, with one control event per lease.
+                await self._control.after_expiry(tx, expired, message.now_stamp)
                 return WriteAck(ok=True, data={"expired": [str(r["lease_id"]) for r in expired]})
             case UpsertLease():
                 await tx.upsert_lease(message.lease)
@@ -237,6 +246,19 @@ class RegistryWriter:
             case AppendAudit():
                 await tx.append_audit(message.event)
                 return WriteAck(ok=True)
+            case AllocateWork():
+                return await allocate(self._control, tx, message)
+            case (
+                UpsertSession()
+                | UpsertWorkItem()
+                | AssignAndLease()
+                | CheckAssignment()
+                | HeartbeatLease()
+                | ReleaseLease()
+                | SetTerminalLock()
+                | GetTerminalLock()
+            ):
+                return await self._control.handle(tx, message)
             case _:
                 assert_never(message)
 

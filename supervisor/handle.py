@@ -30,14 +30,19 @@ from actors.messages import (
     WriteAck,
     WriterInbox,
 )
+from supervisor.handle_control import ControlPlaneCalls
 from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry
 
 __all__ = ["SupervisorHandle"]
 
 
-class SupervisorHandle:
-    """Translates calls into actor messages; holds no state of its own."""
+class SupervisorHandle(ControlPlaneCalls):
+    """Translates calls into actor messages; holds no state of its own.
+
+    The control-plane calls (sessions, work items, leases, terminal locks, the
+    allocator) come from ``ControlPlaneCalls``.
+    """
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ __all__ = [
     "check_actions",
     "check_head_sha",
     "check_kind",
+    "check_repository",
     "check_role",
     "check_session_id",
     "check_state",
@@ -158,6 +159,11 @@ def work_ref(remote: object, org: object, repo: object, kind: object, number: ob
         kind=checked_kind,
         number=_number(number),
     )
+
+
+def check_repository(remote: object, org: object, repo: object) -> tuple[str, str, str]:
+    """A (remote, org, repo) triple with the same name rules as a work reference."""
+    return _name(remote, "remote"), _name(org, "org"), _name(repo, "repo")
 
 
 def check_session_id(value: object) -> str:

@@ -21,6 +21,7 @@ OP_RETIRE = "gitea.worker_registry.retire"
 OP_LEASE = "gitea.workflow.lease"
 
 _OPERATOR_ROLES = frozenset({"controller", "reconciler"})
+_ALL_ROLES = frozenset({*_OPERATOR_ROLES, "author", "reviewer", "merger"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,8 +61,22 @@ TASKS: Mapping[str, TaskRule] = {
     "snapshot": TaskRule(operation=OP_READ, roles=_OPERATOR_ROLES),
     "plan": TaskRule(operation=OP_READ, roles=_OPERATOR_ROLES),
     "apply": TaskRule(operation=OP_RETIRE, roles=_OPERATOR_ROLES),
-    "status": TaskRule(
-        operation=OP_READ, roles=frozenset({*_OPERATOR_ROLES, "author", "reviewer", "merger"})
+    "status": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
+    # Control plane. Looking (a dry-run allocation, the mutation gate, the terminal
+    # lock) needs gitea.read like any read; taking or changing a lease needs the lease
+    # operation. Any role may ask the allocator for its own work; assigning a named
+    # item directly bypasses routing, so only the operator roles may.
+    "allocate_preview": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
+    "allocate_apply": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
+    "assignment_check": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
+    "lease_assign": TaskRule(operation=OP_LEASE, roles=_OPERATOR_ROLES),
+    "lease_heartbeat": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
+    "lease_release": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
+    "session_upsert": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
+    "work_item_upsert": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
+    "terminal_lock_read": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
+    "terminal_lock_set": TaskRule(
+        operation=OP_LEASE, roles=frozenset({*_OPERATOR_ROLES, "reviewer"})
     ),
 }
 

@@ -67,6 +67,7 @@ ASSIGNMENT_COLUMNS: tuple[str, ...] = (
     "expected_head_sha",
     "allowed_actions",
     "forbidden_actions",
+    "ttl_seconds",
     "status",
     "created_at",
     "updated_at",
@@ -99,6 +100,8 @@ CONTROL_EVENT_COLUMNS: tuple[str, ...] = (
 
 _TYPES: dict[str, str] = {
     "pid": "INTEGER",
+    # DOUBLE PRECISION, not REAL: see schema.py (REAL is 4-byte on PostgreSQL).
+    "ttl_seconds": "DOUBLE PRECISION",
     "number": "INTEGER NOT NULL",
     "priority": "INTEGER",
     "terminal_pr": "INTEGER NOT NULL",

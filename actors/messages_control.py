@@ -1,0 +1,154 @@
+"""Control-plane messages to the registry writer: sessions, items, leases, locks, allocation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from actors.mailbox import Reply
+from supervisor.policy.allocation import Candidate
+from supervisor.policy.control_plane import WorkRef
+
+if TYPE_CHECKING:
+    # Type-only: actors.messages defines WriteAck and re-exports this module's classes.
+    from actors.messages import WriteAck
+
+__all__ = [
+    "AllocateWork",
+    "AssignAndLease",
+    "CheckAssignment",
+    "ControlOp",
+    "ControlWrite",
+    "GetTerminalLock",
+    "HeartbeatLease",
+    "ReleaseLease",
+    "SetTerminalLock",
+    "UpsertSession",
+    "UpsertWorkItem",
+]
+
+# Every field arrives validated: the handle turns caller input into these types with the
+# policy's checks (WorkRef, Candidate, check_role, ...) and refuses before sending. Every
+# reply is a WriteAck whose ``data`` holds the structured result (see policy/control_render).
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpsertSession:
+    """Create or update a session; None fields keep what is stored."""
+
+    session_id: str
+    role: str | None = None
+    profile: str | None = None
+    namespace: str | None = None
+    worker_identity: str | None = None
+    pid: int | None = None
+    status: str = "active"
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpsertWorkItem:
+    """Record what Gitea says about an item; None fields keep what is stored."""
+
+    ref: WorkRef
+    state: str | None = None
+    current_head_sha: str | None = None
+    title: str | None = None
+    priority: int | None = None
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssignAndLease:
+    """One transaction: decide, then write the lease and the assignment together (or nothing)."""
+
+    session_id: str
+    role: str
+    ref: WorkRef
+    expected_head_sha: str | None
+    #: None means the role's default action matrix.
+    allowed_actions: tuple[str, ...] | None = None
+    forbidden_actions: tuple[str, ...] | None = None
+    phase: str = "assigned"
+    ttl_seconds: float | None = None
+    owner_pid: int | None = None
+    profile: str | None = None
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckAssignment:
+    """The mutation gate (require_valid_assignment): read-only, serialized with every write."""
+
+    session_id: str
+    ref: WorkRef
+    action: str
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatLease:
+    session_id: str
+    lease_id: str
+    ttl_seconds: float | None = None
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseLease:
+    session_id: str
+    lease_id: str
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetTerminalLock:
+    """Make ``terminal_pr`` the repository's active terminal-review lock; None clears it."""
+
+    remote: str
+    org: str
+    repo: str
+    terminal_pr: int | None
+    review_id: str | None = None
+    decision: str | None = None
+    set_by: str | None = None
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetTerminalLock:
+    remote: str
+    org: str
+    repo: str
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocateWork:
+    """Route the candidates and, with ``apply``, reserve the pick in the same transaction."""
+
+    session_id: str
+    role: str
+    remote: str
+    org: str
+    repo: str
+    candidates: tuple[Candidate, ...]
+    apply: bool
+    ttl_seconds: float | None = None
+    owner_pid: int | None = None
+    profile: str | None = None
+    reply: Reply[WriteAck]
+
+
+#: What ``ControlWrites.handle`` carries out; the allocator has a module of its own.
+ControlOp = (
+    UpsertSession
+    | UpsertWorkItem
+    | AssignAndLease
+    | CheckAssignment
+    | HeartbeatLease
+    | ReleaseLease
+    | SetTerminalLock
+    | GetTerminalLock
+)
+ControlWrite = ControlOp | AllocateWork
