@@ -1,0 +1,181 @@
+"""Retirement plan latency: the pure planner at 1k/10k/100k rows, and a plan through the actor."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bench.fixtures import (
+    READER,
+    REPO,
+    Sleepers,
+    StaticProfiles,
+    free_pids,
+    make_db,
+    mixed_fleet,
+    mixed_kind,
+    registration_row,
+    short_tempdir,
+)
+from bench.report import Figure
+from supervisor.app import AppSettings, running_supervisor
+from supervisor.clock import MonotonicWall, SystemClock
+from supervisor.policy.eligibility import FencingContext, ProtectedOwners, plan_retirement
+from supervisor.probes import LocalProbes
+from supervisor.store.sqlite import open_sqlite_store
+
+__all__ = ["run"]
+
+_NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+_FENCING = FencingContext(host_id="host-bench", boot_id="boot-bench")
+
+
+def _time_pure(count: int, *, max_reps: int, budget: float) -> dict[str, Any]:
+    rows, evidence = mixed_fleet(count, now=_NOW, host_id="host-bench", boot_id="boot-bench")
+    # A few active leases, so the protected-owner check has something to look at.
+    protected = ProtectedOwners(
+        session_ids=frozenset(f"sess-bench-{i}" for i in range(0, count, 97)),
+        pids=frozenset(100_000 + i for i in range(0, count, 89)),
+    )
+    samples: list[float] = []
+    started = time.perf_counter()
+    plan = None
+    # At least one run; more while the budget lasts (the 100k size gets one or two).
+    while len(samples) < max_reps and (not samples or time.perf_counter() - started < budget):
+        began = time.perf_counter()
+        plan = plan_retirement(
+            rows,
+            now=_NOW,
+            evidence=evidence,
+            fencing=_FENCING,
+            canonical_repository=REPO,
+            protected=protected,
+        )
+        samples.append(time.perf_counter() - began)
+    assert plan is not None
+    median = statistics.median(samples) * 1000
+    return {
+        "rows": count,
+        "median_ms": median,
+        "min_ms": min(samples) * 1000,
+        "reps": len(samples),
+        "ms_per_1k_rows": median / (count / 1000),
+        "candidates": len(plan.candidates),
+        "preserved": len(plan.preserved),
+    }
+
+
+async def _time_actor(
+    count: int, db: Path, sleepers: Sleepers, reps: int
+) -> tuple[list[float], Mapping[str, Any]]:
+    """handle.plan on a store of ``count`` rows, probes real: live rows name real sleepers."""
+    probes = LocalProbes()
+    host, boot = probes.host_id(), probes.boot_id()
+    now = datetime.now(UTC)
+    dead = iter(free_pids(count))
+    rows = []
+    for index in range(count):
+        kind = mixed_kind(index)
+        if kind == "live":
+            slot = index % len(sleepers.pids)
+            pid, start = sleepers.pids[slot], sleepers.start_times[slot]
+        else:
+            pid, start = next(dead), f"ticks-{index}"
+        rows.append(
+            registration_row(
+                index, kind=kind, now=now, host_id=host, boot_id=boot, pid=pid, start_time=start
+            )
+        )
+    await make_db(db, rows)
+    store = await open_sqlite_store(db)
+    try:
+        async with running_supervisor(
+            store=store,
+            clock=MonotonicWall(SystemClock()),
+            probes=probes,
+            profiles=StaticProfiles(),
+            settings=AppSettings(),
+        ) as supervisor:
+            samples: list[float] = []
+            result: Mapping[str, Any] = {}
+            for _ in range(reps):
+                began = time.perf_counter()
+                result = await supervisor.handle.plan(READER, canonical_repository=REPO)
+                samples.append(time.perf_counter() - began)
+            if result.get("success") is not True:
+                raise RuntimeError(f"plan through the actor failed: {result.get('reasons')}")
+            return samples, result
+    finally:
+        await store.close()
+
+
+def run(quick: bool) -> list[Figure]:
+    sizes = (
+        {"1k": 100, "10k": 1_000, "100k": 5_000}
+        if quick
+        else {
+            "1k": 1_000,
+            "10k": 10_000,
+            "100k": 100_000,
+        }
+    )
+    goals: dict[str, float | None] = {"1k": None, "10k": 20.0, "100k": 250.0}
+    judged = not quick
+    measured = {
+        key: _time_pure(count, max_reps=15, budget=1.0 if quick else 4.0)
+        for key, count in sizes.items()
+    }
+    figures = [
+        Figure(
+            name=f"plan.pure_{key}_ms",
+            label=f"plan_retirement, {sizes[key]:,} rows",
+            value=info["median_ms"],
+            unit="ms",
+            goal=goals[key],
+            op="<=" if goals[key] is not None else None,
+            judged=judged,
+            detail=info,
+        )
+        for key, info in measured.items()
+    ]
+    per_1k = {key: info["ms_per_1k_rows"] for key, info in measured.items()}
+    figures.append(
+        Figure(
+            name="plan.linearity",
+            label="plan ms/1k rows: largest / smallest size",
+            value=per_1k["100k"] / per_1k["1k"],
+            unit="x",
+            goal=2.0,
+            op="<=",
+            judged=judged,
+            detail={"ms_per_1k_rows": per_1k},
+        )
+    )
+    actor_rows = sizes["10k"]
+    with short_tempdir("fsb-plan-") as work, Sleepers(8 if quick else 32) as sleepers:
+        samples, result = anyio.run(
+            _time_actor, actor_rows, work / "registry.sqlite3", sleepers, 2 if quick else 3
+        )
+    figures.append(
+        Figure(
+            name="plan.actor_10k_ms",
+            label=f"plan through the actor (probes, audit), {actor_rows:,} rows",
+            value=statistics.median(samples) * 1000,
+            unit="ms",
+            goal=goals["10k"],
+            op="<=",
+            judged=judged,
+            detail={
+                "rows": actor_rows,
+                "samples_ms": [s * 1000 for s in samples],
+                "candidates": result.get("candidate_count"),
+            },
+        )
+    )
+    return figures

@@ -1,0 +1,143 @@
+"""Peak RSS of the daemon (a real ``supervisor.cli run``) holding 10,000 registrations."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bench.fixtures import (
+    Daemon,
+    Sleepers,
+    free_pids,
+    make_db,
+    registration_row,
+    short_tempdir,
+)
+from bench.report import Figure
+from supervisor.connection import Client
+from supervisor.probes import LocalProbes
+from supervisor.profiles import create_token
+
+__all__ = ["run"]
+
+_PROFILES = """\
+[profiles.bench-ops]
+role_kind = "controller"
+allowed_operations = ["gitea.read"]
+"""
+_SWEEP_INTERVAL = 0.25
+_SETTLED_SWEEPS = 3
+
+
+def _rows(count: int, sleepers: Sleepers | None) -> list[dict[str, Any]]:
+    """Fresh active rows on this host; with sleepers, every row names one of them (alive)."""
+    probes = LocalProbes()
+    now = datetime.now(UTC)
+    dead = free_pids(count) if sleepers is None else []
+    rows = []
+    for index in range(count):
+        if sleepers is not None:
+            slot = index % len(sleepers.pids)
+            pid, start = sleepers.pids[slot], sleepers.start_times[slot]
+        else:
+            pid, start = dead[index], f"ticks-{index}"
+        rows.append(
+            registration_row(
+                index,
+                kind="live",
+                now=now,
+                host_id=probes.host_id(),
+                boot_id=probes.boot_id(),
+                pid=pid,
+                start_time=start,
+            )
+        )
+    return rows
+
+
+def _settle(daemon: Daemon, token: str, *, watched: int, limit: float) -> Mapping[str, Any]:
+    """Wait for a few completed sweeps (and the expected pidfd watches) via ``status``."""
+    deadline = time.monotonic() + limit
+    status: Mapping[str, Any] = {}
+    with Client(daemon.socket_path, token=token, timeout=30.0) as client:
+        while time.monotonic() < deadline:
+            status = client.status()
+            liveness = status.get("liveness") or {}
+            if (
+                int(liveness.get("sweeps_completed") or 0) >= _SETTLED_SWEEPS
+                and int(liveness.get("watched_pids") or 0) >= watched
+            ):
+                return status
+            time.sleep(0.1)
+    raise RuntimeError(f"daemon did not settle within {limit}s: {status}")
+
+
+def _measure(rows_count: int, sleepers: Sleepers | None) -> dict[str, Any]:
+    with short_tempdir("fsb-rss-") as work:
+        db = work / "registry.sqlite3"
+        anyio.run(make_db, db, _rows(rows_count, sleepers))
+        profiles = work / "profiles.toml"
+        profiles.write_text(_PROFILES, encoding="utf-8")
+        token = create_token(profiles, "bench-ops")
+        daemon = Daemon(
+            work, db=db, sweep_interval_seconds=_SWEEP_INTERVAL, profiles=Path(profiles)
+        )
+        with daemon:
+            began = time.monotonic()
+            status = _settle(daemon, token, watched=rows_count if sleepers else 0, limit=120.0)
+            liveness = status["liveness"]
+            return {
+                "rows": rows_count,
+                "vm_hwm_mb": daemon.status_kb("VmHWM") / 1024,
+                "vm_rss_mb": daemon.status_kb("VmRSS") / 1024,
+                "open_fds": daemon.open_fds(),
+                "watched_pids": liveness.get("watched_pids"),
+                "sweeps_completed": liveness.get("sweeps_completed"),
+                "verdicts": liveness.get("verdicts"),
+                "settle_seconds": time.monotonic() - began,
+            }
+
+
+def run(quick: bool) -> list[Figure]:
+    count = 500 if quick else 10_000
+    judged = not quick
+    empty = _measure(0, None)
+    dead = _measure(count, None)
+    with Sleepers(8 if quick else 64) as sleepers:
+        live = _measure(count, sleepers)
+    baseline = empty["vm_hwm_mb"]
+    return [
+        Figure(
+            name="rss.peak_10k_live_mb",
+            label=f"daemon peak RSS, {count:,} live rows (pidfd each)",
+            value=live["vm_hwm_mb"],
+            unit="MB",
+            goal=80.0,
+            op="<=",
+            judged=judged,
+            detail={**live, "over_empty_mb": live["vm_hwm_mb"] - baseline},
+        ),
+        Figure(
+            name="rss.peak_10k_dead_mb",
+            label=f"daemon peak RSS, {count:,} rows of exited pids",
+            value=dead["vm_hwm_mb"],
+            unit="MB",
+            goal=80.0,
+            op="<=",
+            judged=judged,
+            detail={**dead, "over_empty_mb": dead["vm_hwm_mb"] - baseline},
+        ),
+        Figure(
+            name="rss.peak_empty_mb",
+            label="daemon peak RSS, empty registry",
+            value=baseline,
+            unit="MB",
+            judged=judged,
+            detail=empty,
+        ),
+    ]

@@ -1,0 +1,74 @@
+"""``python -m bench --quick`` runs every benchmark and writes every figure as a number."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+#: Every figure the suite must report; values are never judged here (no timed assertions).
+EXPECTED = (
+    "heartbeats.e2e_c8_per_s",
+    "heartbeats.e2e_c32_per_s",
+    "heartbeats.handle_c32_per_s",
+    "heartbeats.baseline_sqlite3_per_s",
+    "heartbeats.baseline_store_per_s",
+    "heartbeats.vs_sqlite3_ratio",
+    "heartbeats.vs_store_ratio",
+    "writer.acked_per_s",
+    "writer.echo_floor_per_s",
+    "writer.raw_executemany_per_s",
+    "writer.vs_raw_ratio",
+    "plan.pure_1k_ms",
+    "plan.pure_10k_ms",
+    "plan.pure_100k_ms",
+    "plan.linearity",
+    "plan.actor_10k_ms",
+    "sweep.cpu_ms",
+    "sweep.max_stall_ms",
+    "exit.pidfd_p50_ms",
+    "exit.pidfd_p99_ms",
+    "exit.sweep_p50_ms",
+    "exit.sweep_p99_ms",
+    "apply.writer_1k_ms",
+    "apply.handle_1k_ms",
+    "rss.peak_10k_live_mb",
+    "rss.peak_10k_dead_mb",
+    "rss.peak_empty_mb",
+)
+
+
+def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(out)],
+        cwd=_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-4000:]
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["meta"]["quick"] is True
+    assert document["errors"] == {}
+    figures = {f["name"]: f for f in document["figures"]}
+    assert sorted(figures) == sorted(EXPECTED)
+    for name, figure in figures.items():
+        value = figure["value"]
+        assert isinstance(value, int | float), name
+        assert not isinstance(value, bool), name
+        assert math.isfinite(value), name
+        # Quick runs use small sizes, so no figure claims to meet or miss its goal.
+        assert figure["met"] is None, name
+    # The table is printed too, one line per figure.
+    for figure in figures.values():
+        assert figure["label"] in completed.stdout
