@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import anyio
 
 from supervisor.cli_format import format_apply, format_plan, format_snapshot, format_status
+from supervisor.cli_work import add_work_parser, format_work, succeeded, work_request
 from supervisor.config import Settings, default_config_path, load_settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.launcher import build_launch_config
@@ -90,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
 
     mcp = commands.add_parser("mcp", help="serve the MCP tools over stdio via the running daemon")
     mcp.add_argument("--token", help=f"profile token (default: ${TOKEN_ENV})")
+
+    add_work_parser(
+        commands, parser_class=_Parser, token_help=f"profile token (default: ${TOKEN_ENV})"
+    )
     return parser
 
 
@@ -181,6 +186,16 @@ def _operator(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK if complete else EXIT_REFUSED
 
 
+def _work(args: argparse.Namespace, settings: Settings) -> int:
+    from supervisor.client import Client
+
+    op, request = work_request(args)
+    with Client(settings.socket.path, token=_token(args)) as client:
+        result = client.request(op, request)
+    _emit(result, args.json, format_work)
+    return EXIT_OK if succeeded(args.work_command, result) else EXIT_REFUSED
+
+
 def _launch_config(args: argparse.Namespace, settings: Settings) -> int:
     command = _strip_dashdash(args.server_command)
     if not command:
@@ -237,6 +252,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return anyio.run(run_service, settings)
     if args.command in ("status", "snapshot", "plan", "apply"):
         return _operator(args, settings)
+    if args.command == "work":
+        return _work(args, settings)
     if args.command == "launch-config":
         return _launch_config(args, settings)
     if args.command == "token":

@@ -7,7 +7,7 @@ import ipaddress
 import os
 import socket
 import sys
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -18,12 +18,13 @@ from anyio.abc import TaskStatus
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
-from supervisor.client import AsyncClient, RemoteError
-from supervisor.errors import ConfigError, ProtocolError, Unavailable
+from supervisor.client import AsyncClient
+from supervisor.errors import ConfigError, Unavailable
 from supervisor.logs import configure_logging, get_logger
 from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.profiles import ProfileBook
+from supervisor.surfaces.mcp_bridge_control import SocketControlCalls, unanswered_as_unavailable
 from supervisor.surfaces.mcp_tools import ToolBackend, build_mcp_server
 
 __all__ = [
@@ -57,20 +58,7 @@ def _manifest_frame(entry: ManifestEntry) -> dict[str, Any]:
     return frame
 
 
-@contextmanager
-def _unanswered_as_unavailable() -> Iterator[None]:
-    """Only the daemon's own error frames may read as refusals; a lost answer is not one."""
-    try:
-        yield
-    except RemoteError:
-        raise
-    except ProtocolError as exc:
-        # Raised by the client after the request went out (unreadable or mismatched
-        # answer): the request may have run, so it must not be reported as refused.
-        raise Unavailable(f"the supervisor's answer could not be read: {exc.detail}") from exc
-
-
-class SocketToolBackend:
+class SocketToolBackend(SocketControlCalls):
     """A ToolBackend that asks the running daemon over its local socket.
 
     This is what ``fleet-supervisor mcp`` (stdio) runs on: a process of its own
@@ -78,6 +66,7 @@ class SocketToolBackend:
     travels with every request and the daemon authenticates it and decides,
     exactly as for the CLI, so this process is trusted with nothing. One
     connection is kept (and remade if the daemon drops it); close with ``aclose``.
+    The control-plane calls come from ``SocketControlCalls``.
     """
 
     def __init__(self, socket_path: str | Path, token: str, *, timeout: float = 30.0) -> None:
@@ -101,7 +90,7 @@ class SocketToolBackend:
         expected_live_revision: str | None,
     ) -> Mapping[str, Any]:
         del profile  # the daemon authenticates the token instead
-        with _unanswered_as_unavailable():
+        with unanswered_as_unavailable():
             return await self._client.snapshot(
                 canonical_repository=canonical_repository,
                 expected_manifest=[_manifest_frame(e) for e in expected_manifest],
@@ -112,7 +101,7 @@ class SocketToolBackend:
         self, profile: Profile | None, *, canonical_repository: str | None
     ) -> Mapping[str, Any]:
         del profile
-        with _unanswered_as_unavailable():
+        with unanswered_as_unavailable():
             return await self._client.plan(canonical_repository=canonical_repository)
 
     async def apply(
@@ -126,7 +115,7 @@ class SocketToolBackend:
         canonical_repository: str | None,
     ) -> Mapping[str, Any]:
         del profile
-        with _unanswered_as_unavailable():
+        with unanswered_as_unavailable():
             return await self._client.apply(
                 candidate_fingerprint=candidate_fingerprint,
                 worker_identities=worker_identities,

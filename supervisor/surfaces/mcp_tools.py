@@ -23,6 +23,7 @@ from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
 from supervisor.policy.permissions import Profile
 from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.snapshot import ManifestEntry
+from supervisor.surfaces.mcp_control_tools import ControlToolBackend, register_control_tools
 from supervisor.surfaces.protocol import parse_manifest, parse_worker_identities
 
 __all__ = [
@@ -210,7 +211,9 @@ def build_mcp_server(
     token_verifier: TokenVerifier | None = None,
     issuer_url: str = "http://127.0.0.1",
 ) -> MCPServer[Any]:
-    """An MCP server exposing the three fleet tools over ``backend``.
+    """An MCP server exposing the three fleet tools over ``backend``, plus the
+    control-plane tools (allocator, lease heartbeat and release, mutation gate)
+    when the backend offers them (see ``mcp_control_tools``).
 
     ``profile_resolver`` is called once per tool call and names the caller to
     the backend, which makes every role and operation decision. With
@@ -228,7 +231,8 @@ def build_mcp_server(
         "fleet-supervisor",
         instructions=(
             "Fleet supervisor tools: snapshot the worker fleet, plan the retirement of "
-            "conclusively stale worker registrations, and apply a plan under compare-and-swap."
+            "conclusively stale worker registrations, and apply a plan under compare-and-swap; "
+            "take work only through gitea_allocate_next_work and its leases."
         ),
         token_verifier=token_verifier,
         auth=auth,
@@ -374,4 +378,6 @@ def build_mcp_server(
         )
         return result
 
+    if isinstance(backend, ControlToolBackend):
+        register_control_tools(server, backend, profile_resolver=profile_resolver)
     return server

@@ -13,9 +13,11 @@ from typing import Any, ClassVar
 
 from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.policy.snapshot import ManifestEntry
+from supervisor.surfaces.protocol_control import CONTROL_OPS, ControlArgs, parse_control_args
 
 __all__ = [
     "BAD_REQUEST",
+    "CONTROL_OPS",
     "FRAME_TOO_LARGE",
     "INTERNAL_ERROR",
     "OPERATOR_OPS",
@@ -27,6 +29,7 @@ __all__ = [
     "UNKNOWN_OP",
     "WORKER_OPS",
     "ApplyArgs",
+    "ControlArgs",
     "FencedArgs",
     "FrameTooLarge",
     "PlanArgs",
@@ -122,7 +125,7 @@ class ApplyArgs:
     canonical_repository: str | None
 
 
-Args = RegisterArgs | FencedArgs | SnapshotArgs | PlanArgs | ApplyArgs | None
+Args = RegisterArgs | FencedArgs | SnapshotArgs | PlanArgs | ApplyArgs | ControlArgs | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,6 +227,8 @@ def _claims(raw: object) -> dict[str, Any]:
 
 
 def _args(op: str, args: Mapping[str, Any]) -> Args:
+    if op in CONTROL_OPS:
+        return parse_control_args(op, args)
     if op == "register":
         return RegisterArgs(
             pid=_int(args, "pid", required=False), claims=_claims(args.get("claims", {}))
@@ -291,10 +296,10 @@ def decode_request(frame: bytes) -> Request:
     if request_id is not None and (not isinstance(request_id, str) or len(request_id) > _MAX_ID):
         raise ProtocolError(f"id must be a string of at most {_MAX_ID} characters")
     op = data.get("op")
-    known = sorted(WORKER_OPS | OPERATOR_OPS)
+    known = sorted(WORKER_OPS | OPERATOR_OPS | CONTROL_OPS)
     if not isinstance(op, str):
         raise ProtocolError(f"op must be a string, one of {known}")
-    if op not in WORKER_OPS | OPERATOR_OPS:
+    if op not in WORKER_OPS | OPERATOR_OPS | CONTROL_OPS:
         raise UnknownOp(f"unknown op {op[:64]!r}; expected one of {known}")
     token = data.get("token")
     if token is not None and (not isinstance(token, str) or len(token) > _MAX_TEXT):

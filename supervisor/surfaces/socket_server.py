@@ -29,6 +29,7 @@ from supervisor.surfaces.protocol import (
     SERVER_BUSY,
     TIMEOUT,
     ApplyArgs,
+    ControlArgs,
     FencedArgs,
     PlanArgs,
     RegisterArgs,
@@ -43,6 +44,7 @@ from supervisor.surfaces.protocol import (
     to_wire,
 )
 from supervisor.surfaces.socket_bind import SocketInUse, bound_listener
+from supervisor.surfaces.socket_control import dispatch_control
 from supervisor.unix_stream import UnixStream, accept_unix
 
 __all__ = ["CredentialsReader", "ProfileLookupWithAuth", "SocketInUse", "serve_socket"]
@@ -263,6 +265,8 @@ class _SocketServer:
                 )
             case "status", None:
                 return await self._status(self._authenticate(request.token))
+            case _, ControlArgs() as args:
+                return await dispatch_control(self._handle, self._authenticate(request.token), args)
         raise ProtocolError(f"op {request.op!r} has no handler")
 
     def _authenticate(self, token: str | None) -> Profile:

@@ -1,0 +1,92 @@
+"""Control-plane socket frames: every op decodes, shapes are checked, unknown arguments refused."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from supervisor.errors import ProtocolError
+from supervisor.policy.permissions import TASKS
+from supervisor.surfaces.protocol import decode_request
+from supervisor.surfaces.protocol_control import CONTROL_OPS, CONTROL_SCHEMAS, ControlArgs
+
+WHERE = {"remote": "prgs", "org": "org", "repo": "repo"}
+
+
+def frame(op: str, **args: Any) -> bytes:
+    return json.dumps({"v": 1, "id": "1", "op": op, "token": "t", "args": args}).encode()
+
+
+def test_every_control_op_has_a_permission_task() -> None:
+    # The handle authorizes each op with one of these tasks; none may be missing.
+    assert {
+        "allocate_preview",
+        "allocate_apply",
+        "assignment_check",
+        "lease_assign",
+        "lease_heartbeat",
+        "lease_release",
+        "session_upsert",
+        "work_item_upsert",
+        "terminal_lock_read",
+        "terminal_lock_set",
+    } <= set(TASKS)
+    assert len(CONTROL_OPS) == 9
+
+
+def test_a_minimal_frame_of_each_op_decodes() -> None:
+    for op, schema in CONTROL_SCHEMAS.items():
+        samples = {
+            "a string": "x",
+            "an integer": 1,
+            "an integer or null": None,
+            "a list of objects": [],
+        }
+        args = {name: samples[shape] for name, (shape, required) in schema.items() if required}
+        request = decode_request(frame(op, **args))
+        assert isinstance(request.args, ControlArgs), op
+        assert request.args.op == op
+
+
+def test_nulls_are_dropped_but_a_null_terminal_pr_clears() -> None:
+    request = decode_request(
+        frame("assign", **WHERE, session_id="s", role="author", kind="issue", number=1, phase=None)
+    )
+    assert isinstance(request.args, ControlArgs)
+    assert "phase" not in request.args.values
+    clear = decode_request(frame("terminal_lock_set", **WHERE, terminal_pr=None))
+    assert isinstance(clear.args, ControlArgs)
+    assert clear.args.values["terminal_pr"] is None
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "fragment"),
+    [
+        ("lease_release", {"session_id": "s"}, "lease_id is required"),
+        ("lease_release", {"session_id": "s", "lease_id": 5}, "must be a string"),
+        (
+            "lease_heartbeat",
+            {"session_id": "s", "lease_id": "l", "lease_ttl_seconds": "9"},
+            "number",
+        ),
+        (
+            "lease_heartbeat",
+            {"session_id": "s", "lease_id": "l", "lease_ttl_seconds": 10**400},
+            "number",
+        ),
+        ("allocate", {**WHERE, "session_id": "s", "candidates": [1]}, "list of objects"),
+        ("allocate", {**WHERE, "session_id": "s", "candidates": [], "apply": 1}, "true or false"),
+        (
+            "assign",
+            {**WHERE, "session_id": "s", "role": "a", "kind": "pr", "number": True},
+            "integer",
+        ),
+        ("terminal_lock_set", WHERE, "terminal_pr is required"),
+        ("terminal_lock_get", {**WHERE, "extra": 1}, "takes no argument"),
+    ],
+)
+def test_bad_shapes_are_protocol_errors(op: str, args: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ProtocolError, match=fragment):
+        decode_request(frame(op, **args))
