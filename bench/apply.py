@@ -132,10 +132,12 @@ async def _handle_apply(db: Path) -> tuple[float, Mapping[str, Any]]:
 
 
 def _check(result: Mapping[str, Any], expected: int) -> None:
+    kept = list(result.get("preserved") or [])
     if result.get("outcome") != "applied" or result.get("retired_count") != expected:
         raise RuntimeError(
             f"apply did not retire all {expected} rows: outcome={result.get('outcome')} "
-            f"retired={result.get('retired_count')} reasons={result.get('reasons')}"
+            f"retired={result.get('retired_count')} reasons={result.get('reasons')} "
+            f"preserved={[(v.get('reason_code'), v.get('detail')) for v in kept][:5]}"
         )
 
 

@@ -205,25 +205,14 @@ def _read_int(path: str, default: int) -> int:
 
 
 def free_pids(count: int) -> list[int]:
-    """Pid numbers no process holds now, taken *behind* the kernel's allocation cursor.
+    """Pid numbers above the kernel's pid_max: no process can hold them, now or later.
 
-    The kernel hands out pids upwards from its last one and only wraps at pid_max, so
-    numbers below the cursor stay free for the length of a benchmark run.
+    They probe exactly like any absent pid (``/proc/<pid>/stat`` ENOENT, then ``kill(pid, 0)``
+    ESRCH) but, unlike numbers below pid_max, can never be handed to a process the suite
+    (or anything else on the machine) starts meanwhile, so "dead" stays dead for the run.
     """
-    if count <= 0:
-        return []
-    pid_max = _read_int("/proc/sys/kernel/pid_max", 32768)
-    cursor = _read_int("/proc/sys/kernel/ns_last_pid", os.getpid())
-    used = {int(name) for name in os.listdir("/proc") if name.isdigit()}
-    start = cursor - 500
-    found: list[int] = []
-    for step in range(pid_max):
-        pid = (start - step) % pid_max
-        if pid >= 300 and pid not in used and abs(pid - cursor) > 400:
-            found.append(pid)
-            if len(found) == count:
-                return found
-    raise RuntimeError(f"only {len(found)} free pids below pid_max={pid_max}")
+    pid_max = _read_int("/proc/sys/kernel/pid_max", 4_194_304)
+    return list(range(pid_max + 1, pid_max + 1 + max(0, count)))
 
 
 def sleeper_argv() -> list[str]:
