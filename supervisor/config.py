@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from actors.apply_tx import ApplySettings
+from actors.control_writes import ControlSettings
 from actors.heartbeat import HeartbeatSettings
 from actors.lease_watch import LeaseWatchSettings
 from actors.liveness import LivenessSettings
@@ -245,9 +246,20 @@ class LivenessConfig:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseConfig:
     expiry_interval_seconds: float = _setting(5.0, _POSITIVE)
+    default_ttl_seconds: float = _setting(900.0, _POSITIVE)
+    max_ttl_seconds: float = _setting(
+        86400.0, _number("a number > 0 and <= 86400", lambda x: 0 < x <= 86400)
+    )
 
     def to_actor(self) -> LeaseWatchSettings:
         return LeaseWatchSettings(expiry_interval_seconds=self.expiry_interval_seconds)
+
+    def to_control(self) -> ControlSettings:
+        # Grants, heartbeats and expiry of work leases all run in the writer.
+        return ControlSettings(
+            default_lease_ttl_seconds=self.default_ttl_seconds,
+            max_lease_ttl_seconds=self.max_ttl_seconds,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -373,6 +385,12 @@ def _cross_check(settings: Settings, origin: str) -> None:
             f"heartbeat.ttl_seconds must be a number from heartbeat.min_ttl_seconds "
             f"({beat.min_ttl_seconds}) to heartbeat.max_ttl_seconds ({beat.max_ttl_seconds}), "
             f"got {beat.ttl_seconds} ({origin})"
+        )
+    leases = settings.leases
+    if leases.default_ttl_seconds > leases.max_ttl_seconds:
+        raise ConfigError(
+            f"leases.default_ttl_seconds must be a number <= leases.max_ttl_seconds "
+            f"({leases.max_ttl_seconds}), got {leases.default_ttl_seconds} ({origin})"
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -29,7 +30,7 @@ _log = get_logger()
 def app_settings(settings: Settings) -> AppSettings:
     """The actors' settings, taken from the validated configuration."""
     return AppSettings(
-        writer=settings.retirement.to_writer(),
+        writer=replace(settings.retirement.to_writer(), control=settings.leases.to_control()),
         heartbeat=settings.heartbeat.to_actor(),
         liveness=settings.liveness.to_actor(),
         leases=settings.leases.to_actor(),
