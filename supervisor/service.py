@@ -19,7 +19,6 @@ from supervisor.logs import configure_logging, get_logger
 from supervisor.probes import LocalProbes, ProbeBackend
 from supervisor.profiles import ProfileBook
 from supervisor.store.sqlite import open_sqlite_store
-from supervisor.surfaces.mcp_bridge import serve_mcp_http
 from supervisor.surfaces.socket_server import serve_socket
 
 __all__ = ["app_settings", "run_service"]
@@ -118,6 +117,10 @@ async def _serve_until_signal(
             )
         )
         if settings.mcp.http_enabled:
+            # Imported only when enabled: the MCP/HTTP stack (pydantic,
+            # starlette, uvicorn) is about half of an idle daemon's memory.
+            from supervisor.surfaces.mcp_bridge import serve_mcp_http
+
             await surfaces.start(
                 lambda task_status: serve_mcp_http(
                     supervisor.handle,

@@ -19,6 +19,12 @@ def canon(value: Any) -> str:
     A TTL stored as REAL comes back as ``900.0`` while a caller may hold ``900``;
     both must produce the same token, so integral floats print as integers.
     """
+    kind = type(value)
+    # Exact-type fast paths first: most values are text or small integers.
+    if kind is str:
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return str(value)
     if value is None:
         return ""
     if isinstance(value, bool):

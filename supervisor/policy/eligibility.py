@@ -10,7 +10,7 @@ from typing import Any
 
 from .canonical import canon
 from .evidence import EvidenceMap, PidEvidence, evidence_for
-from .fingerprints import candidate_fingerprint, registry_fingerprint, scope_fingerprint
+from .fingerprints import candidate_token, registry_token, row_unit, scope_indices, scope_token
 from .liveness import STATUS_ACTIVE
 from .reasons import (
     REASON_ALREADY_TERMINAL,
@@ -308,10 +308,14 @@ def plan_retirement(
     candidates.sort(key=lambda e: e.worker_identity or "")
     preserved.sort(key=lambda e: (e.worker_identity or "", e.reason_code))
     anchors = [str(c.worker_identity) for c in candidates]
+    # Serialized once: the registry and scope tokens share every row's unit.
+    units = [row_unit(row) for row in all_rows]
     return RetirementPlan(
-        registry_fingerprint=registry_fingerprint(all_rows),
-        candidate_fingerprint=candidate_fingerprint(candidate_rows),
-        scope_fingerprint=scope_fingerprint(all_rows, anchors),
+        registry_fingerprint=registry_token(units),
+        candidate_fingerprint=candidate_token(row_unit(row) for row in candidate_rows),
+        scope_fingerprint=scope_token(
+            (units[i] for i in scope_indices(all_rows, anchors)), anchors
+        ),
         candidates=tuple(candidates),
         preserved=tuple(preserved),
         candidate_rows=tuple(sorted(candidate_rows, key=lambda r: canon(r.get("worker_identity")))),

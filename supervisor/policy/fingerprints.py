@@ -12,11 +12,16 @@ __all__ = [
     "LEASE_FINGERPRINT_FIELDS",
     "SCOPE_KEY_NAMES",
     "candidate_fingerprint",
+    "candidate_token",
     "identity_keys",
     "lease_fingerprint",
     "registry_fingerprint",
+    "registry_token",
+    "row_unit",
     "scope_fingerprint",
+    "scope_indices",
     "scope_rows",
+    "scope_token",
 ]
 
 #: Retirement-relevant columns, in the fixed order that is part of the token
@@ -76,18 +81,37 @@ SCOPE_KEY_NAMES: tuple[str, ...] = (
 _Row = Mapping[str, Any]
 
 
-def _row_units(rows: Iterable[_Row]) -> list[str]:
-    return [serialize(row, FINGERPRINT_FIELDS) for row in rows]
+def row_unit(row: _Row) -> str:
+    """One row's canonical serialization; compute once and reuse for every token."""
+    return serialize(row, FINGERPRINT_FIELDS)
+
+
+def registry_token(units: Iterable[str]) -> str:
+    """``registry_fingerprint`` from rows already serialized with ``row_unit``."""
+    return digest("registryfp-v1", units, "registryfp")
+
+
+def candidate_token(units: Iterable[str]) -> str:
+    """``candidate_fingerprint`` from serialized candidate rows."""
+    return digest("candidatefp-v1", units, "candidatefp")
+
+
+def scope_token(units: Iterable[str], anchor_identities: Iterable[str]) -> str:
+    """``scope_fingerprint`` from the serialized scope rows and the anchors."""
+    anchors = sorted({str(identity) for identity in anchor_identities})
+    # The anchor list itself participates, so a scope that happens to contain
+    # the same rows for a different requested set still yields another token.
+    return digest("scopefp-v1", [*units, "anchors=" + "\x1d".join(anchors)], "scopefp")
 
 
 def registry_fingerprint(rows: Iterable[_Row]) -> str:
     """Token over every row of the registry (the strict compare-and-swap)."""
-    return digest("registryfp-v1", _row_units(rows), "registryfp")
+    return registry_token(row_unit(row) for row in rows)
 
 
 def candidate_fingerprint(candidate_rows: Iterable[_Row]) -> str:
     """Token over exactly the approved candidate rows, so apply cannot widen or narrow them."""
-    return digest("candidatefp-v1", _row_units(candidate_rows), "candidatefp")
+    return candidate_token(row_unit(row) for row in candidate_rows)
 
 
 def identity_keys(row: _Row) -> set[tuple[str, str]]:
@@ -104,28 +128,31 @@ def identity_keys(row: _Row) -> set[tuple[str, str]]:
     return keys
 
 
-def scope_rows(rows: Sequence[_Row], anchor_identities: Iterable[str]) -> list[_Row]:
-    """The anchors plus every row sharing any identity key with one of them.
+def scope_indices(rows: Sequence[_Row], anchor_identities: Iterable[str]) -> list[int]:
+    """Positions of the anchors plus every row sharing any identity key with one of them.
 
     One hop only: the scope is what an operator's decision about these anchors
     could depend on, not the transitive closure of the whole fleet.
     """
     anchors = {str(identity) for identity in anchor_identities}
+    if not anchors:
+        return []
     anchor_keys: set[tuple[str, str]] = set()
     for row in rows:
         if canon(row.get("worker_identity")) in anchors:
             anchor_keys |= identity_keys(row)
-    return [row for row in rows if identity_keys(row) & anchor_keys]
+    return [i for i, row in enumerate(rows) if identity_keys(row) & anchor_keys]
+
+
+def scope_rows(rows: Sequence[_Row], anchor_identities: Iterable[str]) -> list[_Row]:
+    """The rows of the decision scope of the given anchors."""
+    return [rows[i] for i in scope_indices(rows, anchor_identities)]
 
 
 def scope_fingerprint(rows: Sequence[_Row], anchor_identities: Iterable[str]) -> str:
     """Token over the decision scope of the given candidates (the scoped compare-and-swap)."""
-    anchors = sorted({str(identity) for identity in anchor_identities})
-    units = _row_units(scope_rows(rows, anchors))
-    # The anchor list itself participates, so a scope that happens to contain
-    # the same rows for a different requested set still yields another token.
-    units.append("anchors=" + "\x1d".join(anchors))
-    return digest("scopefp-v1", units, "scopefp")
+    anchors = list(anchor_identities)
+    return scope_token((row_unit(r) for r in scope_rows(rows, anchors)), anchors)
 
 
 def lease_fingerprint(leases: Iterable[_Row]) -> str:

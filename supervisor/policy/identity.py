@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 
 __all__ = [
     "CLIENT_ALIASES",
@@ -107,7 +108,13 @@ def mint_instance_id(client_type: object, *, now: datetime, nonce: str) -> str:
 
 def assess_instance_identity(raw: object) -> InstanceIdentity:
     """Trusted only in the exact launcher format; placeholders and free text never are."""
-    text = raw.strip() if isinstance(raw, str) else ""
+    return _assess(raw.strip() if isinstance(raw, str) else "")
+
+
+@lru_cache(maxsize=65536)
+def _assess(text: str) -> InstanceIdentity:
+    # Cached: a fleet has few launches but the planner assesses every row, and
+    # the verdict is a pure function of the text.
     if not text:
         return InstanceIdentity(
             client_instance_id=None,

@@ -10,12 +10,8 @@ __all__ = ["STAMP_FORMAT", "format_stamp", "parse_stamp"]
 #: queries rely on that).
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
-_ACCEPTED = (
-    "%Y-%m-%dT%H:%M:%S.%fZ",
-    "%Y-%m-%dT%H:%M:%SZ",
-    "%Y-%m-%dT%H:%M:%S.%f%z",
-    "%Y-%m-%dT%H:%M:%S%z",
-)
+#: "YYYY-MM-DDTHH:MM:SSZ" is the shortest form that names an instant.
+_MIN_STAMP_LENGTH = 20
 
 
 def format_stamp(moment: datetime) -> str:
@@ -34,14 +30,15 @@ def parse_stamp(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if not text:
+    if len(text) < _MIN_STAMP_LENGTH:
+        # Date-only and other short forms carry no instant worth trusting.
         return None
-    for fmt in _ACCEPTED:
-        try:
-            parsed = datetime.strptime(text, fmt)
-        except ValueError:
-            continue
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        return parsed.astimezone(UTC)
-    return None
+    try:
+        # fromisoformat is an order of magnitude faster than strptime and, on
+        # 3.11, reads the trailing "Z"; the planner parses every row's stamps.
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        return None  # a local time without an offset is ambiguous
+    return parsed.astimezone(UTC)
