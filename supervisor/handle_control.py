@@ -21,9 +21,17 @@ from actors.messages import (
     WriteAck,
     WriterInbox,
 )
-from supervisor.policy.allocation import OUTCOME_ROLE_INELIGIBLE, candidates_from_mappings
+from supervisor.handle_checks import (
+    actions_arg,
+    control_answer,
+    ineligible,
+    optional_text,
+    pid_arg,
+    refused,
+    ttl_arg,
+)
+from supervisor.policy.allocation import candidates_from_mappings
 from supervisor.policy.control_plane import (
-    MAX_LEASE_TTL_SECONDS,
     ControlPlaneRefusal,
     check_actions,
     check_head_sha,
@@ -31,69 +39,12 @@ from supervisor.policy.control_plane import (
     check_role,
     check_session_id,
     check_state,
-    check_ttl,
     work_ref,
 )
 from supervisor.policy.permissions import Profile, decide
-from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import decision_dict
 
-__all__ = ["ControlPlaneCalls", "control_answer"]
-
-_MAX_TEXT = 200
-
-
-def _refused(reason: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "success": False,
-        "outcome": OUTCOME_REFUSED,
-        "mutation_performed": False,
-        "reasons": [reason],
-        **extra,
-    }
-
-
-def control_answer(ack: WriteAck) -> dict[str, Any]:
-    """The writer's ack as the dict every surface returns (success, outcome, reasons)."""
-    data = dict(ack.data)
-    if ack.ok:
-        data.setdefault("success", True)
-        if ack.code != "ok":
-            data.setdefault("code", ack.code)
-        return data
-    data["success"] = False
-    data.setdefault("outcome", OUTCOME_REFUSED)
-    data.setdefault("code", ack.code)
-    data.setdefault("reasons", [ack.detail] if ack.detail else [])
-    data.setdefault("mutation_performed", False)
-    return data
-
-
-def _optional_text(value: object, what: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not 0 < len(value.strip()) <= _MAX_TEXT:
-        raise ControlPlaneRefusal("invalid_argument", f"{what} must be 1-{_MAX_TEXT} characters")
-    return value.strip()
-
-
-def _pid(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31:
-        raise ControlPlaneRefusal("invalid_argument", "pid must be a positive integer")
-    return value
-
-
-def _ttl(value: object) -> float | None:
-    """None (the writer's default) or a TTL within the hard bound; the writer applies its own."""
-    if value is None:
-        return None
-    return check_ttl(value, default=0.0, maximum=MAX_LEASE_TTL_SECONDS)
-
-
-def _actions(value: Sequence[object] | None, what: str) -> tuple[str, ...] | None:
-    return None if value is None else check_actions(value, what)
+__all__ = ["ControlPlaneCalls"]
 
 
 class ControlPlaneCalls:
@@ -112,7 +63,7 @@ class ControlPlaneCalls:
         decision = decide(profile, task)
         if decision.allowed:
             return None
-        return _refused(
+        return refused(
             f"{task} refused: {decision.reason}", permission=decision_dict(decision), denied=True
         )
 
@@ -132,13 +83,13 @@ class ControlPlaneCalls:
         try:
             sid = check_session_id(session_id)
             checked_role = check_role(role) if role is not None else None
-            checked_pid = _pid(pid)
-            ns = _optional_text(namespace, "namespace")
-            worker = _optional_text(worker_identity, "worker_identity")
+            checked_pid = pid_arg(pid)
+            ns = optional_text(namespace, "namespace")
+            worker = optional_text(worker_identity, "worker_identity")
             if status not in ("active", "ended"):
                 raise ControlPlaneRefusal("invalid_argument", "status must be active or ended")
         except ControlPlaneRefusal as exc:
-            return _refused(exc.detail, code=exc.code)
+            return refused(exc.detail, code=exc.code)
         return await self._send(
             lambda reply: UpsertSession(
                 session_id=sid,
@@ -172,13 +123,13 @@ class ControlPlaneCalls:
             ref = work_ref(remote, org, repo, kind, number)
             checked_state = check_state(state) if state is not None else None
             head = check_head_sha(current_head_sha)
-            checked_title = _optional_text(title, "title")
+            checked_title = optional_text(title, "title")
             if priority is not None and (
                 isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 2**30
             ):
                 raise ControlPlaneRefusal("invalid_argument", "priority must be an integer")
         except ControlPlaneRefusal as exc:
-            return _refused(exc.detail, code=exc.code)
+            return refused(exc.detail, code=exc.code)
         return await self._send(
             lambda reply: UpsertWorkItem(
                 ref=ref,
@@ -215,12 +166,12 @@ class ControlPlaneCalls:
             ref = work_ref(remote, org, repo, kind, number)
             sid, checked_role = check_session_id(session_id), check_role(role)
             head = check_head_sha(expected_head_sha)
-            allowed = _actions(allowed_actions, "allowed_actions")
-            forbidden = _actions(forbidden_actions, "forbidden_actions")
-            checked_phase = _optional_text(phase, "phase") or "assigned"
-            pid, ttl = _pid(owner_pid), _ttl(lease_ttl_seconds)
+            allowed = actions_arg(allowed_actions, "allowed_actions")
+            forbidden = actions_arg(forbidden_actions, "forbidden_actions")
+            checked_phase = optional_text(phase, "phase") or "assigned"
+            pid, ttl = pid_arg(owner_pid), ttl_arg(lease_ttl_seconds)
         except ControlPlaneRefusal as exc:
-            return _refused(exc.detail, code=exc.code)
+            return refused(exc.detail, code=exc.code)
         return await self._send(
             lambda reply: AssignAndLease(
                 session_id=sid,
@@ -257,7 +208,7 @@ class ControlPlaneCalls:
             sid = check_session_id(session_id)
             [checked_action] = check_actions([action], "action")
         except ControlPlaneRefusal as exc:
-            return _refused(exc.detail, code=exc.code, allowed=False)
+            return refused(exc.detail, code=exc.code, allowed=False)
         return await self._send(
             lambda reply: CheckAssignment(
                 session_id=sid, ref=ref, action=checked_action, reply=reply
@@ -276,9 +227,9 @@ class ControlPlaneCalls:
             return denied
         try:
             sid, lid = check_session_id(session_id), check_session_id(lease_id)
-            ttl = _ttl(lease_ttl_seconds)
+            ttl = ttl_arg(lease_ttl_seconds)
         except ControlPlaneRefusal as exc:
-            return _refused(exc.detail, code=exc.code)
+            return refused(exc.detail, code=exc.code)
         return await self._send(
             lambda reply: HeartbeatLease(session_id=sid, lease_id=lid, ttl_seconds=ttl, reply=reply)
         )
@@ -291,7 +242,7 @@ class ControlPlaneCalls:
         try:
             sid, lid = check_session_id(session_id), check_session_id(lease_id)
         except ControlPlaneRefusal as exc:
-            return _refused(exc.detail, code=exc.code)
+            return refused(exc.detail, code=exc.code)
         return await self._send(
             lambda reply: ReleaseLease(session_id=sid, lease_id=lid, reply=reply)
         )
@@ -314,10 +265,10 @@ class ControlPlaneCalls:
             where = check_repository(remote, org, repo)
             if terminal_pr is not None:
                 work_ref(*where, "pr", terminal_pr)
-            review = _optional_text(review_id, "review_id")
-            verdict = _optional_text(decision, "decision")
+            review = optional_text(review_id, "review_id")
+            verdict = optional_text(decision, "decision")
         except ControlPlaneRefusal as exc:
-            return _refused(exc.detail, code=exc.code)
+            return refused(exc.detail, code=exc.code)
         return await self._send(
             lambda reply: SetTerminalLock(
                 remote=where[0],
@@ -339,7 +290,7 @@ class ControlPlaneCalls:
         try:
             where = check_repository(remote, org, repo)
         except ControlPlaneRefusal as exc:
-            return _refused(exc.detail, code=exc.code)
+            return refused(exc.detail, code=exc.code)
         return await self._send(
             lambda reply: GetTerminalLock(remote=where[0], org=where[1], repo=where[2], reply=reply)
         )
@@ -370,9 +321,9 @@ class ControlPlaneCalls:
         try:
             wanted = check_role(role if role is not None else profile.role_kind)
         except ControlPlaneRefusal as exc:
-            return _ineligible(exc.detail, role)
+            return ineligible(exc.detail, role)
         if wanted != profile.role_kind:
-            return _ineligible(
+            return ineligible(
                 f"profile {profile.name!r} has role {profile.role_kind!r}; it cannot take "
                 f"{wanted!r} work",
                 role,
@@ -381,10 +332,10 @@ class ControlPlaneCalls:
             sid = check_session_id(session_id)
             where = check_repository(remote, org, repo)
             parsed = candidates_from_mappings(list(candidates))
-            pid = _pid(owner_pid)
-            ttl = _ttl(lease_ttl_seconds)
+            pid = pid_arg(owner_pid)
+            ttl = ttl_arg(lease_ttl_seconds)
         except ControlPlaneRefusal as exc:
-            return _refused(exc.detail, code=exc.code, apply=apply)
+            return refused(exc.detail, code=exc.code, apply=apply)
         return await self._send(
             lambda reply: AllocateWork(
                 session_id=sid,
@@ -400,16 +351,3 @@ class ControlPlaneCalls:
                 reply=reply,
             )
         )
-
-
-def _ineligible(reason: str, role: object) -> dict[str, Any]:
-    return {
-        "success": False,
-        "outcome": OUTCOME_ROLE_INELIGIBLE,
-        "mutation_performed": False,
-        "role": role,
-        "reasons": [reason],
-        "selected": None,
-        "skipped": [],
-        "assignment": None,
-    }

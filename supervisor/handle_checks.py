@@ -1,0 +1,94 @@
+"""Answers and argument checks shared by the handle's control-plane calls."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from actors.messages import WriteAck
+from supervisor.policy.allocation import OUTCOME_ROLE_INELIGIBLE
+from supervisor.policy.control_plane import (
+    MAX_LEASE_TTL_SECONDS,
+    ControlPlaneRefusal,
+    check_actions,
+    check_ttl,
+)
+from supervisor.policy.reasons import OUTCOME_REFUSED
+
+__all__ = [
+    "actions_arg",
+    "control_answer",
+    "ineligible",
+    "optional_text",
+    "pid_arg",
+    "refused",
+    "ttl_arg",
+]
+
+_MAX_TEXT = 200
+
+
+def refused(reason: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "success": False,
+        "outcome": OUTCOME_REFUSED,
+        "mutation_performed": False,
+        "reasons": [reason],
+        **extra,
+    }
+
+
+def control_answer(ack: WriteAck) -> dict[str, Any]:
+    """The writer's ack as the dict every surface returns (success, outcome, reasons)."""
+    data = dict(ack.data)
+    if ack.ok:
+        data.setdefault("success", True)
+        if ack.code != "ok":
+            data.setdefault("code", ack.code)
+        return data
+    data["success"] = False
+    data.setdefault("outcome", OUTCOME_REFUSED)
+    data.setdefault("code", ack.code)
+    data.setdefault("reasons", [ack.detail] if ack.detail else [])
+    data.setdefault("mutation_performed", False)
+    return data
+
+
+def optional_text(value: object, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value.strip()) <= _MAX_TEXT:
+        raise ControlPlaneRefusal("invalid_argument", f"{what} must be 1-{_MAX_TEXT} characters")
+    return value.strip()
+
+
+def pid_arg(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31:
+        raise ControlPlaneRefusal("invalid_argument", "pid must be a positive integer")
+    return value
+
+
+def ttl_arg(value: object) -> float | None:
+    """None (the writer's default) or a TTL within the hard bound; the writer applies its own."""
+    if value is None:
+        return None
+    return check_ttl(value, default=0.0, maximum=MAX_LEASE_TTL_SECONDS)
+
+
+def actions_arg(value: Sequence[object] | None, what: str) -> tuple[str, ...] | None:
+    return None if value is None else check_actions(value, what)
+
+
+def ineligible(reason: str, role: object) -> dict[str, Any]:
+    return {
+        "success": False,
+        "outcome": OUTCOME_ROLE_INELIGIBLE,
+        "mutation_performed": False,
+        "role": role,
+        "reasons": [reason],
+        "selected": None,
+        "skipped": [],
+        "assignment": None,
+    }
