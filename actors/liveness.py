@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -53,6 +52,9 @@ def judge(evidence: ProcessEvidence | PidEvidence, registered_start: str | None)
     if registered_start and evidence.start_time and evidence.start_time != registered_start:
         return DEAD
     return ALIVE
+
+
+_UNKNOWN_EVIDENCE = PidEvidence(alive=None)
 
 
 @dataclass(slots=True)
@@ -135,34 +137,41 @@ class LivenessActor:
             await self._clock.sleep(self._settings.sweep_interval_seconds)
 
     async def sweep(self, tg: TaskGroup | None = None) -> None:
-        """Probe every active row in chunks, yielding to the loop between chunks."""
-        rows = await self._store.read_registrations(status="active")
+        """Probe every active row in chunks, yielding to the loop between chunks.
+
+        Rows whose exit is being watched through a pidfd are not probed: an
+        open pidfd that has not fired is proof that very process still runs.
+        """
+        rows = await self._store.read_active_processes()
         host = self._probes.host_id()
-        current: dict[str, Mapping[str, Any]] = {}
-        local: list[tuple[str, int, str | None]] = []
-        for row in rows:
-            identity = canon(row.get("worker_identity"))
-            pid = row_pid(row)
-            if not identity or pid is None:
-                continue
-            current[identity] = row
-            if host and canon(row.get("host_id")) == host:
-                local.append((identity, pid, canon(row.get("process_start_time")) or None))
-            else:
-                # Another machine's pid numbers mean nothing here.
-                self._verdicts[identity] = Verdict(
-                    worker_identity=identity,
-                    pid=pid,
-                    state=UNKNOWN,
-                    evidence=PidEvidence(alive=None),
-                    observed_at=self._clock.monotonic(),
-                    source="foreign_host",
-                )
-        for gone in set(self._verdicts) - set(current):
-            del self._verdicts[gone]
-        for gone in set(self._watched) - set(current):
-            self._watched.pop(gone).scope.cancel()
         chunk = max(1, self._settings.sweep_chunk)
+        current: set[str] = set()
+        local: list[tuple[str, int, str | None]] = []
+        for start in range(0, len(rows), chunk):
+            for identity, raw_pid, row_host, start_time in rows[start : start + chunk]:
+                pid = row_pid({"pid": raw_pid})
+                if not identity or pid is None:
+                    continue
+                current.add(identity)
+                if identity in self._watched:
+                    continue
+                if host and canon(row_host) == host:
+                    local.append((identity, pid, canon(start_time) or None))
+                else:
+                    # Another machine's pid numbers mean nothing here.
+                    self._verdicts[identity] = Verdict(
+                        worker_identity=identity,
+                        pid=pid,
+                        state=UNKNOWN,
+                        evidence=_UNKNOWN_EVIDENCE,
+                        observed_at=self._clock.monotonic(),
+                        source="foreign_host",
+                    )
+            await anyio.lowlevel.checkpoint()
+        for gone in [i for i in self._verdicts if i not in current]:
+            del self._verdicts[gone]
+        for gone in [i for i in self._watched if i not in current]:
+            self._watched.pop(gone).scope.cancel()
         for start in range(0, len(local), chunk):
             part = local[start : start + chunk]
             seen = self._probes.probe_many([pid for _, pid, _ in part])
@@ -180,7 +189,7 @@ class LivenessActor:
                     observed_at=now,
                     source="sweep",
                 )
-                if tg is not None and state == ALIVE and identity not in self._watched:
+                if tg is not None and state == ALIVE:
                     self._watch(identity, pid, registered_start, tg)
             await anyio.lowlevel.checkpoint()
         self._sweeps += 1
@@ -196,6 +205,16 @@ class LivenessActor:
             return
         scope = anyio.CancelScope()
         self._watched[identity] = _Watched(pid=pid, start_time=start_time, scope=scope)
+        # The pidfd was opened on this exact incarnation, so until it fires the
+        # worker is alive; sweeps skip watched rows on the strength of this.
+        self._verdicts[identity] = Verdict(
+            worker_identity=identity,
+            pid=pid,
+            state=ALIVE,
+            evidence=PidEvidence(alive=True, start_time=start_time),
+            observed_at=self._clock.monotonic(),
+            source="pidfd",
+        )
         tg.start_soon(self._await_exit, identity, pid, fd, scope)
 
     async def _await_exit(self, identity: str, pid: int, fd: int, scope: anyio.CancelScope) -> None:

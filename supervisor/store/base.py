@@ -111,6 +111,10 @@ class Store(Protocol):
         """Committed registration rows (never another transaction's pending writes)."""
         ...
 
+    async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:
+        """(worker_identity, pid, host_id, process_start_time) of every committed active row."""
+        ...
+
     async def read_leases(self, *, status: str | None = None) -> list[Row]:
         """Committed lease rows."""
         ...

@@ -55,6 +55,19 @@ def select_registrations(d: Dialect, *, by_status: bool, id_count: int | None) -
     return f"SELECT {_REGISTRATION_LIST} FROM worker_registrations{clause} ORDER BY worker_identity"
 
 
+#: The columns a liveness sweep needs, in this order.
+PROCESS_COLUMNS: tuple[str, ...] = ("worker_identity", "pid", "host_id", "process_start_time")
+
+
+@lru_cache(maxsize=4)
+def select_active_processes(d: Dialect) -> str:
+    """Just the process identity of every active row: what a liveness sweep reads."""
+    return (
+        f"SELECT {', '.join(PROCESS_COLUMNS)} FROM worker_registrations "
+        "WHERE status = 'active' ORDER BY worker_identity"
+    )
+
+
 @lru_cache(maxsize=4)
 def max_fencing_epoch(d: Dialect) -> str:
     """Highest epoch ever issued for one (instance, namespace) slot, whatever the status."""

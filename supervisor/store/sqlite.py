@@ -84,6 +84,12 @@ class SQLiteStore:
         rows = await self._read(statement, (status,) if status is not None else ())
         return rowmap.as_dicts(REGISTRATION_COLUMNS, rows)
 
+    async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:
+        # Plain tuples of four columns: a sweep of a large fleet must not pay for
+        # thirty-odd columns and a dict per row on the event loop.
+        rows = await self._read(sql.select_active_processes(SQLITE), ())
+        return [(str(r[0]), r[1], r[2], r[3]) for r in rows]
+
     async def read_leases(self, *, status: str | None = None) -> list[Row]:
         statement = sql.select_leases(SQLITE, by_status=status is not None)
         rows = await self._read(statement, (status,) if status is not None else ())

@@ -130,6 +130,16 @@ class RecordingStore:
         while self.in_flight:
             await self._idle.wait()
 
+    async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:
+        # The sweep's narrow read fails the same way a full registration read does.
+        if self.read_registrations_error is not None:
+            raise self.read_registrations_error
+        self._begin()
+        try:
+            return await self._inner.read_active_processes()
+        finally:
+            self._end()
+
     async def read_registrations(self, *, status: str | None = None) -> list[Row]:
         if self.read_registrations_error is not None:
             raise self.read_registrations_error

@@ -326,3 +326,38 @@ async def test_watch_message_starts_a_watch_and_leaving_active_cancels_it(tmp_pa
             assert status.watched_pids == 0
             assert status.verdicts == ()
             assert exits.reader_closed(900)
+
+
+async def test_a_watched_row_is_vouched_for_by_its_pidfd_and_not_probed_by_sweeps(
+    tmp_path: Path,
+) -> None:
+    row = registration_row(pid=900)
+    start = row["process_start_time"]
+    probes = ScriptedProbes(host_id="host-a", boot_id="boot-1")
+    probes.set(900, alive=True, start_time=start)
+    fake = FakeClock(wall=START)
+    settings = LivenessSettings(sweep_interval_seconds=SWEEP, use_pidfd=True)
+    with pipe_exits() as exits:
+        async with (
+            db_with(tmp_path) as store,
+            running_liveness(
+                store, clock=MonotonicWall(fake), probes=probes, settings=settings, pidfd_open=exits
+            ) as rig,
+        ):
+            await settle(fake, store)
+            async with store.write() as tx:
+                await tx.insert_registration(row)
+            await rig.inbox.send(
+                Watch(worker_identity=row["worker_identity"], pid=900, start_time=start)
+            )
+            status = await status_of(rig)
+            (verdict,) = status.verdicts
+            assert (verdict.state, verdict.source) == ("alive", "pidfd")
+            probes.probed.clear()
+            swept = status.sweeps_completed
+            await fake.advance(SWEEP)
+            await settle(fake, store)
+            status = await status_of(rig)
+            assert status.sweeps_completed > swept
+            assert 900 not in probes.probed
+            assert [v.source for v in status.verdicts] == ["pidfd"]
