@@ -27,6 +27,7 @@ __all__ = [
     "OUTCOME_ROLE_INELIGIBLE",
     "OUTCOME_WAIT",
     "SKIP_BLOCKED",
+    "SKIP_CLAIMED",
     "SKIP_DEPENDENCY",
     "SKIP_LEASED",
     "SKIP_NOT_READY",
@@ -114,6 +115,7 @@ def expected_role(candidate: Candidate) -> str:
 SKIP_TERMINAL_STATE = "terminal_state"
 SKIP_BLOCKED = "blocked"
 SKIP_DEPENDENCY = "dependency_unmet"
+SKIP_CLAIMED = "claimed_elsewhere"
 SKIP_NO_HEAD = "head_unpinned"
 SKIP_TERMINAL_PATH = "terminal_path_first"
 SKIP_ROLE = "role_mismatch"
@@ -132,6 +134,8 @@ def skip_reason(
         return SKIP_BLOCKED, f"{c.label} is blocked"
     if c.dependency_unmet:
         return SKIP_DEPENDENCY, c.dependency_reason or f"{c.label} has unmet dependencies"
+    if c.already_claimed_elsewhere:
+        return SKIP_CLAIMED, f"{c.label} is already claimed outside this supervisor"
     if c.kind == "pr" and c.head_sha is None:
         return SKIP_NO_HEAD, f"{c.label} has no head sha to pin an assignment to"
     if (

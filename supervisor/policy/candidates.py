@@ -49,6 +49,9 @@ class Candidate:
     mergeable: bool = False
     blocked: bool = False
     dependency_unmet: bool = False
+    #: The caller's own inventory says someone else holds it (a lease outside this
+    #: supervisor, e.g. a comment lease being migrated); honoured, never overridden.
+    already_claimed_elsewhere: bool = False
     dependency_reason: str | None = None
 
     def __post_init__(self) -> None:
@@ -75,6 +78,7 @@ _BOOL_FIELDS = (
     "mergeable",
     "blocked",
     "dependency_unmet",
+    "already_claimed_elsewhere",
 )
 CANDIDATE_FIELDS: frozenset[str] = frozenset(
     {

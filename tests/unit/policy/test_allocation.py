@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from supervisor.policy.allocation import (
     OUTCOME_ASSIGNED,
@@ -13,6 +15,7 @@ from supervisor.policy.allocation import (
     OUTCOME_NO_SAFE,
     OUTCOME_WAIT,
     SKIP_BLOCKED,
+    SKIP_CLAIMED,
     SKIP_DEPENDENCY,
     SKIP_LEASED,
     SKIP_NO_HEAD,
@@ -117,6 +120,7 @@ def test_a_request_changes_pr_is_not_for_the_reviewer() -> None:
         (issue(6, dependency_unmet=True), SKIP_DEPENDENCY, "unmet dependencies"),
         (pr(7, head_sha=None), SKIP_NO_HEAD, "head sha"),
         (issue(8, labels=("status:needs-triage",)), SKIP_NOT_READY, "status:ready"),
+        (issue(9, already_claimed_elsewhere=True), SKIP_CLAIMED, "claimed"),
     ],
 )
 def test_skip_reasons(candidate: Candidate, code: str, fragment: str) -> None:
@@ -303,3 +307,61 @@ def test_duplicate_candidates_are_refused() -> None:
 def test_next_command_names_the_item() -> None:
     assert "#3" in next_command("merger", pr(3))
     assert "issue #4" in next_command("author", issue(4))
+
+
+# --- invariants -----------------------------------------------------------------------------
+
+_ROLES = ("author", "reviewer", "merger", "controller", "reconciler")
+_candidate = st.builds(
+    Candidate,
+    kind=st.sampled_from(("issue", "pr")),
+    number=st.integers(min_value=1, max_value=12),
+    state=st.sampled_from(("open", "open", "closed", "merged")),
+    priority=st.integers(min_value=0, max_value=3),
+    head_sha=st.sampled_from((SHA, None)),
+    request_changes_current_head=st.booleans(),
+    approval_on_current_head=st.booleans(),
+    approval_stale=st.booleans(),
+    approval_contaminated=st.booleans(),
+    mergeable=st.booleans(),
+    blocked=st.booleans(),
+    dependency_unmet=st.booleans(),
+)
+
+
+@given(
+    candidates=st.lists(_candidate, max_size=8, unique_by=lambda c: c.key),
+    role=st.sampled_from(_ROLES),
+    terminal_pr=st.sampled_from((None, 1, 2)),
+    held=st.dictionaries(
+        st.tuples(st.sampled_from(("issue", "pr")), st.integers(1, 12)),
+        st.sampled_from(("me", "other")),
+        max_size=6,
+    ),
+)
+def test_routing_invariants(
+    candidates: list[Candidate],
+    role: str,
+    terminal_pr: int | None,
+    held: dict[tuple[str, int], str],
+) -> None:
+    routing = route(candidates, role=role, session_id="me", terminal_pr=terminal_pr, holders=held)
+    skipped = {(s.kind, s.number) for s in routing.skipped}
+    assert len(skipped) == len(routing.skipped)  # nobody is skipped twice
+    assert skipped <= {c.key for c in candidates}
+    chosen = routing.selected
+    if routing.kind == "none":
+        assert chosen is None
+        assert skipped == {c.key for c in candidates}
+        return
+    assert chosen is not None
+    assert chosen.key not in skipped
+    # Whatever is chosen is safe for this role: never terminal, blocked or mis-routed.
+    assert skip_reason(chosen, role=role, terminal_pr=terminal_pr) is None
+    if routing.kind == "assign":
+        assert chosen.key not in held
+    elif routing.kind == "resume":
+        assert held[chosen.key] == "me"
+    else:
+        assert held[chosen.key] == "other"
+        assert routing.owner_session_id == "other"
