@@ -116,6 +116,11 @@ class RegistryWriter:
         self._settings = settings or WriterSettings()
         self._control = ControlWrites(clock=clock, settings=self._settings.control)
         self.batches_committed = 0
+        # pid, generation and epoch of rows last seen active. Those three never
+        # change for a worker identity, so a beat can be judged without a
+        # SELECT; a row that stopped being active is caught by the guarded
+        # UPDATE's row count and judged from the table instead.
+        self._fencing: dict[str, tuple[str, str, str]] = {}
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until every sender has closed its end of the inbox, then return."""
@@ -190,21 +195,18 @@ class RegistryWriter:
         self, tx: WriteTx, messages: Sequence[TouchHeartbeats]
     ) -> list[tuple[Reply[Any], Any]]:
         identities = sorted({b.worker_identity for m in messages for b in m.beats})
-        rows = {
-            str(row["worker_identity"]): row
-            for row in await tx.registrations(worker_identities=identities)
-        }
-        # Every beat is judged on its own claim: coalescing may merge the
-        # writes of one worker, never the verdicts, or a forged beat could
-        # borrow the owner's answer (or spoil it).
-        verdicts = [[check_beat(rows.get(b.worker_identity), b) for b in m.beats] for m in messages]
-        newest: dict[str, str] = {}
-        for message, judged in zip(messages, verdicts, strict=True):
-            for beat, (code, _) in zip(message.beats, judged, strict=True):
-                if code == "ok" and beat.stamp > newest.get(beat.worker_identity, ""):
-                    newest[beat.worker_identity] = beat.stamp
-        if newest:
-            await tx.touch_heartbeats(sorted(newest.items()))
+        unseen = [i for i in identities if i not in self._fencing]
+        rows = await self._rows(tx, unseen) if unseen else {}
+        verdicts = self._judge(messages, rows)
+        newest = _newest_ok(messages, verdicts)
+        if newest and await tx.touch_heartbeats(sorted(newest.items())) != len(newest):
+            # Some row left 'active' without this writer seeing it (the guard
+            # in the UPDATE kept it untouched): judge every beat from the table.
+            rows = await self._rows(tx, identities)
+            verdicts = [
+                [check_beat(rows.get(b.worker_identity), b) for b in m.beats] for m in messages
+            ]
+            newest = _newest_ok(messages, verdicts)
         out: list[tuple[Reply[Any], Any]] = []
         for message, judged in zip(messages, verdicts, strict=True):
             results = tuple(
@@ -219,6 +221,49 @@ class RegistryWriter:
             )
             out.append((message.reply, results))
         return out
+
+    async def _rows(self, tx: WriteTx, identities: Sequence[str]) -> dict[str, Row]:
+        """Rows by identity, refreshing what the writer remembers about each."""
+        rows = {
+            str(r["worker_identity"]): r
+            for r in await tx.registrations(worker_identities=identities)
+        }
+        for identity in identities:
+            row = rows.get(identity)
+            if row is not None and str(row.get("status") or "") == STATUS_ACTIVE:
+                self._fencing[identity] = _fencing_of(row)
+            else:
+                self._fencing.pop(identity, None)
+        return rows
+
+    def _judge(
+        self, messages: Sequence[TouchHeartbeats], rows: Mapping[str, Row]
+    ) -> list[list[tuple[str, str]]]:
+        # Every beat is judged on its own claim: coalescing may merge the
+        # writes of one worker, never the verdicts, or a forged beat could
+        # borrow the owner's answer (or spoil it).
+        verdicts: list[list[tuple[str, str]]] = []
+        for message in messages:
+            judged: list[tuple[str, str]] = []
+            for beat in message.beats:
+                known = self._fencing.get(beat.worker_identity)
+                if known is None:
+                    judged.append(check_beat(rows.get(beat.worker_identity), beat))
+                elif known == (
+                    canon(beat.pid),
+                    canon(beat.generation_id),
+                    canon(beat.fencing_epoch),
+                ):
+                    judged.append(("ok", ""))
+                else:
+                    judged.append(
+                        (
+                            FENCING_MISMATCH,
+                            "pid, generation or fencing epoch does not match the registration",
+                        )
+                    )
+            verdicts.append(judged)
+        return verdicts
 
     async def _one(self, tx: WriteTx, message: _Single) -> tuple[Reply[Any], Any]:
         try:
@@ -285,6 +330,11 @@ class RegistryWriter:
                 stamp=None,
             )
         await tx.insert_registration(record)
+        # Remembered before commit on purpose: should the batch roll back, a
+        # beat for this identity updates no row and is judged from the table.
+        self._fencing[str(record["worker_identity"])] = _fencing_of(record)
+        for old in superseded:
+            self._fencing.pop(str(old["worker_identity"]), None)
         return WriteAck(
             ok=True,
             data={
@@ -314,6 +364,7 @@ class RegistryWriter:
         )
         if not changed:
             return WriteAck(ok=False, code=NOT_ACTIVE, detail="registration is no longer active")
+        self._fencing.pop(message.worker_identity, None)
         return WriteAck(ok=True, data={"released_at": message.stamp})
 
     async def _apply(self, message: ApplyRetirement) -> None:
@@ -325,7 +376,25 @@ class RegistryWriter:
                 probes=self._probes,
                 settings=self._settings.apply,
             )
+            for retired in result.get("retired") or []:
+                self._fencing.pop(str(retired.get("worker_identity")), None)
             message.reply.send(ApplyOutcome(result=result))
+
+
+def _fencing_of(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (canon(row.get("pid")), canon(row.get("generation_id")), canon(row.get("fencing_epoch")))
+
+
+def _newest_ok(
+    messages: Sequence[TouchHeartbeats], verdicts: Sequence[Sequence[tuple[str, str]]]
+) -> dict[str, str]:
+    """The stamp to record per worker: the newest among its accepted beats."""
+    newest: dict[str, str] = {}
+    for message, judged in zip(messages, verdicts, strict=True):
+        for beat, (code, _) in zip(message.beats, judged, strict=True):
+            if code == "ok" and beat.stamp > newest.get(beat.worker_identity, ""):
+                newest[beat.worker_identity] = beat.stamp
+    return newest
 
 
 def _same_incarnation(old: Row, new: Mapping[str, Any]) -> bool:
