@@ -28,6 +28,7 @@ from supervisor.store.schema import (
     SCHEMA_MIGRATIONS_DDL,
     Migration,
 )
+from supervisor.store.sqlite_exec import fetch_in_chunks
 from supervisor.store.sqlite_tx import (
     SQLiteWriteTx,
     begin_immediate,
@@ -87,7 +88,8 @@ class SQLiteStore:
     async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:
         # Plain tuples of four columns: a sweep of a large fleet must not pay for
         # thirty-odd columns and a dict per row on the event loop.
-        rows = await self._read(sql.select_active_processes(SQLITE), ())
+        self._check_open()
+        rows = await fetch_in_chunks(self._reader, sql.select_active_processes(SQLITE))
         return [(str(r[0]), r[1], r[2], r[3]) for r in rows]
 
     async def read_leases(self, *, status: str | None = None) -> list[Row]:

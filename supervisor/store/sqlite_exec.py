@@ -11,7 +11,15 @@ import anyio
 
 from supervisor.errors import StoreError
 
-__all__ = ["begin_immediate", "commit", "execute", "executemany", "fetchall", "rollback"]
+__all__ = [
+    "begin_immediate",
+    "commit",
+    "execute",
+    "executemany",
+    "fetch_in_chunks",
+    "fetchall",
+    "rollback",
+]
 
 
 # Each helper is one aiosqlite call, i.e. one hop to the connection's thread; callers
@@ -45,6 +53,25 @@ async def fetchall(
         return list(await conn.execute_fetchall(statement, params))
     except sqlite3.Error as exc:
         raise StoreError(f"SQLite query failed: {exc}") from exc
+
+
+async def fetch_in_chunks(
+    conn: aiosqlite.Connection, statement: str, params: Sequence[Any] = (), *, size: int = 512
+) -> list[Sequence[Any]]:
+    """Fetch a large result a chunk per thread hop.
+
+    One ``fetchall`` of ten thousand rows builds every row object in the
+    database thread while holding the GIL, starving the event loop for tens of
+    milliseconds; chunks hand the loop back between hops.
+    """
+    rows: list[Sequence[Any]] = []
+    try:
+        async with conn.execute(statement, params) as cursor:
+            while chunk := await cursor.fetchmany(size):
+                rows.extend(chunk)
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite query failed: {exc}") from exc
+    return rows
 
 
 async def begin_immediate(conn: aiosqlite.Connection) -> None:
