@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 
 from actors.mailbox import Inbox
 from actors.messages import (
@@ -20,6 +20,7 @@ from actors.messages import (
 )
 from supervisor import probes as os_probes
 from supervisor.clock import Clock
+from supervisor.exit_watch import ExitWatchSet, exit_watch_supported
 from supervisor.logs import get_logger
 from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import PidEvidence, row_pid
@@ -57,13 +58,6 @@ def judge(evidence: ProcessEvidence | PidEvidence, registered_start: str | None)
 _UNKNOWN_EVIDENCE = PidEvidence(alive=None)
 
 
-@dataclass(slots=True)
-class _Watched:
-    pid: int
-    start_time: str | None
-    scope: anyio.CancelScope
-
-
 class LivenessActor:
     """Keeps a verdict per active registration; never writes the database."""
 
@@ -83,31 +77,46 @@ class LivenessActor:
         self._probes = probes
         self._settings = settings or LivenessSettings()
         self._verdicts: dict[str, Verdict] = {}
-        self._watched: dict[str, _Watched] = {}
+        # Identity -> pid of every process whose exit is watched.
+        self._watched: dict[str, int] = {}
         self._sweeps = 0
         use_pidfd = self._settings.use_pidfd and os_probes.pidfd_supported()
         self._pidfd_open = pidfd_open or (_open_pidfd if use_pidfd else None)
+        self._exits: ExitWatchSet | None = None
 
     @property
     def sweeps_completed(self) -> int:
         return self._sweeps
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        if self._pidfd_open is not None and exit_watch_supported():
+            self._exits = ExitWatchSet()
+        try:
+            await self._serve(task_status)
+        finally:
+            if self._exits is not None:
+                self._exits.close()
+                self._exits = None
+            self._watched.clear()
+
+    async def _serve(self, task_status: TaskStatus[None]) -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._sweeper, tg)
+            tg.start_soon(self._sweeper)
+            if self._exits is not None:
+                tg.start_soon(self._exit_loop, self._exits)
             task_status.started()
             while True:
                 try:
                     message = await self._inbox.receive()
                 except anyio.EndOfStream:
                     break
-                self._handle(message, tg)
+                self._handle(message)
             tg.cancel_scope.cancel()
 
-    def _handle(self, message: LivenessInbox, tg: TaskGroup) -> None:
+    def _handle(self, message: LivenessInbox) -> None:
         match message:
             case Watch():
-                self._watch(message.worker_identity, message.pid, message.start_time, tg)
+                self._watch(message.worker_identity, message.pid, message.start_time)
             case ProbeNow():
                 with message.reply:
                     message.reply.send(self.probe_now(message.pids))
@@ -128,15 +137,15 @@ class LivenessActor:
             for seen in self._probes.probe_many(sorted(set(pids)))
         }
 
-    async def _sweeper(self, tg: TaskGroup) -> None:
+    async def _sweeper(self) -> None:
         while True:
             try:
-                await self.sweep(tg)
+                await self.sweep()
             except Exception as exc:  # a failed sweep must not kill exit watches
                 _log.error("sweep_failed", error=repr(exc))
             await self._clock.sleep(self._settings.sweep_interval_seconds)
 
-    async def sweep(self, tg: TaskGroup | None = None) -> None:
+    async def sweep(self) -> None:
         """Probe every active row in chunks, yielding to the loop between chunks.
 
         Rows whose exit is being watched through a pidfd are not probed: an
@@ -171,7 +180,7 @@ class LivenessActor:
         for gone in [i for i in self._verdicts if i not in current]:
             del self._verdicts[gone]
         for gone in [i for i in self._watched if i not in current]:
-            self._watched.pop(gone).scope.cancel()
+            self._unwatch(gone)
         for start in range(0, len(local), chunk):
             part = local[start : start + chunk]
             seen = self._probes.probe_many([pid for _, pid, _ in part])
@@ -189,22 +198,22 @@ class LivenessActor:
                     observed_at=now,
                     source="sweep",
                 )
-                if tg is not None and state == ALIVE:
-                    self._watch(identity, pid, registered_start, tg)
+                if state == ALIVE:
+                    self._watch(identity, pid, registered_start)
             await anyio.lowlevel.checkpoint()
         self._sweeps += 1
 
     def verdict(self, worker_identity: str) -> Verdict | None:
         return self._verdicts.get(worker_identity)
 
-    def _watch(self, identity: str, pid: int, start_time: str | None, tg: TaskGroup) -> None:
-        if self._pidfd_open is None or identity in self._watched:
+    def _watch(self, identity: str, pid: int, start_time: str | None) -> None:
+        if self._exits is None or self._pidfd_open is None or identity in self._watched:
             return
         fd = self._pidfd_open(pid, start_time)
         if fd is None:
             return
-        scope = anyio.CancelScope()
-        self._watched[identity] = _Watched(pid=pid, start_time=start_time, scope=scope)
+        self._exits.add(identity, fd)
+        self._watched[identity] = pid
         # The pidfd was opened on this exact incarnation, so until it fires the
         # worker is alive; sweeps skip watched rows on the strength of this.
         self._verdicts[identity] = Verdict(
@@ -215,12 +224,18 @@ class LivenessActor:
             observed_at=self._clock.monotonic(),
             source="pidfd",
         )
-        tg.start_soon(self._await_exit, identity, pid, fd, scope)
 
-    async def _await_exit(self, identity: str, pid: int, fd: int, scope: anyio.CancelScope) -> None:
-        try:
-            with scope:
-                await os_probes.wait_pidfd_exit(fd)
+    def _unwatch(self, identity: str) -> None:
+        self._watched.pop(identity, None)
+        if self._exits is not None:
+            self._exits.discard(identity)
+
+    async def _exit_loop(self, exits: ExitWatchSet) -> None:
+        while True:
+            for identity in await exits.exited():
+                pid = self._watched.pop(identity, None)
+                if pid is None:
+                    continue
                 self._verdicts[identity] = Verdict(
                     worker_identity=identity,
                     pid=pid,
@@ -230,11 +245,6 @@ class LivenessActor:
                     source="pidfd",
                 )
                 _log.info("worker_exited", worker_identity=identity, pid=pid)
-        finally:
-            os_probes.close_pidfd(fd)
-            watched = self._watched.get(identity)
-            if watched is not None and watched.scope is scope:
-                del self._watched[identity]
 
 
 def _open_pidfd(pid: int, start_time: str | None) -> int | None:

@@ -80,7 +80,7 @@ async def _measure(db: Path, sweeps: int) -> dict[str, Any]:
             for _ in range(sweeps):
                 meter.reset()
                 cpu0, thread0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
-                await actor.sweep(tg)
+                await actor.sweep()
                 wall.append(time.perf_counter() - wall0)
                 cpu.append(time.process_time() - cpu0)
                 thread_cpu.append(time.thread_time() - thread0)

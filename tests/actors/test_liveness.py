@@ -269,7 +269,9 @@ async def test_exit_watch_reports_death_without_a_sweep_and_it_is_final(tmp_path
             exits.exit(800)
 
             async def exited() -> bool:
-                return any(v.source == "pidfd" for v in (await status_of(rig)).verdicts)
+                return any(
+                    v.source == "pidfd" and v.state == "dead" for v in (await status_of(rig)).verdicts
+                )
 
             await until(exited)
             status = await status_of(rig)
