@@ -17,6 +17,8 @@ from typing import Protocol
 import anyio
 import psutil
 
+from supervisor.proc_listing import visible_pids
+
 __all__ = [
     "LocalProbes",
     "ProbeBackend",
@@ -238,8 +240,24 @@ def probe_process(pid: int) -> ProcessEvidence:
 
 
 def probe_many(pids: Sequence[int]) -> list[ProcessEvidence]:
-    """Probe a chunk of pids synchronously, in order; one stat read per live pid on Linux."""
-    return [probe_process(pid) for pid in pids]
+    """Probe a chunk of pids synchronously, in order; one stat read per live pid on Linux.
+
+    Pids missing from one ``/proc`` listing are dead without a probe each: a
+    failed open plus a failed kill per dead pid dominated large sweeps.
+    """
+    present = visible_pids() if _LINUX and len(pids) >= _LISTING_THRESHOLD else None
+    if present is None:
+        return [probe_process(pid) for pid in pids]
+    return [
+        probe_process(pid)
+        if pid in present or not _valid_pid(pid)
+        else ProcessEvidence(pid=pid, alive=False, start_time=None)
+        for pid in pids
+    ]
+
+
+#: Below this many pids, probing each is cheaper than listing /proc.
+_LISTING_THRESHOLD = 16
 
 
 def parent_pid(pid: int) -> int | None:
