@@ -270,7 +270,8 @@ async def test_exit_watch_reports_death_without_a_sweep_and_it_is_final(tmp_path
 
             async def exited() -> bool:
                 return any(
-                    v.source == "pidfd" and v.state == "dead" for v in (await status_of(rig)).verdicts
+                    v.source == "pidfd" and v.state == "dead"
+                    for v in (await status_of(rig)).verdicts
                 )
 
             await until(exited)
