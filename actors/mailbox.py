@@ -21,39 +21,47 @@ Outbox = MemoryObjectSendStream
 
 
 class Reply(Generic[T]):
-    """The one-shot channel a request carries back to its asker.
+    """The one-shot answer slot a request carries back to its asker.
 
     Closing without sending is how an actor that failed mid-message tells the
-    asker it will never answer: the asker sees end-of-stream and raises
-    ``ActorStopped`` instead of waiting forever.
+    asker it will never answer: the asker wakes and raises ``ActorStopped``
+    instead of waiting forever. A slot and an event are much cheaper than a
+    memory stream pair, and every heartbeat crosses two of these.
     """
 
-    __slots__ = ("_stream",)
+    __slots__ = ("_answered", "_done", "_value")
 
-    def __init__(self, stream: MemoryObjectSendStream[T]) -> None:
-        self._stream = stream
+    def __init__(self) -> None:
+        self._done = anyio.Event()
+        self._answered = False
+        self._value: T | None = None
 
     @classmethod
     def discarding(cls) -> Reply[T]:
-        """A channel nobody reads: for requests an actor makes of itself or fire-and-forget."""
-        send, receive = anyio.create_memory_object_stream[T](1)
-        receive.close()
-        # Closed too: a request that is handled without ever being answered (the
-        # retirement actor's own auto plan/apply) must not leak an open send end.
-        send.close()
-        return cls(send)
+        """A slot nobody reads: for requests an actor makes of itself."""
+        return cls()
+
+    @property
+    def answered(self) -> bool:
+        return self._answered
 
     def send(self, value: T) -> None:
-        """Deliver the answer; an asker that already gave up is not an error."""
-        try:
-            self._stream.send_nowait(value)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
-            pass
-        finally:
-            self._stream.close()
+        """Deliver the answer once; later sends and closes are ignored."""
+        if self._done.is_set():
+            return
+        self._value = value
+        self._answered = True
+        self._done.set()
 
     def close(self) -> None:
-        self._stream.close()
+        """No answer is coming (if none came yet)."""
+        self._done.set()
+
+    async def wait(self, *, actor: str) -> T:
+        await self._done.wait()
+        if not self._answered:
+            raise ActorStopped(f"{actor} stopped without answering")
+        return self._value  # type: ignore[return-value]
 
     def __enter__(self) -> Reply[T]:
         return self
@@ -64,27 +72,22 @@ class Reply(Generic[T]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._stream.close()
+        self.close()
 
-    def __repr__(self) -> str:  # messages are logged; never dump stream internals
+    def __repr__(self) -> str:  # messages are logged; keep them short
         return "Reply()"
 
 
 async def ask(
     outbox: MemoryObjectSendStream[M], build: Callable[[Reply[T]], M], *, actor: str
 ) -> T:
-    """Send a request built around a fresh reply channel and wait for the answer."""
-    send, receive = anyio.create_memory_object_stream[T](1)
-    with receive:
-        try:
-            await outbox.send(build(Reply(send)))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            send.close()
-            raise ActorStopped(f"{actor} is not running") from exc
-        try:
-            return await receive.receive()
-        except anyio.EndOfStream as exc:
-            raise ActorStopped(f"{actor} stopped without answering") from exc
+    """Send a request built around a fresh reply slot and wait for the answer."""
+    reply: Reply[T] = Reply()
+    try:
+        await outbox.send(build(reply))
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+        raise ActorStopped(f"{actor} is not running") from exc
+    return await reply.wait(actor=actor)
 
 
 async def tell(outbox: MemoryObjectSendStream[M], message: M, *, actor: str) -> None:

@@ -42,22 +42,20 @@ T = TypeVar("T")
 
 
 class ReplyBox(Generic[T]):
-    """One reply channel a test hands to an actor, and the end it reads the answer from."""
+    """One reply slot a test hands to an actor, and reads the answer from."""
 
     def __init__(self) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[T](1)
-        self.reply: Reply[T] = Reply(self._send)
+        self.reply: Reply[T] = Reply()
 
     def ready(self) -> bool:
-        """An answer is waiting (it was sent and nobody has read it yet)."""
-        return self._receive.statistics().current_buffer_used > 0
+        """An answer has arrived."""
+        return self.reply.answered
 
     async def get(self) -> T:
-        return await self._receive.receive()
+        return await self.reply.wait(actor="actor under test")
 
     def close(self) -> None:
-        self._send.close()
-        self._receive.close()
+        self.reply.close()
 
 
 class ReplyBoxes:
