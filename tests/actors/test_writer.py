@@ -40,6 +40,8 @@ BeatReplies = tuple[HeartbeatResult, ...]
 def by_worker(results: BeatReplies) -> dict[str, HeartbeatResult]:
     """Writer replies come one per beat, in order; tests look them up by worker."""
     return {r.worker_identity: r for r in results}
+
+
 LATER = format_stamp(START.replace(minute=5))
 
 
