@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["canon", "digest", "serialize"]
@@ -38,9 +39,17 @@ def canon(value: Any) -> str:
     return str(value)
 
 
+@lru_cache(maxsize=16)
+def _prefixes(fields: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((name, f"{name}=") for name in fields)
+
+
 def serialize(record: Mapping[str, Any], fields: Sequence[str]) -> str:
     """One record as ``name=value`` units in the fixed field order."""
-    return _UNIT.join(f"{name}={canon(record.get(name))}" for name in fields)
+    get = record.get
+    # A list (not a generator) and cached prefixes: the planner serializes
+    # every row of the registry on every plan.
+    return _UNIT.join([prefix + canon(get(name)) for name, prefix in _prefixes(tuple(fields))])
 
 
 def digest(version: str, units: Iterable[str], prefix: str) -> str:
