@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -147,9 +147,9 @@ class RetirementActor:
                         message.reply.send(result)
 
     @staticmethod
-    async def _guarded(work: Any) -> Mapping[str, Any]:
+    async def _guarded(work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
         try:
-            result: Mapping[str, Any] = await work
+            result = await work
         except _Refused as refused:
             return refused.result
         except SupervisorError as exc:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import select
 
 import anyio
+
+from supervisor.probes import close_pidfd
 
 __all__ = ["ExitWatchSet", "exit_watch_supported"]
 
@@ -51,7 +52,7 @@ class ExitWatchSet:
         try:
             self._epoll.unregister(fd)
         finally:
-            os.close(fd)
+            close_pidfd(fd)
 
     async def exited(self) -> list[str]:
         """Wait until a watched descriptor fires; return those keys, no longer watched."""

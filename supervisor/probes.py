@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Protocol
 
-import anyio
 import psutil
 
 from supervisor.proc_listing import visible_pids
@@ -35,7 +34,6 @@ __all__ = [
     "probe_process",
     "process_cwd",
     "process_start_time",
-    "wait_pidfd_exit",
 ]
 
 # A plain bool rather than inline sys.platform checks: tests flip it to exercise the portable
@@ -340,17 +338,6 @@ def pidfd_open(pid: int, *, expected_start_time: str | None = None) -> int | Non
         os.close(fd)
         return None
     return fd
-
-
-async def wait_pidfd_exit(pidfd: int) -> None:
-    """Return once the process behind pidfd has exited (a zombie counts as exited here).
-
-    Raises anyio.ClosedResourceError if the fd is closed under the wait via
-    anyio.notify_closing; never returns for any reason other than an exit.
-    """
-    # A pidfd polls readable exactly when its process terminates; anyio's wait_readable
-    # takes raw fds on the asyncio selector loop and on trio alike.
-    await anyio.wait_readable(pidfd)
 
 
 def close_pidfd(pidfd: int) -> None:

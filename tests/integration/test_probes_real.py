@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
+from supervisor.exit_watch import ExitWatchSet
 from supervisor.probes import (
     ProcessEvidence,
     close_pidfd,
@@ -20,7 +21,6 @@ from supervisor.probes import (
     probe_many,
     probe_process,
     process_start_time,
-    wait_pidfd_exit,
 )
 
 pytestmark = pytest.mark.integration
@@ -67,13 +67,15 @@ def test_child_alive_then_dead_after_kill(sleeper: subprocess.Popen[bytes]) -> N
 async def test_pidfd_reports_exit(sleeper: subprocess.Popen[bytes]) -> None:
     fd = pidfd_open(sleeper.pid)
     assert fd is not None
+    watches = ExitWatchSet()  # the liveness actor's way of waiting on pidfds
     try:
+        watches.add("sleeper", fd)
         sleeper.kill()
         # A hang guard only: the exit is expected at once, but a bug must fail, not hang.
         with anyio.fail_after(10):
-            await wait_pidfd_exit(fd)
+            assert await watches.exited() == ["sleeper"]
     finally:
-        close_pidfd(fd)
+        watches.close()
 
 
 @needs_pidfd
@@ -83,15 +85,17 @@ async def test_zombie_counts_as_alive_until_reaped(sleeper: subprocess.Popen[byt
     start = process_start_time(pid)
     fd = pidfd_open(pid)
     assert fd is not None
+    watches = ExitWatchSet()
     try:
+        watches.add("sleeper", fd)
         sleeper.kill()
         with anyio.fail_after(10):
-            await wait_pidfd_exit(fd)
+            assert await watches.exited() == ["sleeper"]
         # Exited but not yet waited for: the pid is still taken, so it must not read as dead.
         assert pid_alive(pid) is True
         assert probe_process(pid) == ProcessEvidence(pid=pid, alive=True, start_time=start)
     finally:
-        close_pidfd(fd)
+        watches.close()
     sleeper.wait()
     assert probe_process(pid) == ProcessEvidence(pid=pid, alive=False, start_time=None)
 
