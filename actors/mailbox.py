@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, TypeVar
@@ -11,7 +12,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from supervisor.errors import ActorStopped
 
-__all__ = ["Inbox", "Outbox", "Reply", "ask", "tell"]
+__all__ = ["Inbox", "Outbox", "Reply", "ask", "post", "tell"]
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -25,16 +26,24 @@ class Reply(Generic[T]):
 
     Closing without sending is how an actor that failed mid-message tells the
     asker it will never answer: the asker wakes and raises ``ActorStopped``
-    instead of waiting forever. A slot and an event are much cheaper than a
-    memory stream pair, and every heartbeat crosses two of these.
+    instead of waiting forever.
+
+    Every heartbeat crosses two of these, so the slot is as cheap as asyncio
+    allows: the waiter parks on a bare future created only if it has to wait,
+    not on an ``anyio.Event`` (which looks up the backend on every creation).
+    The project runs on asyncio only (aiosqlite is asyncio-only), and anyio's
+    cancel scopes cancel a task parked on a future like any other await.
+    Single-threaded: send and close are called from the event loop's thread, and
+    one task waits.
     """
 
-    __slots__ = ("_answered", "_done", "_value")
+    __slots__ = ("_answered", "_closed", "_value", "_waiter")
 
     def __init__(self) -> None:
-        self._done = anyio.Event()
+        self._closed = False
         self._answered = False
         self._value: T | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
     @classmethod
     def discarding(cls) -> Reply[T]:
@@ -47,18 +56,33 @@ class Reply(Generic[T]):
 
     def send(self, value: T) -> None:
         """Deliver the answer once; later sends and closes are ignored."""
-        if self._done.is_set():
+        if self._closed:
             return
         self._value = value
         self._answered = True
-        self._done.set()
+        self._finish()
 
     def close(self) -> None:
         """No answer is coming (if none came yet)."""
-        self._done.set()
+        if not self._closed:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._closed = True
+        waiter = self._waiter
+        # A waiter cancelled by its scope leaves a cancelled future behind.
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def wait(self, *, actor: str) -> T:
-        await self._done.wait()
+        """The answer; ``ActorStopped`` if the slot was closed without one. One waiter at a time."""
+        if not self._closed:
+            waiter = self._waiter
+            if waiter is not None and not waiter.done():
+                raise RuntimeError("a reply slot has one waiter at a time")
+            # A fresh future also after an earlier wait was cancelled (and took its future along).
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter
         if not self._answered:
             raise ActorStopped(f"{actor} stopped without answering")
         return self._value  # type: ignore[return-value]
@@ -78,15 +102,27 @@ class Reply(Generic[T]):
         return "Reply()"
 
 
+async def post(outbox: MemoryObjectSendStream[M], message: M, *, actor: str) -> None:
+    """Queue a message, waiting only while the inbox is full; report a stopped actor.
+
+    Callers go on to wait for the answer, which yields anyway, so the checkpoint
+    a plain ``send`` takes first would only cost a loop iteration per request.
+    """
+    try:
+        try:
+            outbox.send_nowait(message)
+        except anyio.WouldBlock:
+            await outbox.send(message)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+        raise ActorStopped(f"{actor} is not running") from exc
+
+
 async def ask(
     outbox: MemoryObjectSendStream[M], build: Callable[[Reply[T]], M], *, actor: str
 ) -> T:
     """Send a request built around a fresh reply slot and wait for the answer."""
     reply: Reply[T] = Reply()
-    try:
-        await outbox.send(build(reply))
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-        raise ActorStopped(f"{actor} is not running") from exc
+    await post(outbox, build(reply), actor=actor)
     return await reply.wait(actor=actor)
 
 

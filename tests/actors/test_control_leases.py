@@ -142,7 +142,7 @@ async def test_heartbeats_extend_the_lease_by_its_own_ttl(tmp_path: Path) -> Non
 
 async def test_heartbeats_are_refused_for_others_unknown_and_lapsed_leases(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        asn = await assign(h, "s1", 1, lease_ttl_seconds=10)
+        asn = await assign(h, "s1", 1, lease_ttl_seconds=EXPIRY_TICK + 1)
         lease_id = str(asn["lease_id"])
         other = await h.handle.heartbeat_lease(AUTHOR_P, session_id="s2", lease_id=lease_id)
         assert other["code"] == "lease_not_owned"
@@ -150,7 +150,10 @@ async def test_heartbeats_are_refused_for_others_unknown_and_lapsed_leases(tmp_p
         assert missing["code"] == "unknown_lease"
         looker = await h.handle.heartbeat_lease(LOOKER_P, session_id="s1", lease_id=lease_id)
         assert looker["denied"] is True
-        await h.clock.advance(11)
+        # Past the deadline but before the next expiry tick, with the last tick settled:
+        # the heartbeat itself finds the lease lapsed.
+        await h.advance(EXPIRY_TICK)
+        await h.clock.advance(EXPIRY_TICK / 2)
         lapsed = await h.handle.heartbeat_lease(AUTHOR_P, session_id="s1", lease_id=lease_id)
         assert lapsed["code"] == "lease_expired"
         assert active_leases(h) == []
