@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.mailbox import ask
+from actors.mailbox import Reply, ask, post
 from actors.messages import (
     ApplyRequest,
     AutoRetireTick,
@@ -34,7 +34,20 @@ from supervisor.handle_control import ControlPlaneCalls
 from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry
 
-__all__ = ["SupervisorHandle"]
+__all__ = ["BeatClaim", "SupervisorHandle"]
+
+
+class BeatClaim(Protocol):
+    """What one heartbeat claims: the registration it names and its fencing."""
+
+    @property
+    def worker_identity(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def generation_id(self) -> str: ...
+    @property
+    def fencing_epoch(self) -> int: ...
 
 
 class SupervisorHandle(ControlPlaneCalls):
@@ -82,6 +95,26 @@ class SupervisorHandle(ControlPlaneCalls):
             actor="heartbeat",
         )
         return result
+
+    async def heartbeat_many(self, claims: Sequence[BeatClaim]) -> list[HeartbeatResult]:
+        """Several beats at once (a pipelining peer's): all queued, then answered in order.
+
+        Each beat is still its own message with its own answer; queuing them
+        together lets the heartbeat actor put them in one write batch.
+        """
+        replies: list[Reply[HeartbeatResult]] = []
+        for claim in claims:
+            reply: Reply[HeartbeatResult] = Reply()
+            message = Heartbeat(
+                worker_identity=claim.worker_identity,
+                pid=claim.pid,
+                generation_id=claim.generation_id,
+                fencing_epoch=claim.fencing_epoch,
+                reply=reply,
+            )
+            await post(self._heartbeat, message, actor="heartbeat")
+            replies.append(reply)
+        return [await reply.wait(actor="heartbeat") for reply in replies]
 
     async def release(
         self, worker_identity: str, *, pid: int, generation_id: str, fencing_epoch: int

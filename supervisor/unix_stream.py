@@ -11,7 +11,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import ByteStream, SocketAttribute
 
-__all__ = ["UnixStream", "accept_unix", "connect_unix_stream"]
+__all__ = ["UnixStream", "accept_socket", "accept_unix", "connect_unix_stream"]
 
 # Why not anyio's own UNIX socket streams: on asyncio they wait by registering
 # `future.set_result` as the selector callback, so a read cancelled in the same
@@ -107,7 +107,7 @@ async def connect_unix_stream(path: str | os.PathLike[str]) -> UnixStream:
         raise
 
 
-async def accept_unix(listener: socket.socket) -> UnixStream:
+async def accept_socket(listener: socket.socket) -> socket.socket:
     """Wait for and accept one connection on a listening, non-blocking Unix socket."""
     await anyio.lowlevel.checkpoint()
     while True:
@@ -116,4 +116,10 @@ async def accept_unix(listener: socket.socket) -> UnixStream:
         except BlockingIOError:
             await anyio.wait_readable(listener)
             continue
-        return UnixStream(conn)
+        conn.setblocking(False)
+        return conn
+
+
+async def accept_unix(listener: socket.socket) -> UnixStream:
+    """``accept_socket`` wrapped as a byte stream."""
+    return UnixStream(await accept_socket(listener))

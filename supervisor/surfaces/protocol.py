@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Mapping, Set
@@ -281,6 +282,10 @@ def peek_request_id(frame: bytes) -> str | None:
     return request_id if isinstance(request_id, str) and len(request_id) <= _MAX_ID else None
 
 
+_ALL_OPS = WORKER_OPS | OPERATOR_OPS | CONTROL_OPS
+_KNOWN_OPS = sorted(_ALL_OPS)
+
+
 def decode_request(frame: bytes) -> Request:
     """Parse and validate one frame; anything malformed raises a ``ProtocolError``."""
     data = _load(frame)
@@ -296,11 +301,10 @@ def decode_request(frame: bytes) -> Request:
     if request_id is not None and (not isinstance(request_id, str) or len(request_id) > _MAX_ID):
         raise ProtocolError(f"id must be a string of at most {_MAX_ID} characters")
     op = data.get("op")
-    known = sorted(WORKER_OPS | OPERATOR_OPS | CONTROL_OPS)
     if not isinstance(op, str):
-        raise ProtocolError(f"op must be a string, one of {known}")
-    if op not in WORKER_OPS | OPERATOR_OPS | CONTROL_OPS:
-        raise UnknownOp(f"unknown op {op[:64]!r}; expected one of {known}")
+        raise ProtocolError(f"op must be a string, one of {_KNOWN_OPS}")
+    if op not in _ALL_OPS:
+        raise UnknownOp(f"unknown op {op[:64]!r}; expected one of {_KNOWN_OPS}")
     token = data.get("token")
     if token is not None and (not isinstance(token, str) or len(token) > _MAX_TEXT):
         raise ProtocolError("token must be a string")
@@ -310,10 +314,18 @@ def decode_request(frame: bytes) -> Request:
     return Request(id=request_id, op=op, token=token, args=_args(op, args))
 
 
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def to_wire(value: Any) -> Any:
     """Results as plain JSON values: dataclasses and mappings to dicts, sets sorted to lists."""
+    if value is None or type(value) in _PLAIN:
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_wire(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        # Field names cached per class: every heartbeat answer passes through here.
+        return {name: to_wire(getattr(value, name)) for name in _field_names(type(value))}
     if isinstance(value, Mapping):
         return {str(k): to_wire(v) for k, v in value.items()}
     if isinstance(value, Set):
@@ -331,6 +343,10 @@ def to_wire(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return str(value)
+
+
+#: Exact types that are already JSON values (subclasses such as enums take the long way).
+_PLAIN = frozenset({str, int, float, bool})
 
 
 def encode(frame: Mapping[str, Any]) -> bytes:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from supervisor.config import SocketConfig
 from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
@@ -21,6 +21,7 @@ from supervisor.policy.permissions import Profile, decide
 from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import decision_dict
 from supervisor.probes import ProbeBackend, peer_credentials
+from supervisor.surfaces.frame_channel import FrameChannel, Oversized, open_frame_channel
 from supervisor.surfaces.protocol import (
     BAD_REQUEST,
     FRAME_TOO_LARGE,
@@ -45,7 +46,7 @@ from supervisor.surfaces.protocol import (
 )
 from supervisor.surfaces.socket_bind import SocketInUse, bound_listener
 from supervisor.surfaces.socket_control import dispatch_control
-from supervisor.unix_stream import UnixStream, accept_unix
+from supervisor.unix_stream import UnixStream, accept_socket
 
 __all__ = ["CredentialsReader", "ProfileLookupWithAuth", "SocketInUse", "serve_socket"]
 
@@ -125,92 +126,149 @@ class _SocketServer:
         async with anyio.create_task_group() as tg:
             while True:
                 try:
-                    stream = await accept_unix(listener)
+                    sock = await accept_socket(listener)
                 except OSError as exc:
                     _log.warning("socket_accept_failed", error=repr(exc))
                     await anyio.sleep(_ACCEPT_RETRY_SECONDS)
                     continue
-                self._admit(tg, stream)
+                self._admit(tg, sock)
 
-    def _admit(self, tg: TaskGroup, stream: UnixStream) -> None:
+    def _admit(self, tg: TaskGroup, sock: socket.socket) -> None:
         if self._active >= self._settings.max_connections:
             detail = f"the supervisor already serves {self._active} connections; retry later"
-            tg.start_soon(self._farewell, stream, error_frame(None, SERVER_BUSY, detail))
+            tg.start_soon(self._farewell, UnixStream(sock), error_frame(None, SERVER_BUSY, detail))
             return
         # Counted here, not in the task, so a burst of accepts cannot overshoot the limit.
         self._active += 1
-        tg.start_soon(self._connection, stream)
+        tg.start_soon(self._connection, sock)
 
     async def _farewell(self, stream: UnixStream, frame: Mapping[str, Any]) -> None:
         async with stream:
-            await self._send(stream, frame, limit=_FAREWELL_SECONDS)
-
-    async def _send(self, stream: UnixStream, frame: Mapping[str, Any], *, limit: float) -> bool:
-        with anyio.move_on_after(limit):
-            try:
+            with (
+                anyio.move_on_after(_FAREWELL_SECONDS),
+                contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError),
+            ):
                 await stream.send(encode(frame))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                return False
-            return True
-        return False  # the peer stopped reading
 
-    async def _connection(self, stream: UnixStream) -> None:
+    async def _connection(self, sock: socket.socket) -> None:
+        channel: FrameChannel | None = None
         try:
-            async with stream:
-                peer = _Conversation(self._credentials(stream.raw_socket))
-                await self._converse(stream, peer)
+            peer = _Conversation(self._credentials(sock))
+            channel = await open_frame_channel(sock, limit=self._settings.max_frame_bytes)
+            await self._converse(channel, peer)
         except Exception:
             # A connection's failure is its own; the listener and other peers carry on.
             _log.exception("socket_connection_failed")
         finally:
             self._active -= 1
+            if channel is not None:
+                channel.close()
+            else:
+                sock.close()
 
-    async def _converse(self, stream: UnixStream, peer: _Conversation) -> None:
-        reader = BufferedByteReceiveStream(stream)
+    async def _converse(self, channel: FrameChannel, peer: _Conversation) -> None:
         limit = self._settings.max_frame_bytes
-        line: bytes | None
         while True:
-            try:
-                with anyio.fail_after(self._idle):
-                    line = await reader.receive_until(b"\n", limit)
-            except TimeoutError:
+            frames = await channel.receive(idle=self._idle)
+            if frames is None:
                 _log.debug("socket_idle_closed", idle_seconds=self._idle)
                 return
-            except anyio.DelimiterNotFound:
-                line = None
-            except anyio.IncompleteRead:
-                if reader.buffer:
+            if not frames:
+                if channel.partial:
                     # The peer half-closed mid-frame; it may still be reading.
                     detail = "connection closed before the frame's terminating newline"
-                    await self._send(
-                        stream, error_frame(None, BAD_REQUEST, detail), limit=_FAREWELL_SECONDS
+                    await channel.send(
+                        encode(error_frame(None, BAD_REQUEST, detail)), limit=_FAREWELL_SECONDS
                     )
                 return
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                return
-            # The reader can return more than the limit when one chunk held a whole frame.
-            if line is None or len(line) > limit:
+            answers, cut = await self._answer_all(frames, peer)
+            if cut:
                 # Bytes of the oversized frame may still be in flight, so where the next frame
                 # starts is unknown: answer once and close.
                 detail = f"frames are limited to {limit} bytes"
-                await self._send(
-                    stream, error_frame(None, FRAME_TOO_LARGE, detail), limit=_FAREWELL_SECONDS
-                )
-                return
-            if not await self._send(stream, await self._respond(line, peer), limit=self._timeout):
+                answers.append(encode(error_frame(None, FRAME_TOO_LARGE, detail)))
+            sent = await channel.send(
+                b"".join(answers), limit=_FAREWELL_SECONDS if cut else self._timeout
+            )
+            if cut or not sent:
                 return
 
-    async def _respond(self, line: bytes, peer: _Conversation) -> dict[str, Any]:
-        request_id: str | None = None
-        op = None
+    async def _answer_all(
+        self, frames: Sequence[bytes | Oversized], peer: _Conversation
+    ) -> tuple[list[bytes], bool]:
+        """Encoded answers, in frame order, and whether an oversized frame ended the batch.
+
+        Consecutive heartbeats are answered together (``_beats``); any other request is
+        answered alone and in order, so a pipelined register-then-heartbeat still works.
+        """
+        answers: list[bytes] = []
+        run: list[tuple[Request, bytes]] = []
+        for frame in frames:
+            if isinstance(frame, Oversized):
+                answers += await self._beats(run, peer)
+                return answers, True
+            try:
+                request = decode_request(frame)
+            except ProtocolError as exc:
+                answers += await self._beats(run, peer)
+                run = []
+                answers.append(encode(error_frame(peek_request_id(frame), exc.code, exc.detail)))
+                continue
+            if request.op == "heartbeat":
+                run.append((request, frame))
+                continue
+            answers += await self._beats(run, peer)
+            run = []
+            answers.append(encode(await self._respond(request, peer)))
+        answers += await self._beats(run, peer)
+        return answers, False
+
+    async def _beats(
+        self, run: Sequence[tuple[Request, bytes]], peer: _Conversation
+    ) -> list[bytes]:
+        """Answer a run of heartbeat requests with one hand-off to the heartbeat actor."""
+        if not run:
+            return []
+        answers: list[bytes | None] = [None] * len(run)
+        accepted: list[tuple[int, FencedArgs]] = []
+        for index, (request, _) in enumerate(run):
+            args = request.args
+            assert isinstance(args, FencedArgs)
+            try:
+                self._authorize_pid(args.pid, peer, "heartbeat")
+            except SupervisorError as exc:
+                answers[index] = encode(error_frame(request.id, exc.code, exc.detail))
+                continue
+            accepted.append((index, args))
+        if accepted:
+            try:
+                with anyio.fail_after(self._timeout):
+                    results = await self._handle.heartbeat_many([a for _, a in accepted])
+            except TimeoutError:
+                detail = (
+                    f"heartbeat did not complete within {self._timeout}s; it may still take effect"
+                )
+                for index, _ in accepted:
+                    answers[index] = encode(error_frame(run[index][0].id, TIMEOUT, detail))
+            except SupervisorError as exc:
+                for index, _ in accepted:
+                    answers[index] = encode(error_frame(run[index][0].id, exc.code, exc.detail))
+            except Exception:
+                _log.exception("socket_request_failed", op="heartbeat")
+                detail = "the supervisor failed on this request"
+                for index, _ in accepted:
+                    answers[index] = encode(error_frame(run[index][0].id, INTERNAL_ERROR, detail))
+            else:
+                for (index, _), result in zip(accepted, results, strict=True):
+                    answers[index] = encode(ok_frame(run[index][0].id, to_wire(result)))
+        return [a for a in answers if a is not None]
+
+    async def _respond(self, request: Request, peer: _Conversation) -> dict[str, Any]:
+        request_id, op = request.id, request.op
         try:
-            request = decode_request(line)
-            request_id, op = request.id, request.op
             with anyio.fail_after(self._timeout):
                 result = await self._dispatch(request, peer)
             return ok_frame(request_id, to_wire(result))
-        except ProtocolError as exc:
-            return error_frame(request_id or peek_request_id(line), exc.code, exc.detail)
         except TimeoutError:
             detail = f"{op} did not complete within {self._timeout}s; it may still take effect"
             return error_frame(request_id, TIMEOUT, detail)

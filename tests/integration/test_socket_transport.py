@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -258,3 +259,67 @@ async def test_an_idle_connection_is_closed(tmp_path: Path, sock_dir: Path) -> N
         await connect_unix_stream(s.path) as stream,
     ):
         assert await _until_closed(stream) == b""
+
+
+async def _registered(path: Path) -> dict[str, Any]:
+    [answer] = await read_frames(
+        path, encode({"id": "r", "op": "register", "args": {"claims": claims()}}), count=1
+    )
+    assert answer["result"]["ok"] is True
+    registration: dict[str, Any] = answer["result"]["registration"]
+    return registration
+
+
+def _beat(registration: dict[str, Any], request_id: str, **changes: Any) -> bytes:
+    args = {
+        "worker_identity": registration["worker_identity"],
+        "pid": registration["pid"],
+        "generation_id": registration["generation_id"],
+        "fencing_epoch": registration["fencing_epoch"],
+    }
+    return encode({"id": request_id, "op": "heartbeat", "args": {**args, **changes}})
+
+
+@pytest.mark.anyio
+async def test_pipelined_heartbeats_are_judged_one_by_one_in_order(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    async with served(tmp_path, sock_dir) as s:
+        reg = await _registered(s.path)
+        foreign_pid = os.getppid()  # neither the peer nor its child
+        payload = b"".join(
+            [
+                _beat(reg, "1"),
+                _beat(reg, "2", fencing_epoch=reg["fencing_epoch"] + 1),
+                _beat(reg, "3", pid=foreign_pid),
+                b'{"id":"4","op":"heartbeat","args":{}}\n',
+                encode({"id": "5", "op": "status"}),
+                _beat(reg, "6"),
+                _beat(reg, "7", worker_identity="wkr-unknown"),
+            ]
+        )
+        answers = await read_frames(s.path, payload, count=7)
+    assert [a["id"] for a in answers] == ["1", "2", "3", "4", "5", "6", "7"]
+    results = [a.get("result") or a["error"] for a in answers]
+    assert results[0]["ok"] is True
+    assert results[1]["code"] == "fencing_mismatch"
+    assert results[2]["code"] == "permission_denied"
+    assert results[3]["code"] == "bad_request"
+    assert results[4]["code"] == "unauthenticated"
+    assert results[5]["ok"] is True
+    assert results[6]["code"] == "unknown_registration"
+
+
+@pytest.mark.anyio
+async def test_frames_before_an_oversized_one_are_answered_first(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    async with served(tmp_path, sock_dir, max_frame_bytes=1024) as s:
+        reg = await _registered(s.path)
+        async with await connect_unix_stream(s.path) as stream:
+            await stream.send(_beat(reg, "a") + _beat(reg, "b") + b"[" * 3000 + b"\n")
+            received = await _until_closed(stream)
+    lines = [json.loads(line) for line in received.splitlines()]
+    assert [line["id"] for line in lines] == ["a", "b", None]
+    assert [line["ok"] for line in lines] == [True, True, False]
+    assert lines[2]["error"]["code"] == "frame_too_large"
