@@ -296,7 +296,9 @@ class Daemon:
         sweep_interval_seconds: float = 5.0,
         log_level: str = "warning",
         profiles: Path | None = None,
+        sections: Sequence[str] = (),
     ) -> None:
+        """``sections``: extra TOML sections (whole ``[name]`` blocks) for the config."""
         self.workdir = workdir
         self.socket_path = workdir / "s.sock"
         self.db = db
@@ -315,6 +317,7 @@ class Daemon:
                 "max_connections = 256",
                 "[auth]",
                 f"profiles_path = {_toml_string(str(profiles_path))}",
+                *sections,
                 "",
             ]
         )

@@ -7,7 +7,7 @@ import selectors
 import socket
 import statistics
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,7 +40,19 @@ from supervisor.store.sqlite import open_sqlite_store
 
 __all__ = ["run"]
 
-_FULL_LEVELS = (8, 32)
+#: (connections, requests in flight per connection) for the end-to-end runs.
+_LEVELS = ((8, 1), (32, 1), (32, 16))
+_QUICK_LEVELS = ((8, 1), (32, 1), (32, 2))
+#: Config sections that make the daemon commit every heartbeat alone.
+_NAIVE = (
+    "[heartbeat]",
+    "max_batch = 1",
+    "max_in_flight = 1",
+    "[retirement]",
+    "writer_max_batch = 1",
+)
+#: Tasks or connections of the baselines and the in-process comparison.
+_SENDERS = 32
 
 
 @dataclass(slots=True)
@@ -48,24 +60,31 @@ class _Conn:
     sock: socket.socket
     frames: Sequence[bytes]
     next_frame: int = 0
-    sent_at: float = 0.0
-    outstanding: bool = False
+    sent_at: deque[float] = field(default_factory=deque)
     buffer: bytearray = field(default_factory=bytearray)
 
-    def send_next(self, now: float) -> None:
-        frame = self.frames[self.next_frame % len(self.frames)]
-        self.next_frame += 1
-        # A frame of ~200 bytes always fits an idle socket's send buffer: one send() suffices.
-        sent = self.sock.send(frame)
-        if sent != len(frame):
+    @property
+    def outstanding(self) -> int:
+        return len(self.sent_at)
+
+    def send_next(self, now: float, count: int = 1) -> None:
+        """``count`` frames in one write: a pipelining client's burst."""
+        chunk = []
+        for _ in range(count):
+            chunk.append(self.frames[self.next_frame % len(self.frames)])
+            self.next_frame += 1
+            self.sent_at.append(now)
+        data = b"".join(chunk)
+        # At most a few kB: always fits an idle Unix socket's send buffer in one send().
+        sent = self.sock.send(data)
+        if sent != len(data):
             raise RuntimeError("short send on an idle Unix socket")
-        self.sent_at = now
-        self.outstanding = True
 
 
 @dataclass(slots=True)
 class _Load:
     connections: int
+    depth: int
     acked: int = 0
     refused: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
@@ -93,9 +112,11 @@ def _drive(
     daemon: Daemon,
     warmup: float,
     duration: float,
+    depth: int = 1,
 ) -> _Load:
-    """One request outstanding per connection; count acknowledged beats in the timed window."""
-    load = _Load(connections=len(frames))
+    """``depth`` requests outstanding per connection (1: strict request/answer); count the
+    acknowledged beats answered in the timed window."""
+    load = _Load(connections=len(frames), depth=depth)
     selector = selectors.DefaultSelector()
     conns: list[_Conn] = []
     try:
@@ -111,7 +132,7 @@ def _drive(
         counting = False
         cpu0 = daemon_cpu0 = 0.0
         for conn in conns:
-            conn.send_next(started)
+            conn.send_next(started, depth)
         now = started
         while now < window_end:
             if not counting and now >= window_start:
@@ -124,20 +145,22 @@ def _drive(
                 if not data:
                     raise RuntimeError(f"the daemon closed a connection: {daemon.log_tail()}")
                 conn.buffer += data
+                now = time.perf_counter()
+                answered = 0
                 while (end := conn.buffer.find(b"\n")) >= 0:
                     line = conn.buffer[:end]
                     del conn.buffer[: end + 1]
-                    now = time.perf_counter()
-                    conn.outstanding = False
+                    sent_at = conn.sent_at.popleft()
+                    answered += 1
                     verdict = _verdict(line)
                     if counting:
-                        load.latencies.append(now - conn.sent_at)
+                        load.latencies.append(now - sent_at)
                         if verdict == "ok":
                             load.acked += 1
                         else:
                             load.refused[verdict] += 1
-                    if now < window_end:
-                        conn.send_next(now)
+                if answered and now < window_end:
+                    conn.send_next(now, answered)
             now = time.perf_counter()
         load.seconds = now - window_start
         load.client_cpu = time.process_time() - cpu0
@@ -148,9 +171,13 @@ def _drive(
             for key, _ in selector.select(timeout=0.5):
                 conn = key.data
                 data = conn.sock.recv(65536)
+                if not data:
+                    conn.sent_at.clear()
+                    continue
                 conn.buffer += data
-                if not data or b"\n" in conn.buffer:
-                    conn.outstanding = False
+                while (end := conn.buffer.find(b"\n")) >= 0:
+                    del conn.buffer[: end + 1]
+                    conn.sent_at.popleft()
     finally:
         for conn in conns:
             selector.unregister(conn.sock)
@@ -329,24 +356,49 @@ def run(quick: bool) -> list[Figure]:
     * For attribution, the same beats also go through ``handle.heartbeat`` in-process,
       with no socket.
     """
-    workers = 8 if quick else 64
+    levels = _QUICK_LEVELS if quick else _LEVELS
+    # One worker per request in flight, so no two beats in flight name the same worker
+    # (the heartbeat actor would merge them into one write).
+    workers = max(c * d for c, d in levels)
     warmup, duration = (0.2, 0.5) if quick else (1.0, 4.0)
     # Three short rounds per baseline, median reported: thread hand-offs are noisy on a VM.
     baseline_seconds = 0.15 if quick else 0.8
     rounds = 3
     judged = not quick
-    loads: dict[int, _Load] = {}
+    loads: list[_Load] = []
     with short_tempdir("fsb-hb-") as work, Sleepers(workers) as sleepers:
         db = work / "registry.sqlite3"
         with Daemon(work, db=db) as daemon:
             registrations = _register(daemon.socket_path, sleepers)
-            for connections in _FULL_LEVELS:
-                loads[connections] = _drive(
-                    daemon.socket_path,
-                    _frames(registrations, connections),
-                    daemon=daemon,
-                    warmup=warmup,
-                    duration=duration,
+            for connections, depth in levels:
+                loads.append(
+                    _drive(
+                        daemon.socket_path,
+                        _frames(registrations, connections),
+                        daemon=daemon,
+                        warmup=warmup,
+                        duration=duration,
+                        depth=depth,
+                    )
+                )
+        # The like-for-like baseline: the same daemon, clients and loads, configured so that
+        # every heartbeat is its own transaction (no batching in the heartbeat actor or the
+        # writer): what a supervisor without group commit would do.
+        naive_loads: list[_Load] = []
+        naive_dir = work / "naive"
+        naive_dir.mkdir()
+        with Daemon(naive_dir, db=naive_dir / "registry.sqlite3", sections=_NAIVE) as naive:
+            naive_registrations = _register(naive.socket_path, sleepers)
+            for connections, depth in levels:
+                naive_loads.append(
+                    _drive(
+                        naive.socket_path,
+                        _frames(naive_registrations, connections),
+                        daemon=naive,
+                        warmup=warmup / 2,
+                        duration=duration / 2,
+                        depth=depth,
+                    )
                 )
         # Baselines run after the daemon stopped, on a table of the same shape and size.
         rows = _baseline_rows(workers)
@@ -359,28 +411,32 @@ def run(quick: bool) -> list[Figure]:
             done, seconds = _sqlite3_per_beat(plain_db, identities, baseline_seconds)
             plain_rates.append(done / seconds)
             done, seconds = anyio.run(
-                _store_per_beat, store_db, identities, max(_FULL_LEVELS), baseline_seconds
+                _store_per_beat, store_db, identities, _SENDERS, baseline_seconds
             )
             store_rates.append(done / seconds)
         handle_done, handle_seconds = anyio.run(
             _through_handle,
             work / "handle.sqlite3",
             sleepers,
-            max(_FULL_LEVELS),
+            _SENDERS,
             warmup,
             duration,
         )
     plain_rate = statistics.median(plain_rates)
     store_rate = statistics.median(store_rates)
-    best = max(loads.values(), key=lambda load: load.rate)
+    best = max(loads, key=lambda load: load.rate)
+    naive_best = max(naive_loads, key=lambda load: load.rate)
     figures: list[Figure] = []
-    for connections, load in loads.items():
+    for load in loads:
+        connections, depth = load.connections, load.depth
+        suffix = "" if depth == 1 else "_pipelined"
+        mode = "1 request in flight each" if depth == 1 else f"{depth} pipelined each"
         lat_ms = [x * 1000 for x in load.latencies] or [0.0]
         beats = max(1, load.acked + sum(load.refused.values()))
         figures.append(
             Figure(
-                name=f"heartbeats.e2e_c{connections}_per_s",
-                label=f"heartbeats/s end to end, {connections} connections",
+                name=f"heartbeats.e2e_c{connections}{suffix}_per_s",
+                label=f"heartbeats/s end to end, {connections} conns, {mode}",
                 value=load.rate,
                 unit="/s",
                 goal=25_000,
@@ -388,6 +444,7 @@ def run(quick: bool) -> list[Figure]:
                 judged=judged,
                 detail={
                     "connections": connections,
+                    "in_flight_per_connection": depth,
                     "workers": workers,
                     "window_seconds": load.seconds,
                     "acked": load.acked,
@@ -411,6 +468,31 @@ def run(quick: bool) -> list[Figure]:
             detail={"beats": handle_done, "seconds": handle_seconds, "workers": workers},
         ),
         Figure(
+            name="heartbeats.baseline_naive_e2e_per_s",
+            label="baseline: same daemon, one commit per beat, e2e",
+            value=naive_best.rate,
+            unit="/s",
+            judged=judged,
+            detail={
+                "by_level": [
+                    {"connections": n.connections, "depth": n.depth, "per_s": n.rate}
+                    for n in naive_loads
+                ],
+                "best_connections": naive_best.connections,
+                "best_depth": naive_best.depth,
+            },
+        ),
+        Figure(
+            name="heartbeats.vs_naive_e2e_ratio",
+            label="heartbeats e2e / same daemon committing per beat",
+            value=best.rate / naive_best.rate,
+            unit="x",
+            goal=10.0,
+            op=">=",
+            judged=judged,
+            detail={"e2e_connections": best.connections, "e2e_depth": best.depth},
+        ),
+        Figure(
             name="heartbeats.baseline_sqlite3_per_s",
             label="baseline: sqlite3, one commit per beat",
             value=plain_rate,
@@ -431,7 +513,7 @@ def run(quick: bool) -> list[Figure]:
             detail={
                 "rounds_per_s": store_rates,
                 "round_seconds": baseline_seconds,
-                "senders": max(_FULL_LEVELS),
+                "senders": _SENDERS,
             },
         ),
         Figure(
@@ -442,7 +524,7 @@ def run(quick: bool) -> list[Figure]:
             goal=10.0,
             op=">=",
             judged=judged,
-            detail={"e2e_connections": best.connections},
+            detail={"e2e_connections": best.connections, "e2e_depth": best.depth},
         ),
         Figure(
             name="heartbeats.vs_store_ratio",
@@ -452,7 +534,7 @@ def run(quick: bool) -> list[Figure]:
             goal=10.0,
             op=">=",
             judged=judged,
-            detail={"e2e_connections": best.connections},
+            detail={"e2e_connections": best.connections, "e2e_depth": best.depth},
         ),
     ]
     return figures
