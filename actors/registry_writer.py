@@ -10,6 +10,17 @@ import anyio
 from anyio.abc import TaskStatus
 
 from actors.apply_tx import ApplySettings, run_apply
+from actors.beat_commits import (
+    NOT_ACTIVE,
+    BeatPipeline,
+    Fencing,
+    beat_results,
+    check_beat,
+    failed_results,
+    fencing_of,
+    judge_beats,
+    newest_ok,
+)
 from actors.control_allocate import allocate
 from actors.control_writes import ControlSettings, ControlWrites
 from actors.mailbox import Inbox, Reply
@@ -24,7 +35,6 @@ from actors.messages import (
     ExpireLeases,
     GetTerminalLock,
     HeartbeatLease,
-    HeartbeatResult,
     HeartbeatWrite,
     InsertRegistration,
     ReleaseLease,
@@ -44,7 +54,7 @@ from supervisor.policy.liveness import STATUS_ACTIVE, STATUS_RELEASED, STATUS_SU
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Row, Store, WriteTx
 
-__all__ = ["RegistryWriter", "WriterSettings", "check_beat"]
+__all__ = ["RegistryWriter", "WriterSettings"]
 
 #: Messages that share a group-commit transaction (an apply always runs alone).
 #: Control-plane messages are among them, so a lease grant, an expiry and a heartbeat
@@ -61,35 +71,16 @@ _Batchable = _Single | TouchHeartbeats
 
 _log = get_logger()
 
-#: Codes a heartbeat or release can be refused with.
-NOT_ACTIVE = "registration_not_active"
-UNKNOWN = "unknown_registration"
-FENCING_MISMATCH = "fencing_mismatch"
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriterSettings:
     max_batch: int = 4096
+    #: Beats per queued heartbeat transaction, and how many may be queued at once
+    #: (``BeatPipeline``): small enough that one commits while the next is prepared.
+    beats_per_job: int = 256
+    jobs_in_flight: int = 2
     apply: ApplySettings = field(default_factory=ApplySettings)
     control: ControlSettings = field(default_factory=ControlSettings)
-
-
-def check_beat(row: Mapping[str, Any] | None, beat: HeartbeatWrite) -> tuple[str, str]:
-    """Does this beat belong to the registration it names? ``ok`` or a refusal code."""
-    if row is None:
-        return UNKNOWN, f"no registration {beat.worker_identity!r}"
-    if str(row.get("status") or "") != STATUS_ACTIVE:
-        return (
-            NOT_ACTIVE,
-            f"registration is {row.get('status')!r}; register again under a new identity",
-        )
-    if (
-        canon(row.get("pid")) != canon(beat.pid)
-        or canon(row.get("generation_id")) != canon(beat.generation_id)
-        or canon(row.get("fencing_epoch")) != canon(beat.fencing_epoch)
-    ):
-        return FENCING_MISMATCH, "pid, generation or fencing epoch does not match the registration"
-    return "ok", ""
 
 
 class RegistryWriter:
@@ -115,26 +106,42 @@ class RegistryWriter:
         self._probes = probes
         self._settings = settings or WriterSettings()
         self._control = ControlWrites(clock=clock, settings=self._settings.control)
-        self.batches_committed = 0
+        self._batches_committed = 0
         # pid, generation and epoch of rows last seen active. Those three never
         # change for a worker identity, so a beat can be judged without a
         # SELECT; a row that stopped being active is caught by the guarded
         # UPDATE's row count and judged from the table instead.
-        self._fencing: dict[str, tuple[str, str, str]] = {}
+        self._fencing: dict[str, Fencing] = {}
+        self._beats = BeatPipeline(store, max_jobs=self._settings.jobs_in_flight)
+
+    @property
+    def batches_committed(self) -> int:
+        """Transactions committed so far, queued heartbeat jobs included."""
+        return self._batches_committed + self._beats.committed
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until every sender has closed its end of the inbox, then return."""
         # The store was opened (and migrated) before this actor started, so it
         # is ready for writes from the first message on.
         task_status.started()
+        try:
+            await self._serve()
+        finally:
+            # Cancelled or failed: queued heartbeat transactions still finish on the
+            # database thread; answer what committed, and nothing else.
+            with anyio.CancelScope(shield=True):
+                await self._beats.drain(None)
+
+    async def _serve(self) -> None:
         pending: WriterInbox | None = None
         while True:
             if pending is None:
-                try:
-                    pending = await self._inbox.receive()
-                except anyio.EndOfStream:
+                pending = await self._next()
+                if pending is None:
+                    await self._beats.drain(self._commit_batch)
                     return
             if isinstance(pending, ApplyRetirement):
+                await self._beats.drain(self._commit_batch)
                 await self._apply(pending)
                 pending = None
                 continue
@@ -151,7 +158,54 @@ class RegistryWriter:
                     pending = message
                     break
                 batch.append(message)
-            await self._commit_batch(batch)
+            if not await self._queue_beats(batch):
+                await self._beats.drain(self._commit_batch)
+                await self._commit_batch(batch)
+
+    async def _next(self) -> WriterInbox | None:
+        """The next message; queued heartbeat jobs are answered while none is waiting."""
+        while True:
+            try:
+                return self._inbox.receive_nowait()
+            except anyio.EndOfStream:
+                return None
+            except anyio.WouldBlock:
+                pass
+            if not self._beats.busy:
+                try:
+                    return await self._inbox.receive()
+                except anyio.EndOfStream:
+                    return None
+            await self._beats.settle_oldest(self._commit_batch)
+
+    async def _queue_beats(self, batch: Sequence[_Batchable]) -> bool:
+        """Queue ``batch`` as heartbeat jobs if it is only beats the writer can judge from
+        memory; False (nothing queued) otherwise."""
+        beats = [m for m in batch if isinstance(m, TouchHeartbeats)]
+        if len(beats) != len(batch) or not self._all_known(beats):
+            return False
+        job: list[TouchHeartbeats] = []
+        size = 0
+        for position, message in enumerate(beats):
+            job.append(message)
+            size += len(message.beats)
+            if size < self._settings.beats_per_job and position < len(beats) - 1:
+                continue
+            if self._beats.full:
+                await self._beats.settle_oldest(self._commit_batch)
+                if not self._all_known(job):
+                    # Settling fell back to the table and forgot some rows: the rest of
+                    # the batch takes the full path, after everything queued.
+                    await self._beats.drain(self._commit_batch)
+                    await self._commit_batch(beats[position + 1 - len(job) :])
+                    return True
+            self._beats.submit(job, self._fencing)
+            job, size = [], 0
+        return True
+
+    def _all_known(self, messages: Sequence[TouchHeartbeats]) -> bool:
+        known = self._fencing
+        return all(b.worker_identity in known for m in messages for b in m.beats)
 
     async def _commit_batch(self, batch: Sequence[_Batchable]) -> None:
         replies: list[tuple[Reply[Any], Any]] = []
@@ -171,23 +225,13 @@ class RegistryWriter:
         except Exception as exc:
             _log.error("batch_commit_failed", error=repr(exc), size=len(batch))
             failure = WriteAck(ok=False, code="store_error", detail=f"commit failed: {exc}")
-            for beat_message in beats:
-                beat_message.reply.send(
-                    tuple(
-                        HeartbeatResult(
-                            ok=False,
-                            code="store_error",
-                            detail=failure.detail,
-                            worker_identity=b.worker_identity,
-                        )
-                        for b in beat_message.beats
-                    )
-                )
+            for message_, results in failed_results(beats, "store_error", failure.detail):
+                message_.reply.send(results)
             for message in others:
                 if message.reply is not None:
                     message.reply.send(failure)
             return
-        self.batches_committed += 1
+        self._batches_committed += 1
         for reply, value in replies:
             reply.send(value)
 
@@ -197,30 +241,15 @@ class RegistryWriter:
         identities = sorted({b.worker_identity for m in messages for b in m.beats})
         unseen = [i for i in identities if i not in self._fencing]
         rows = await self._rows(tx, unseen) if unseen else {}
-        verdicts = self._judge(messages, rows)
-        newest = _newest_ok(messages, verdicts)
+        verdicts = judge_beats(messages, self._fencing, rows)
+        newest = newest_ok(messages, verdicts)
         if newest and await tx.touch_heartbeats(sorted(newest.items())) != len(newest):
             # Some row left 'active' without this writer seeing it (the guard
             # in the UPDATE kept it untouched): judge every beat from the table.
             rows = await self._rows(tx, identities)
-            verdicts = [
-                [check_beat(rows.get(b.worker_identity), b) for b in m.beats] for m in messages
-            ]
-            newest = _newest_ok(messages, verdicts)
-        out: list[tuple[Reply[Any], Any]] = []
-        for message, judged in zip(messages, verdicts, strict=True):
-            results = tuple(
-                HeartbeatResult(
-                    ok=code == "ok",
-                    code=code,
-                    detail=detail,
-                    worker_identity=beat.worker_identity,
-                    last_heartbeat_at=newest.get(beat.worker_identity) if code == "ok" else None,
-                )
-                for beat, (code, detail) in zip(message.beats, judged, strict=True)
-            )
-            out.append((message.reply, results))
-        return out
+            verdicts = judge_beats(messages, {}, rows)
+            newest = newest_ok(messages, verdicts)
+        return [(m.reply, r) for m, r in beat_results(messages, verdicts, newest)]
 
     async def _rows(self, tx: WriteTx, identities: Sequence[str]) -> dict[str, Row]:
         """Rows by identity, refreshing what the writer remembers about each."""
@@ -231,39 +260,10 @@ class RegistryWriter:
         for identity in identities:
             row = rows.get(identity)
             if row is not None and str(row.get("status") or "") == STATUS_ACTIVE:
-                self._fencing[identity] = _fencing_of(row)
+                self._fencing[identity] = fencing_of(row)
             else:
                 self._fencing.pop(identity, None)
         return rows
-
-    def _judge(
-        self, messages: Sequence[TouchHeartbeats], rows: Mapping[str, Row]
-    ) -> list[list[tuple[str, str]]]:
-        # Every beat is judged on its own claim: coalescing may merge the
-        # writes of one worker, never the verdicts, or a forged beat could
-        # borrow the owner's answer (or spoil it).
-        verdicts: list[list[tuple[str, str]]] = []
-        for message in messages:
-            judged: list[tuple[str, str]] = []
-            for beat in message.beats:
-                known = self._fencing.get(beat.worker_identity)
-                if known is None:
-                    judged.append(check_beat(rows.get(beat.worker_identity), beat))
-                elif known == (
-                    canon(beat.pid),
-                    canon(beat.generation_id),
-                    canon(beat.fencing_epoch),
-                ):
-                    judged.append(("ok", ""))
-                else:
-                    judged.append(
-                        (
-                            FENCING_MISMATCH,
-                            "pid, generation or fencing epoch does not match the registration",
-                        )
-                    )
-            verdicts.append(judged)
-        return verdicts
 
     async def _one(self, tx: WriteTx, message: _Single) -> tuple[Reply[Any], Any]:
         try:
@@ -332,7 +332,7 @@ class RegistryWriter:
         await tx.insert_registration(record)
         # Remembered before commit on purpose: should the batch roll back, a
         # beat for this identity updates no row and is judged from the table.
-        self._fencing[str(record["worker_identity"])] = _fencing_of(record)
+        self._fencing[str(record["worker_identity"])] = fencing_of(record)
         for old in superseded:
             self._fencing.pop(str(old["worker_identity"]), None)
         return WriteAck(
@@ -379,22 +379,6 @@ class RegistryWriter:
             for retired in result.get("retired") or []:
                 self._fencing.pop(str(retired.get("worker_identity")), None)
             message.reply.send(ApplyOutcome(result=result))
-
-
-def _fencing_of(row: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (canon(row.get("pid")), canon(row.get("generation_id")), canon(row.get("fencing_epoch")))
-
-
-def _newest_ok(
-    messages: Sequence[TouchHeartbeats], verdicts: Sequence[Sequence[tuple[str, str]]]
-) -> dict[str, str]:
-    """The stamp to record per worker: the newest among its accepted beats."""
-    newest: dict[str, str] = {}
-    for message, judged in zip(messages, verdicts, strict=True):
-        for beat, (code, _) in zip(message.beats, judged, strict=True):
-            if code == "ok" and beat.stamp > newest.get(beat.worker_identity, ""):
-                newest[beat.worker_identity] = beat.stamp
-    return newest
 
 
 def _same_incarnation(old: Row, new: Mapping[str, Any]) -> bool:

@@ -14,7 +14,7 @@ import aiosqlite
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.mailbox import Reply, ask
+from actors.mailbox import Reply, ask, post
 from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats, WriterInbox
 from actors.registry_writer import RegistryWriter
 from bench.fixtures import make_db, registration_row, short_tempdir, sqlite_connect
@@ -115,6 +115,47 @@ async def _writer_rate(
         await store.close()
 
 
+async def _writer_unacked_rate(
+    path: Path, beats: Sequence[HeartbeatWrite], *, senders: int, total: int
+) -> tuple[int, float]:
+    """The same writer and beats with nobody waiting for an answer: row updates through one
+    writer, the DESIGN §10 reference for what acknowledging every sender may cost."""
+    store = await open_sqlite_store(path)
+    try:
+        outbox, inbox = anyio.create_memory_object_stream[WriterInbox](8192)
+        clock = MonotonicWall(SystemClock())
+        writer = RegistryWriter(store=store, inbox=inbox, clock=clock, probes=LocalProbes())
+        per_sender = max(1, total // senders)
+        async with anyio.create_task_group() as tg:
+            await tg.start(writer.run)
+            with outbox:
+                started = time.perf_counter()
+
+                async def sender(index: int) -> None:
+                    mine = beats[index::senders]
+                    for k in range(per_sender):
+                        await post(
+                            outbox,
+                            _touch(mine[k % len(mine)], Reply.discarding()),
+                            actor="registry_writer",
+                        )
+
+                async with anyio.create_task_group() as senders_tg:
+                    for index in range(senders):
+                        senders_tg.start_soon(sender, index)
+                # The writer handles its inbox in order: this answer means every beat
+                # before it was committed.
+                last: tuple[HeartbeatResult, ...] = await ask(
+                    outbox, partial(_touch, beats[0]), actor="registry_writer"
+                )
+                elapsed = time.perf_counter() - started
+                if not last[0].ok:
+                    raise RuntimeError(f"a well-formed beat was refused: {last[0]}")
+        return per_sender * senders + 1, elapsed
+    finally:
+        await store.close()
+
+
 def _ok(beat: HeartbeatWrite) -> HeartbeatResult:
     return HeartbeatResult(ok=True, code="ok", detail="", worker_identity=beat.worker_identity)
 
@@ -210,7 +251,7 @@ def run(quick: bool) -> list[Figure]:
         template = work / "template.sqlite3"
         anyio.run(make_db, template, rows)
         copies = {}
-        for name in ("writer", "raw", "raw_async"):
+        for name in ("writer", "unacked", "raw", "raw_async"):
             copies[name] = work / f"{name}.sqlite3"
             shutil.copyfile(template, copies[name])
         acked, elapsed, batches = anyio.run(
@@ -219,6 +260,10 @@ def run(quick: bool) -> list[Figure]:
             )
         )
         writer_rate = acked / elapsed
+        unacked_beats, unacked_elapsed = anyio.run(
+            partial(_writer_unacked_rate, copies["unacked"], beats, senders=senders, total=acked)
+        )
+        unacked_rate = unacked_beats / unacked_elapsed
         raw_rate = _raw_sqlite3(copies["raw"], pairs, senders, acked)
         echo = partial(_echo_rate, senders=senders, total=total, limit=limit)
         echo_acked, echo_elapsed = anyio.run(echo, beats)
@@ -254,6 +299,23 @@ def run(quick: bool) -> list[Figure]:
             unit="/s",
             judged=judged,
             detail={"batch": senders, "raw_aiosqlite_per_s": raw_async_rate},
+        ),
+        Figure(
+            name="writer.unacked_per_s",
+            label=f"writer actor, {senders} senders, no acks",
+            value=unacked_rate,
+            unit="/s",
+            judged=judged,
+            detail={"beats": unacked_beats, "seconds": unacked_elapsed},
+        ),
+        Figure(
+            name="writer.vs_unacked_ratio",
+            label="writer acked / same writer unacked",
+            value=writer_rate / unacked_rate,
+            unit="x",
+            goal=0.7,
+            op=">=",
+            judged=judged,
         ),
         Figure(
             name="writer.vs_raw_ratio",

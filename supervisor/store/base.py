@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from supervisor.store.control_base import ControlTx
 
-__all__ = ["ControlTx", "Row", "Store", "WriteTx"]
+__all__ = ["CommitChain", "ControlTx", "Row", "Store", "WriteTx"]
 
 Row = dict[str, Any]
 """A row as the store returns it: column name to value, numbers kept as stored."""
@@ -132,6 +132,30 @@ class Store(Protocol):
         """
         ...
 
+    def submit_heartbeats(
+        self, beats: Sequence[tuple[str, str]], chain: CommitChain
+    ) -> Awaitable[bool]:
+        """Queue one transaction that stamps each (worker_identity, stamp) row and commits.
+
+        Queued transactions run one after another in the order submitted, so a caller
+        may queue the next before the last has finished. The result is True once
+        committed with every pair's active row stamped, and False when nothing was
+        written: some pair matched no active row (rolled back), or an earlier
+        transaction on ``chain`` failed (skipped, so nothing overtakes it). A failed
+        transaction raises ``StoreError``; either failure breaks the chain. Identities
+        must be distinct.
+        """
+        ...
+
     async def close(self) -> None:
         """Release every connection; safe to call more than once."""
         ...
+
+
+class CommitChain:
+    """Transactions queued back to back; once one fails, the rest write nothing."""
+
+    __slots__ = ("broken",)
+
+    def __init__(self) -> None:
+        self.broken = False

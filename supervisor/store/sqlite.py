@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import anyio.to_thread
 from supervisor.errors import StoreError
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
-from supervisor.store.base import Row
+from supervisor.store.base import CommitChain, Row
 from supervisor.store.dialect import SQLITE
 from supervisor.store.schema import (
     CURRENT_VERSION,
@@ -28,7 +29,8 @@ from supervisor.store.schema import (
     SCHEMA_MIGRATIONS_DDL,
     Migration,
 )
-from supervisor.store.sqlite_exec import fetch_in_chunks
+from supervisor.store.sqlite_beats import stamp_and_commit
+from supervisor.store.sqlite_exec import check_submit_support, fetch_in_chunks, submit
 from supervisor.store.sqlite_tx import (
     SQLiteWriteTx,
     begin_immediate,
@@ -120,6 +122,19 @@ class SQLiteStore:
                 raise
             tx.finish()
             await commit(self._writer)
+
+    def submit_heartbeats(
+        self, beats: Sequence[tuple[str, str]], chain: CommitChain
+    ) -> Awaitable[bool]:
+        """See ``Store.submit_heartbeats``: one thread hop for BEGIN, the batch and COMMIT."""
+        self._check_open()
+        job = partial(
+            stamp_and_commit,
+            statement=sql.touch_heartbeats(SQLITE),
+            beats=list(beats),
+            chain=chain,
+        )
+        return submit(self._writer, job)
 
     async def close(self) -> None:
         """Close both connections, even if one of them fails to close."""
@@ -273,6 +288,7 @@ async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) ->
     db_path = Path(path)
     writer = await _connect(db_path, busy_timeout_ms, read_only=False)
     try:
+        check_submit_support(writer)
         applied = await _migrate_connection(writer, CURRENT_VERSION)
         # Opened after migrating so it never caches a pre-migration schema.
         reader = await _connect(db_path, busy_timeout_ms, read_only=True)

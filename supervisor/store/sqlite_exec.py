@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
@@ -19,7 +20,10 @@ __all__ = [
     "fetch_in_chunks",
     "fetchall",
     "rollback",
+    "submit",
 ]
+
+T = TypeVar("T")
 
 
 # Each helper is one aiosqlite call, i.e. one hop to the connection's thread; callers
@@ -104,3 +108,22 @@ async def rollback(conn: aiosqlite.Connection) -> None:
     with anyio.CancelScope(shield=True):
         if conn.in_transaction:
             await execute(conn, "ROLLBACK")
+
+
+def submit(conn: aiosqlite.Connection, job: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    """Queue ``job(raw connection)`` to run on the connection's thread; resolves to its result.
+
+    A whole transaction in one job is one thread hop instead of one per statement, and
+    jobs run strictly in the order queued, so the next can be queued before the last
+    finishes. aiosqlite has no public call for this: ``_execute`` is the queue its own
+    methods use (checked at store open, see ``check_submit_support``).
+    """
+    raw = conn._conn
+    execute_job: Callable[..., Awaitable[T]] = conn._execute
+    return asyncio.ensure_future(execute_job(job, raw))
+
+
+def check_submit_support(conn: aiosqlite.Connection) -> None:
+    """Fail at start-up, not under load, if this aiosqlite lacks what ``submit`` uses."""
+    if not callable(getattr(conn, "_execute", None)) or not hasattr(type(conn), "_conn"):
+        raise StoreError("this aiosqlite version offers no way to run a job on its thread")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from supervisor.store.base import ControlTx, Row, Store, WriteTx
+from supervisor.store.base import CommitChain, ControlTx, Row, Store, WriteTx
 
 __all__ = ["RecordingStore", "RecordingTx"]
 
@@ -188,5 +189,32 @@ class RecordingStore:
         finally:
             self._end()
 
+    def submit_heartbeats(
+        self, beats: Sequence[tuple[str, str]], chain: CommitChain
+    ) -> Awaitable[bool]:
+        """Through ``write()``, so gates, commit hooks and recorded touches apply to
+        pipelined heartbeat batches too; queued in order like the real store's jobs."""
+        return asyncio.ensure_future(self._stamp_and_commit(list(beats), chain))
+
+    async def _stamp_and_commit(self, beats: list[tuple[str, str]], chain: CommitChain) -> bool:
+        # Tasks take the store's write lock in the order they were created.
+        try:
+            async with self.write() as tx:
+                if chain.broken:
+                    return False
+                if await tx.touch_heartbeats(beats) != len(beats):
+                    raise _Unstamped
+        except _Unstamped:
+            chain.broken = True
+            return False
+        except BaseException:
+            chain.broken = True
+            raise
+        return True
+
     async def close(self) -> None:
         await self._inner.close()
+
+
+class _Unstamped(Exception):
+    """Rolls back a heartbeat batch that found a row no longer active."""

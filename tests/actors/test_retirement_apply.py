@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from actors.apply_tx import ApplySettings
+from actors.beat_commits import NOT_ACTIVE
 from actors.liveness import LivenessActor
-from actors.registry_writer import NOT_ACTIVE, WriterSettings
+from actors.registry_writer import WriterSettings
 from supervisor.app import AppSettings
 from supervisor.errors import StoreError
 from supervisor.policy.reasons import (

@@ -29,6 +29,8 @@ EXPECTED = (
     "writer.acked_per_s",
     "writer.echo_floor_per_s",
     "writer.raw_executemany_per_s",
+    "writer.unacked_per_s",
+    "writer.vs_unacked_ratio",
     "writer.vs_raw_ratio",
     "plan.pure_1k_ms",
     "plan.pure_10k_ms",

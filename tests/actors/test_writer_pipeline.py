@@ -1,0 +1,141 @@
+"""Registry writer: heartbeat batches judged from memory are queued back to back, in order."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from actors.messages import HeartbeatResult, TouchHeartbeats
+from actors.registry_writer import WriterSettings
+from supervisor.policy.stamps import format_stamp
+from tests.actors.harness import START
+from tests.actors.helpers_actors import ReplyBox, registration_row, reply_boxes, running_writer
+from tests.actors.helpers_store import RecordingStore
+from tests.actors.test_writer import beat_for, by_identity, real_store, seed
+
+pytestmark = pytest.mark.anyio
+
+BeatReplies = tuple[HeartbeatResult, ...]
+#: One message per job and two jobs in flight: every test queues a job behind another.
+PIPELINED = WriterSettings(beats_per_job=1, jobs_in_flight=2)
+T1, T2, T3 = (format_stamp(START.replace(minute=m)) for m in (1, 2, 3))
+
+
+async def test_beats_known_to_the_writer_commit_as_one_job_each(tmp_path: Path) -> None:
+    async with real_store(tmp_path) as db:
+        rows = [registration_row(pid=500 + i) for i in range(4)]
+        await seed(db, *rows)
+        async with running_writer(db, settings=PIPELINED) as rig:
+            with reply_boxes() as boxes:
+                warm: ReplyBox[BeatReplies] = boxes.new()
+                rig.inbox.send_nowait(
+                    TouchHeartbeats(beats=tuple(beat_for(r, T1) for r in rows), reply=warm.reply)
+                )
+                await warm.get()
+                before = rig.writer.batches_committed
+                replies: list[ReplyBox[BeatReplies]] = [boxes.new() for _ in rows]
+                for row, box in zip(rows, replies, strict=True):
+                    rig.inbox.send_nowait(
+                        TouchHeartbeats(beats=(beat_for(row, T2),), reply=box.reply)
+                    )
+                results = [await box.get() for box in replies]
+                assert rig.writer.batches_committed == before + len(rows)
+        assert all(r[0].ok and r[0].last_heartbeat_at == T2 for r in results)
+        assert {r["last_heartbeat_at"] for r in (await by_identity(db)).values()} == {T2}
+
+
+async def test_a_row_retired_behind_the_writers_back_is_judged_from_the_table(
+    tmp_path: Path,
+) -> None:
+    async with real_store(tmp_path) as db:
+        gone, kept = registration_row(pid=601), registration_row(pid=602, namespace="reviewer")
+        await seed(db, gone, kept)
+        async with running_writer(db, settings=PIPELINED) as rig:
+            with reply_boxes() as boxes:
+                warm: ReplyBox[BeatReplies] = boxes.new()
+                beats = (beat_for(gone, T1), beat_for(kept, T1))
+                rig.inbox.send_nowait(TouchHeartbeats(beats=beats, reply=warm.reply))
+                await warm.get()
+                _set_status(db.path, str(gone["worker_identity"]), "retired")
+                first: ReplyBox[BeatReplies] = boxes.new()
+                second: ReplyBox[BeatReplies] = boxes.new()
+                rig.inbox.send_nowait(
+                    TouchHeartbeats(beats=(beat_for(gone, T2),), reply=first.reply)
+                )
+                rig.inbox.send_nowait(
+                    TouchHeartbeats(beats=(beat_for(kept, T2),), reply=second.reply)
+                )
+                [refused], [accepted] = await first.get(), await second.get()
+        assert (refused.ok, refused.code) == (False, "registration_not_active")
+        assert (accepted.ok, accepted.last_heartbeat_at) == (True, T2)
+        stamps = {k: v["last_heartbeat_at"] for k, v in (await by_identity(db)).items()}
+        assert stamps == {gone["worker_identity"]: T1, kept["worker_identity"]: T2}
+
+
+async def test_a_redone_job_never_moves_a_stamp_backwards(tmp_path: Path) -> None:
+    """Job 1 finds a row retired and is redone from the table; job 2, queued behind it and
+    holding a newer beat of another worker, must not commit first."""
+    async with real_store(tmp_path) as db:
+        gone, kept = registration_row(pid=701), registration_row(pid=702, namespace="reviewer")
+        await seed(db, gone, kept)
+        settings = WriterSettings(beats_per_job=2, jobs_in_flight=2)
+        async with running_writer(db, settings=settings) as rig:
+            with reply_boxes() as boxes:
+                warm: ReplyBox[BeatReplies] = boxes.new()
+                beats = (beat_for(gone, T1), beat_for(kept, T1))
+                rig.inbox.send_nowait(TouchHeartbeats(beats=beats, reply=warm.reply))
+                await warm.get()
+                _set_status(db.path, str(gone["worker_identity"]), "retired")
+                older: ReplyBox[BeatReplies] = boxes.new()
+                newer: ReplyBox[BeatReplies] = boxes.new()
+                both = (beat_for(gone, T2), beat_for(kept, T2))
+                rig.inbox.send_nowait(TouchHeartbeats(beats=both, reply=older.reply))
+                rig.inbox.send_nowait(
+                    TouchHeartbeats(beats=(beat_for(kept, T3),), reply=newer.reply)
+                )
+                old_results, [new_result] = await older.get(), await newer.get()
+        assert [r.code for r in old_results] == ["registration_not_active", "ok"]
+        assert (new_result.ok, new_result.last_heartbeat_at) == (True, T3)
+        assert (await by_identity(db))[kept["worker_identity"]]["last_heartbeat_at"] == T3
+
+
+async def test_a_failed_job_answers_store_error_and_the_writer_carries_on(tmp_path: Path) -> None:
+    async with real_store(tmp_path) as db:
+        rows = [registration_row(pid=800 + i) for i in range(2)]
+        await seed(db, *rows)
+        store = RecordingStore(db)
+        async with running_writer(store, settings=PIPELINED) as rig:
+            with reply_boxes() as boxes:
+                warm: ReplyBox[BeatReplies] = boxes.new()
+                beats = tuple(beat_for(r, T1) for r in rows)
+                rig.inbox.send_nowait(TouchHeartbeats(beats=beats, reply=warm.reply))
+                await warm.get()
+                store.commit_error = RuntimeError("disk on fire")
+                failing: list[ReplyBox[BeatReplies]] = [boxes.new() for _ in rows]
+                for row, box in zip(rows, failing, strict=True):
+                    rig.inbox.send_nowait(
+                        TouchHeartbeats(beats=(beat_for(row, T2),), reply=box.reply)
+                    )
+                failed = [(await box.get())[0] for box in failing]
+                store.commit_error = None
+                again: ReplyBox[BeatReplies] = boxes.new()
+                rig.inbox.send_nowait(
+                    TouchHeartbeats(beats=(beat_for(rows[0], T3),), reply=again.reply)
+                )
+                [recovered] = await again.get()
+        assert [(r.ok, r.code) for r in failed] == [(False, "store_error")] * 2
+        assert (recovered.ok, recovered.last_heartbeat_at) == (True, T3)
+        stamps = {k: v["last_heartbeat_at"] for k, v in (await by_identity(db)).items()}
+        assert stamps == {rows[0]["worker_identity"]: T3, rows[1]["worker_identity"]: T1}
+
+
+def _set_status(path: Path, identity: str, status: str) -> None:
+    """Another process changing a row: the writer does not see it happen."""
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE worker_registrations SET status = ? WHERE worker_identity = ?",
+            (status, identity),
+        )
+    conn.close()

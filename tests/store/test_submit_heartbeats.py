@@ -1,0 +1,72 @@
+"""Queued heartbeat transactions: one job each, run in order, all-or-nothing, chained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from supervisor.errors import StoreError
+from supervisor.store import SQLiteStore
+from supervisor.store.base import CommitChain
+from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, raw_query, registration
+
+pytestmark = pytest.mark.anyio
+
+
+async def _seed(store: SQLiteStore, *identities: str, status: str = "active") -> None:
+    async with store.write() as tx:
+        for identity in identities:
+            await tx.insert_registration(
+                registration(identity, last_heartbeat_at=STAMP_1, status=status)
+            )
+
+
+def _stamps(path: Path) -> dict[str, str]:
+    rows = raw_query(path, "SELECT worker_identity, last_heartbeat_at FROM worker_registrations")
+    return {str(identity): str(stamp) for identity, stamp in rows}
+
+
+async def test_jobs_queued_back_to_back_commit_in_order(store: SQLiteStore, db_path: Path) -> None:
+    await _seed(store, "w1", "w2")
+    chain = CommitChain()
+    first = store.submit_heartbeats([("w1", STAMP_2), ("w2", STAMP_2)], chain)
+    second = store.submit_heartbeats([("w1", STAMP_3)], chain)
+    assert (await first, await second) == (True, True)
+    assert _stamps(db_path) == {"w1": STAMP_3, "w2": STAMP_2}
+    assert not chain.broken
+
+
+async def test_a_row_no_longer_active_rolls_back_the_job_and_skips_the_rest(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    await _seed(store, "w1", "w2")
+    await _seed(store, "gone", status="retired")
+    chain = CommitChain()
+    spoiled = store.submit_heartbeats([("w1", STAMP_2), ("gone", STAMP_2)], chain)
+    after = store.submit_heartbeats([("w2", STAMP_3)], chain)
+    assert (await spoiled, await after) == (False, False)
+    assert chain.broken
+    # Nothing of either job stuck, not even the spoiled job's valid pair.
+    assert _stamps(db_path) == {"w1": STAMP_1, "w2": STAMP_1, "gone": STAMP_1}
+    assert await store.submit_heartbeats([("w2", STAMP_3)], CommitChain()) is True
+    assert _stamps(db_path)["w2"] == STAMP_3
+
+
+async def test_a_job_never_writes_inside_another_transaction(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    await _seed(store, "w1")
+    chain = CommitChain()
+    async with store.write() as tx:
+        with pytest.raises(StoreError, match="already open"):
+            await store.submit_heartbeats([("w1", STAMP_3)], chain)
+        assert await tx.touch_heartbeats([("w1", STAMP_2)]) == 1
+    assert chain.broken
+    assert _stamps(db_path) == {"w1": STAMP_2}
+
+
+async def test_a_closed_store_refuses_jobs(store: SQLiteStore) -> None:
+    await store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.submit_heartbeats([("w1", STAMP_2)], CommitChain())
