@@ -127,27 +127,37 @@ class HeartbeatActor:
             stamp = format_stamp(self._clock.now())
             # Beats with identical claims collapse into one write; beats of one
             # worker with different claims stay apart so each is judged alone.
-            writes = list(dict.fromkeys(_as_write(b, stamp) for b in beats))
+            slot: dict[tuple[str, int, str, int], int] = {}
+            writes: list[HeartbeatWrite] = []
+            positions: list[int] = []
+            for beat in beats:
+                claim = (beat.worker_identity, beat.pid, beat.generation_id, beat.fencing_epoch)
+                position = slot.get(claim)
+                if position is None:
+                    position = slot[claim] = len(writes)
+                    writes.append(_as_write(beat, stamp))
+                positions.append(position)
+            results: Sequence[HeartbeatResult]
             try:
-                results: tuple[HeartbeatResult, ...] = await ask(
+                answered: tuple[HeartbeatResult, ...] = await ask(
                     self._writer,
                     lambda reply: TouchHeartbeats(beats=tuple(writes), reply=reply),
                     actor="registry_writer",
                 )
-                by_write = dict(zip(writes, results, strict=True))
+                results = answered
             except SupervisorError as exc:
-                by_write = {
-                    w: HeartbeatResult(
+                results = [
+                    HeartbeatResult(
                         ok=False,
                         code=exc.code,
                         detail=exc.detail,
                         worker_identity=w.worker_identity,
                     )
                     for w in writes
-                }
-            for beat in beats:
+                ]
+            for beat, position in zip(beats, positions, strict=True):
                 with beat.reply:
-                    beat.reply.send(by_write[_as_write(beat, stamp)])
+                    beat.reply.send(results[position])
         finally:
             self._in_flight.release()
 

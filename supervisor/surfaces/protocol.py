@@ -263,9 +263,16 @@ def _args(op: str, args: Mapping[str, Any]) -> Args:
     return None
 
 
+#: Built once: ``json.loads``/``json.dumps`` rebuild their arguments on every call, and
+#: every heartbeat is decoded and encoded once each.
+_DECODER = json.JSONDecoder()
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
 def _load(frame: bytes) -> Any:
     try:
-        return json.loads(frame)
+        # Frames are UTF-8 by definition; bad bytes raise UnicodeDecodeError, a ValueError.
+        return _DECODER.decode(frame.decode("utf-8"))
     # ValueError covers JSONDecodeError, bad UTF-8 and integers past the digit limit;
     # RecursionError is what deeply nested arrays raise.
     except (ValueError, RecursionError) as exc:
@@ -350,7 +357,7 @@ _PLAIN = frozenset({str, int, float, bool})
 
 
 def encode(frame: Mapping[str, Any]) -> bytes:
-    return json.dumps(frame, separators=(",", ":"), default=str).encode() + b"\n"
+    return (_ENCODER.encode(frame) + "\n").encode()
 
 
 def ok_frame(request_id: str | None, result: Mapping[str, Any]) -> dict[str, Any]:
