@@ -33,10 +33,12 @@ __all__ = [
     "REPO",
     "RETIRER",
     "Daemon",
+    "EchoServer",
     "RowKind",
     "Sleepers",
     "StallMeter",
     "StaticProfiles",
+    "cpu_seconds",
     "free_pids",
     "insert_rows",
     "make_db",
@@ -221,6 +223,53 @@ def sleeper_argv() -> list[str]:
     return [sleep, "900"] if sleep else [sys.executable, "-c", "import time; time.sleep(900)"]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process (all its threads) has used so far."""
+    with open(f"/proc/{pid}/stat", encoding="latin-1") as handle:
+        fields = handle.read().rpartition(")")[2].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+class EchoServer:
+    """``python -m bench.echo_server`` on a socket in ``workdir``, killed by pid on exit."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.socket_path = workdir / "echo.sock"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.echo_server", str(self.socket_path)],
+            cwd=_REPO_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 30.0
+        while not self.socket_path.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("the echo server did not start")
+            time.sleep(0.02)
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def log_tail(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Sleepers:
     """``count`` idle child processes of this process, killed by pid on exit."""
 
@@ -363,10 +412,7 @@ class Daemon:
 
     def cpu_seconds(self) -> float:
         """User + system CPU the daemon (all its threads) has used so far."""
-        with open(f"/proc/{self.pid}/stat", encoding="latin-1") as handle:
-            fields = handle.read().rpartition(")")[2].split()
-        ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.pid)
 
     def status_kb(self, key: str) -> int:
         """A ``kB`` line of /proc/<pid>/status, e.g. VmHWM or VmRSS."""

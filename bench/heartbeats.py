@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from bench.fixtures import (
     REPO,
     Daemon,
+    EchoServer,
     Sleepers,
     StaticProfiles,
     make_db,
@@ -105,11 +106,16 @@ def _verdict(line: bytes | bytearray) -> str:
     return "ok" if result.get("ok") is True else str(result.get("code") or "refused")
 
 
+class _Server(Protocol):
+    def cpu_seconds(self) -> float: ...
+    def log_tail(self) -> str: ...
+
+
 def _drive(
     path: Path,
     frames: Sequence[Sequence[bytes]],
     *,
-    daemon: Daemon,
+    daemon: _Server,
     warmup: float,
     duration: float,
     depth: int = 1,
@@ -400,6 +406,19 @@ def run(quick: bool) -> list[Figure]:
                         depth=depth,
                     )
                 )
+        # The floor: a bare asyncio server answering every frame at once, same client.
+        with EchoServer(work) as echo:
+            floor_loads = [
+                _drive(
+                    echo.socket_path,
+                    _frames(registrations, connections),
+                    daemon=echo,
+                    warmup=warmup / 2,
+                    duration=duration / 2,
+                    depth=depth,
+                )
+                for connections, depth in levels
+            ]
         # Baselines run after the daemon stopped, on a table of the same shape and size.
         rows = _baseline_rows(workers)
         identities = [str(r["worker_identity"]) for r in rows]
@@ -466,6 +485,25 @@ def run(quick: bool) -> list[Figure]:
             unit="/s",
             judged=judged,
             detail={"beats": handle_done, "seconds": handle_seconds, "workers": workers},
+        ),
+        Figure(
+            name="heartbeats.echo_floor_c32_per_s",
+            label="floor: bare asyncio echo server, 32 conns, 1 in flight",
+            value=next(f.rate for f in floor_loads if f.connections == 32 and f.depth == 1),
+            unit="/s",
+            judged=judged,
+            detail={
+                "by_level": [
+                    {
+                        "connections": f.connections,
+                        "depth": f.depth,
+                        "per_s": f.rate,
+                        "server_cpu_us_per_beat": f.daemon_cpu / max(1, f.acked) * 1e6,
+                        "client_cpu_us_per_beat": f.client_cpu / max(1, f.acked) * 1e6,
+                    }
+                    for f in floor_loads
+                ]
+            },
         ),
         Figure(
             name="heartbeats.baseline_naive_e2e_per_s",

@@ -20,6 +20,7 @@ EXPECTED = (
     "heartbeats.e2e_c32_per_s",
     "heartbeats.e2e_c32_pipelined_per_s",
     "heartbeats.handle_c32_per_s",
+    "heartbeats.echo_floor_c32_per_s",
     "heartbeats.baseline_naive_e2e_per_s",
     "heartbeats.vs_naive_e2e_ratio",
     "heartbeats.baseline_sqlite3_per_s",
