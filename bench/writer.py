@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import statistics
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -232,7 +233,8 @@ async def _raw_aiosqlite(
 def run(quick: bool) -> list[Figure]:
     rows_count = 2_000 if quick else 10_000
     senders = 64 if quick else 512
-    total = 5_000 if quick else 150_000
+    total = 5_000 if quick else 60_000
+    rounds_count = 1 if quick else 3
     limit = 5.0 if quick else 20.0
     rows = _rows(rows_count)
     stamps = _stamps(rows_count)
@@ -254,16 +256,28 @@ def run(quick: bool) -> list[Figure]:
         for name in ("writer", "unacked", "raw", "raw_async"):
             copies[name] = work / f"{name}.sqlite3"
             shutil.copyfile(template, copies[name])
-        acked, elapsed, batches = anyio.run(
-            partial(
-                _writer_rate, copies["writer"], beats, senders=senders, total=total, limit=limit
+        # Acked and unacked alternate for a few rounds and the ratio is the median of the
+        # per-round ratios: a burst of load elsewhere on the machine hits one round of
+        # both, not one side of the comparison.
+        rounds: list[tuple[int, float, int, int, float]] = []
+        for _ in range(rounds_count):
+            acked, elapsed, batches = anyio.run(
+                partial(
+                    _writer_rate, copies["writer"], beats, senders=senders, total=total, limit=limit
+                )
             )
-        )
+            unacked_beats, unacked_elapsed = anyio.run(
+                partial(
+                    _writer_unacked_rate, copies["unacked"], beats, senders=senders, total=acked
+                )
+            )
+            rounds.append((acked, elapsed, batches, unacked_beats, unacked_elapsed))
+        acked = sum(r[0] for r in rounds)
+        elapsed = sum(r[1] for r in rounds)
+        batches = sum(r[2] for r in rounds)
         writer_rate = acked / elapsed
-        unacked_beats, unacked_elapsed = anyio.run(
-            partial(_writer_unacked_rate, copies["unacked"], beats, senders=senders, total=acked)
-        )
-        unacked_rate = unacked_beats / unacked_elapsed
+        unacked_rate = sum(r[3] for r in rounds) / sum(r[4] for r in rounds)
+        ratios = [(r[0] / r[1]) / (r[3] / r[4]) for r in rounds]
         raw_rate = _raw_sqlite3(copies["raw"], pairs, senders, acked)
         echo = partial(_echo_rate, senders=senders, total=total, limit=limit)
         echo_acked, echo_elapsed = anyio.run(echo, beats)
@@ -310,12 +324,13 @@ def run(quick: bool) -> list[Figure]:
         ),
         Figure(
             name="writer.vs_unacked_ratio",
-            label="writer acked / same writer unacked",
-            value=writer_rate / unacked_rate,
+            label="writer acked / same writer unacked (median of rounds)",
+            value=statistics.median(ratios),
             unit="x",
             goal=0.7,
             op=">=",
             judged=judged,
+            detail={"rounds": ratios},
         ),
         Figure(
             name="writer.vs_raw_ratio",
