@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Generic, TypeVar
 
@@ -12,7 +12,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from supervisor.errors import ActorStopped
 
-__all__ = ["Inbox", "Outbox", "Reply", "ask", "post", "tell"]
+__all__ = ["Inbox", "Outbox", "Reply", "ask", "post", "tell", "wait_all"]
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -74,15 +74,26 @@ class Reply(Generic[T]):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def wait(self, *, actor: str) -> T:
-        """The answer; ``ActorStopped`` if the slot was closed without one. One waiter at a time."""
+    async def wait(self, *, actor: str, timeout: float | None = None) -> T:  # noqa: ASYNC109
+        """The answer; ``ActorStopped`` if the slot was closed without one, ``TimeoutError``
+        if none came within ``timeout`` seconds. One waiter at a time."""
         if not self._closed:
             waiter = self._waiter
             if waiter is not None and not waiter.done():
                 raise RuntimeError("a reply slot has one waiter at a time")
             # A fresh future also after an earlier wait was cancelled (and took its future along).
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
-            await waiter
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            # A timer rather than a cancel scope: heartbeats wait here once each, and a
+            # scope costs several times what the timer does.
+            timer = None if timeout is None else loop.call_later(timeout, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if not self._closed:
+                raise TimeoutError(f"{actor} did not answer within {timeout}s")
         if not self._answered:
             raise ActorStopped(f"{actor} stopped without answering")
         return self._value  # type: ignore[return-value]
@@ -100,6 +111,26 @@ class Reply(Generic[T]):
 
     def __repr__(self) -> str:  # messages are logged; keep them short
         return "Reply()"
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def wait_all(
+    replies: Sequence[Reply[T]],
+    *,
+    actor: str,
+    timeout: float,  # noqa: ASYNC109 - a timer, not a scope: see Reply.wait
+) -> list[T]:
+    """Every answer, in order, all within one ``timeout`` (``TimeoutError`` otherwise)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    answers: list[T] = []
+    for reply in replies:
+        left = max(0.0, deadline - asyncio.get_running_loop().time())
+        answers.append(await reply.wait(actor=actor, timeout=left))
+    return answers
 
 
 async def post(outbox: MemoryObjectSendStream[M], message: M, *, actor: str) -> None:

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.mailbox import Reply, ask, post
+from actors.mailbox import Reply, ask, post, wait_all
 from actors.messages import (
     ApplyRequest,
     AutoRetireTick,
@@ -96,8 +96,14 @@ class SupervisorHandle(ControlPlaneCalls):
         )
         return result
 
-    async def heartbeat_many(self, claims: Sequence[BeatClaim]) -> list[HeartbeatResult]:
-        """Several beats at once (a pipelining peer's): all queued, then answered in order.
+    async def heartbeat_many(
+        self,
+        claims: Sequence[BeatClaim],
+        *,
+        timeout: float,  # noqa: ASYNC109 - a timer, not a scope: see Reply.wait
+    ) -> list[HeartbeatResult]:
+        """Several beats at once (a pipelining peer's): all queued, then answered in order,
+        all within ``timeout`` seconds (else ``TimeoutError``; the beats may still land).
 
         Each beat is still its own message with its own answer; queuing them
         together lets the heartbeat actor put them in one write batch.
@@ -114,7 +120,7 @@ class SupervisorHandle(ControlPlaneCalls):
             )
             await post(self._heartbeat, message, actor="heartbeat")
             replies.append(reply)
-        return [await reply.wait(actor="heartbeat") for reply in replies]
+        return await wait_all(replies, actor="heartbeat", timeout=timeout)
 
     async def release(
         self, worker_identity: str, *, pid: int, generation_id: str, fencing_epoch: int

@@ -242,8 +242,9 @@ class _SocketServer:
             accepted.append((index, args))
         if accepted:
             try:
-                with anyio.fail_after(self._timeout):
-                    results = await self._handle.heartbeat_many([a for _, a in accepted])
+                results = await self._handle.heartbeat_many(
+                    [a for _, a in accepted], timeout=self._timeout
+                )
             except TimeoutError:
                 detail = (
                     f"heartbeat did not complete within {self._timeout}s; it may still take effect"
