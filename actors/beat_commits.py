@@ -194,9 +194,15 @@ class BeatPipeline:
         """Judge ``messages`` from ``known`` (every identity must be in it) and queue them."""
         verdicts = judge_beats(messages, known, {})
         newest = newest_ok(messages, verdicts)
-        done = (
-            self._store.submit_heartbeats(sorted(newest.items()), self._chain) if newest else None
-        )
+        done: Awaitable[bool] | None = None
+        if newest:
+            try:
+                done = self._store.submit_heartbeats(sorted(newest.items()), self._chain)
+            except Exception as exc:
+                # Refused before it was queued (e.g. the store is closed): answered like a
+                # failed commit when its turn comes, and nothing after it may write.
+                self._chain.broken = True
+                done = _failed(exc)
         self._jobs.append(_Job(messages=messages, verdicts=verdicts, newest=newest, done=done))
 
     async def settle_oldest(self, fallback: Fallback) -> None:
@@ -244,6 +250,12 @@ class BeatPipeline:
             self.committed += 1
         for message, results in beat_results(job.messages, job.verdicts, job.newest):
             message.reply.send(results)
+
+
+def _failed(exc: Exception) -> asyncio.Future[bool]:
+    future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    future.set_exception(exc)
+    return future
 
 
 async def _outcome(done: Awaitable[bool] | None, *, default: bool) -> bool:

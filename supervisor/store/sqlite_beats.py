@@ -21,7 +21,9 @@ def stamp_and_commit(
 ) -> bool:
     """Runs on the connection's thread (see ``Store.submit_heartbeats`` for the contract).
 
-    Jobs of one chain run in order on this one thread, so ``chain.broken`` needs no lock.
+    Jobs of one chain run in order on this one thread. ``chain.broken`` is also set by
+    the caller when it gives up on a chain; a job that reads it a moment too early ran
+    before that decision and is answered as such, so a plain flag is enough.
     """
     if chain.broken:
         return False

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from actors.messages import HeartbeatResult, TouchHeartbeats
 from actors.registry_writer import WriterSettings
+from supervisor.errors import StoreError
 from supervisor.policy.stamps import format_stamp
+from supervisor.store.base import CommitChain, WriteTx
 from tests.actors.harness import START
 from tests.actors.helpers_actors import ReplyBox, registration_row, reply_boxes, running_writer
 from tests.actors.helpers_store import RecordingStore
@@ -139,3 +143,49 @@ def _set_status(path: Path, identity: str, status: str) -> None:
             (status, identity),
         )
     conn.close()
+
+
+async def test_a_store_that_refuses_to_queue_answers_store_error(tmp_path: Path) -> None:
+    async with real_store(tmp_path) as db:
+        row = registration_row(pid=901)
+        await seed(db, row)
+        store = _RefusingStore(db)
+        async with running_writer(store, settings=PIPELINED) as rig:
+            with reply_boxes() as boxes:
+                warm: ReplyBox[BeatReplies] = boxes.new()
+                rig.inbox.send_nowait(TouchHeartbeats(beats=(beat_for(row, T1),), reply=warm.reply))
+                await warm.get()
+                store.refuse = True
+                box: ReplyBox[BeatReplies] = boxes.new()
+                rig.inbox.send_nowait(TouchHeartbeats(beats=(beat_for(row, T2),), reply=box.reply))
+                [result] = await box.get()
+                store.refuse = False
+                again: ReplyBox[BeatReplies] = boxes.new()
+                rig.inbox.send_nowait(
+                    TouchHeartbeats(beats=(beat_for(row, T3),), reply=again.reply)
+                )
+                [later] = await again.get()
+        assert (result.ok, result.code) == (False, "store_error")
+        assert "queue refused" in result.detail
+        assert (later.ok, later.last_heartbeat_at) == (True, T3)
+
+
+class _RefusingStore(RecordingStore):
+    """Refuses to queue heartbeat jobs while ``refuse`` is set, as a closed store does;
+    its full transactions fail too, so the redo cannot hide the refusal."""
+
+    refuse = False
+
+    def submit_heartbeats(
+        self, beats: Sequence[tuple[str, str]], chain: CommitChain
+    ) -> Awaitable[bool]:
+        if self.refuse:
+            raise StoreError("queue refused")
+        return super().submit_heartbeats(beats, chain)
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[WriteTx]:
+        if self.refuse:
+            raise StoreError("queue refused")
+        async with super().write() as tx:
+            yield tx
