@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
@@ -55,20 +55,29 @@ async def fetchall(
         raise StoreError(f"SQLite query failed: {exc}") from exc
 
 
+_T = TypeVar("_T")
+
+
 async def fetch_in_chunks(
-    conn: aiosqlite.Connection, statement: str, params: Sequence[Any] = (), *, size: int = 512
-) -> list[Sequence[Any]]:
-    """Fetch a large result a chunk per thread hop.
+    conn: aiosqlite.Connection,
+    statement: str,
+    params: Sequence[Any] = (),
+    *,
+    convert: Callable[[Sequence[Any]], _T],
+    size: int = 512,
+) -> list[_T]:
+    """Fetch a large result a chunk per thread hop, converting each chunk as it arrives.
 
     One ``fetchall`` of ten thousand rows builds every row object in the
     database thread while holding the GIL, starving the event loop for tens of
-    milliseconds; chunks hand the loop back between hops.
+    milliseconds; chunks hand the loop back between hops. Converting per chunk
+    keeps the conversion from becoming one such block of its own afterwards.
     """
-    rows: list[Sequence[Any]] = []
+    rows: list[_T] = []
     try:
         async with conn.execute(statement, params) as cursor:
             while chunk := await cursor.fetchmany(size):
-                rows.extend(chunk)
+                rows.extend(map(convert, chunk))
     except sqlite3.Error as exc:
         raise StoreError(f"SQLite query failed: {exc}") from exc
     return rows

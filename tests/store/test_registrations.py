@@ -277,3 +277,18 @@ async def test_retire_guarded_rejects_incomplete_requests(
         with pytest.raises(StoreError, match=message):
             await tx.retire_guarded(expected, **kwargs)
     assert (await row_of(store, "wrk-1"))["status"] == "active"
+
+
+async def test_active_processes_are_every_active_row_across_fetch_chunks(
+    store: SQLiteStore,
+) -> None:
+    # More rows than one fetch chunk (512), so rows converted chunk by chunk are all kept.
+    active = [
+        registration(f"w-{i:04d}", pid=1000 + i, process_start_time=f"ticks-{i}")
+        for i in range(700)
+    ]
+    await seed(store, *active, registration("w-gone", status="released", released_at=STAMP_2))
+    got = await store.read_active_processes()
+    host = active[0]["host_id"]
+    assert sorted(got) == [(f"w-{i:04d}", 1000 + i, host, f"ticks-{i}") for i in range(700)]
+    assert all(type(identity) is str for identity, *_ in got)
