@@ -120,9 +120,10 @@ async def _write_chunk(
 
     Every target is re-probed just before the batch's writes, and the fence is
     re-checked after the last re-probe and before the first write, so each write
-    still follows its own re-probe and a fence check with nothing in between but
-    other targets' probes. A probe that says "gone" cannot be overtaken: the
-    registered incarnation, once dead, never runs again.
+    still follows its own re-probe and a fence check; in between there are only
+    other targets' probes and guarded registration writes, none of which can
+    move a lease. A probe that says "gone" cannot go stale: the registered
+    incarnation, once dead, never runs again.
     """
     refusals: list[dict[str, Any] | None] = []
     writable: list[Mapping[str, Any]] = []
