@@ -70,6 +70,7 @@ async def _one_kill(
     liveness = supervisor.liveness
     assert liveness is not None
     process: Process = await anyio.open_process(sleeper_argv())
+    killed = False
     try:
         watched_before = (await supervisor.handle.liveness_status()).watched_pids
         result = await supervisor.handle.register(process.pid, _claims(index))
@@ -93,19 +94,23 @@ async def _one_kill(
             raise RuntimeError("a registered sleeper was never judged alive by a sweep")
         # A random phase against the sweep timer, so sweep-only latencies cover its whole cycle.
         await anyio.sleep(rng.uniform(0.0, SWEEP_INTERVAL))
-        killed = time.perf_counter()
+        killed_at = time.perf_counter()
         process.kill()
+        killed = True
 
         def dead() -> bool:
             verdict = liveness.verdict(identity)
             return verdict is not None and verdict.state == "dead"
 
         seen = await _wait_for(dead, _GIVE_UP)
-        latency = time.perf_counter() - killed
+        latency = time.perf_counter() - killed_at
         verdict = liveness.verdict(identity)
         return latency, seen, verdict.source if verdict else "none"
     finally:
-        if process.returncode is None:
+        # Never signal twice: returncode stays None until asyncio's watcher thread reaps
+        # the child, and a second kill() polls (waitpid) first, which can reap it ahead
+        # of the watcher ("Unknown child process pid ..., will report returncode 255").
+        if not killed:
             process.kill()
         await process.wait()
         await process.aclose()

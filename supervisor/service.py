@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -21,7 +22,7 @@ from supervisor.profiles import ProfileBook
 from supervisor.store.sqlite import open_sqlite_store
 from supervisor.surfaces.socket_server import serve_socket
 
-__all__ = ["app_settings", "run_service"]
+__all__ = ["app_settings", "freeze_startup_heap", "run_service"]
 
 _log = get_logger()
 
@@ -42,6 +43,16 @@ def app_settings(settings: Settings) -> AppSettings:
         max_restarts=settings.restart.max_restarts,
         restart_window_seconds=settings.restart.window_seconds,
     )
+
+
+def freeze_startup_heap() -> None:
+    """Exempt everything alive after start-up from the cyclic GC's later collections."""
+    # Modules, classes and settings live as long as the daemon, yet every full
+    # collection would traverse them again: ~10 ms with the loop held, the longest
+    # stall a 10,000-pid sweep saw. Collecting first keeps start-up garbage out of
+    # the frozen set, where it could never be freed.
+    gc.collect()
+    gc.freeze()
 
 
 async def run_service(
@@ -130,6 +141,7 @@ async def _serve_until_signal(
                     task_status=task_status,
                 )
             )
+        freeze_startup_heap()
         _log.info("ready", socket=str(path), database=str(settings.database.path), pid=os.getpid())
         if on_ready is not None:
             on_ready(Path(path))

@@ -76,6 +76,19 @@ class WriteTx(Protocol):
         worker_identity and every GUARD_COLUMN (NULL matches NULL only)."""
         ...
 
+    async def retire_guarded_many(
+        self,
+        expected: Sequence[Mapping[str, Any]],
+        *,
+        retired_at: str,
+        retired_by: str,
+        reason: str,
+    ) -> list[bool]:
+        """``retire_guarded`` for each row, in order, in a few round trips instead of one
+        per row. Element i is True only if row i matched; its compare-and-swap is exactly
+        ``retire_guarded``'s. The worker identities must be distinct."""
+        ...
+
     async def leases(self, *, status: str | None = None) -> list[Row]:
         """Lease rows ordered by lease_id, optionally filtered by status."""
         ...

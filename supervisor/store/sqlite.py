@@ -91,8 +91,9 @@ class SQLiteStore:
         # Plain tuples of four columns: a sweep of a large fleet must not pay for
         # thirty-odd columns and a dict per row on the event loop.
         self._check_open()
-        rows = await fetch_in_chunks(self._reader, sql.select_active_processes(SQLITE))
-        return [(str(r[0]), r[1], r[2], r[3]) for r in rows]
+        return await fetch_in_chunks(
+            self._reader, sql.select_active_processes(SQLITE), convert=_process_tuple
+        )
 
     async def read_leases(self, *, status: str | None = None) -> list[Row]:
         statement = sql.select_leases(SQLITE, by_status=status is not None)
@@ -146,6 +147,10 @@ class SQLiteStore:
         failure = next((f for f in failures if f is not None), None)
         if failure is not None:
             raise StoreError(f"closing the store for {self.path} failed: {failure}") from failure
+
+
+def _process_tuple(r: Sequence[Any]) -> tuple[str, Any, Any, Any]:
+    return (str(r[0]), r[1], r[2], r[3])
 
 
 async def _close_quietly(conn: aiosqlite.Connection) -> BaseException | None:

@@ -60,19 +60,25 @@ async def fetchall(
 
 
 async def fetch_in_chunks(
-    conn: aiosqlite.Connection, statement: str, params: Sequence[Any] = (), *, size: int = 512
-) -> list[Sequence[Any]]:
-    """Fetch a large result a chunk per thread hop.
+    conn: aiosqlite.Connection,
+    statement: str,
+    params: Sequence[Any] = (),
+    *,
+    convert: Callable[[Sequence[Any]], T],
+    size: int = 512,
+) -> list[T]:
+    """Fetch a large result a chunk per thread hop, converting each chunk as it arrives.
 
     One ``fetchall`` of ten thousand rows builds every row object in the
     database thread while holding the GIL, starving the event loop for tens of
-    milliseconds; chunks hand the loop back between hops.
+    milliseconds; chunks hand the loop back between hops. Converting per chunk
+    keeps the conversion from becoming one such block of its own afterwards.
     """
-    rows: list[Sequence[Any]] = []
+    rows: list[T] = []
     try:
         async with conn.execute(statement, params) as cursor:
             while chunk := await cursor.fetchmany(size):
-                rows.extend(chunk)
+                rows.extend(map(convert, chunk))
     except sqlite3.Error as exc:
         raise StoreError(f"SQLite query failed: {exc}") from exc
     return rows

@@ -37,6 +37,14 @@ __all__ = [
 ]
 
 
+#: Position of worker_identity in rowmap.retire_params' tuple.
+_RETIRE_IDENTITY_PARAM = 3
+
+
+class _NotAllMatched(Exception):
+    """A batched guarded retirement matched fewer rows than it was given."""
+
+
 class SQLiteWriteTx:
     """One BEGIN IMMEDIATE transaction on the write connection (see base.WriteTx)."""
 
@@ -148,6 +156,36 @@ class SQLiteWriteTx:
             expected, retired_at=retired_at, retired_by=retired_by, reason=reason
         )
         return await execute(self._live(), sql.retire_guarded(SQLITE), params) == 1
+
+    async def retire_guarded_many(
+        self,
+        expected: Sequence[Mapping[str, Any]],
+        *,
+        retired_at: str,
+        retired_by: str,
+        reason: str,
+    ) -> list[bool]:
+        params = [
+            rowmap.retire_params(row, retired_at=retired_at, retired_by=retired_by, reason=reason)
+            for row in expected
+        ]
+        if not params:
+            return []
+        if len({p[_RETIRE_IDENTITY_PARAM] for p in params}) != len(params):
+            # The all-matched shortcut below counts rows; a repeated identity would
+            # let one row's match stand in for another's.
+            raise StoreError("retire_guarded_many needs distinct worker identities")
+        statement = sql.retire_guarded(SQLITE)
+        try:
+            async with self.savepoint():
+                # Each UPDATE is keyed by the primary key, so it changes at most one
+                # row: a total equal to the row count means every row matched.
+                if await executemany(self._live(), statement, params) != len(params):
+                    raise _NotAllMatched
+        except _NotAllMatched:
+            # Rolled back to the savepoint; redo row by row to learn which ones moved.
+            return [await execute(self._live(), statement, p) == 1 for p in params]
+        return [True] * len(params)
 
     async def leases(self, *, status: str | None = None) -> list[Row]:
         statement = sql.select_leases(SQLITE, by_status=status is not None)

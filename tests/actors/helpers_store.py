@@ -70,6 +70,18 @@ class RecordingTx:
             expected, retired_at=retired_at, retired_by=retired_by, reason=reason
         )
 
+    async def retire_guarded_many(
+        self,
+        expected: Sequence[Mapping[str, Any]],
+        *,
+        retired_at: str,
+        retired_by: str,
+        reason: str,
+    ) -> list[bool]:
+        return await self._inner.retire_guarded_many(
+            expected, retired_at=retired_at, retired_by=retired_by, reason=reason
+        )
+
     async def leases(self, *, status: str | None = None) -> list[Row]:
         return await self._inner.leases(status=status)
 

@@ -134,7 +134,10 @@ async def test_a_sweep_judges_every_row_in_bounded_chunks(tmp_path: Path) -> Non
         found = await verdicts(h)
         assert set(found) == {str(r["worker_identity"]) for r in regs}
         assert {v.state for v in found.values()} == {"alive"}
-        assert (await h.handle.liveness_status()).sweeps_completed == 2
+        status = await h.handle.liveness_status()
+        assert status.sweeps_completed == 2
+        # The status is built a chunk at a time too, yet is one complete, sorted snapshot.
+        assert [v.worker_identity for v in status.verdicts] == sorted(found)
 
 
 async def test_verdicts_are_kept_only_for_active_rows(tmp_path: Path) -> None:

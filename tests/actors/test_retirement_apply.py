@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -248,9 +248,19 @@ async def test_an_empty_target_list_is_nothing_requested(tmp_path: Path) -> None
         assert await _all_active(h)
 
 
+def _chunked(write_chunk: int) -> AppSettings:
+    """Default settings, but apply writes ``write_chunk`` targets per batch."""
+    return AppSettings(
+        liveness=default_settings().liveness,
+        retirement=default_settings().retirement,
+        writer=WriterSettings(apply=ApplySettings(write_chunk=write_chunk)),
+    )
+
+
 async def test_a_failing_transaction_rolls_back_every_retirement(tmp_path: Path) -> None:
     probes = ExplodingReprobe(host_id="host-a", boot_id="boot-1", explode_on=2)
-    async with harness(tmp_path, probes=probes) as h:
+    # One target per batch, so the first target is written before the second re-probe.
+    async with harness(tmp_path, probes=probes, settings=_chunked(1)) as h:
         gone, _ = await _stale_fleet(h, 2)
         planned = await plan(h)
         rows_before = await h.store.read_registrations()
@@ -271,6 +281,81 @@ async def test_a_failing_transaction_rolls_back_every_retirement(tmp_path: Path)
         again = await apply_plan(h, planned)
         assert again["outcome"] == OUTCOME_APPLIED
         assert again["retired_count"] == 2
+
+
+class _LeaseAfterFirstBatch(TxProxy):
+    """Takes a lease inside the transaction once the first batch has been written."""
+
+    def __init__(self, tx: Any) -> None:
+        super().__init__(tx)
+        self.batches = 0
+
+    async def retire_guarded_many(
+        self,
+        expected: Sequence[Mapping[str, Any]],
+        *,
+        retired_at: str,
+        retired_by: str,
+        reason: str,
+    ) -> list[bool]:
+        matched = await self._tx.retire_guarded_many(
+            expected, retired_at=retired_at, retired_by=retired_by, reason=reason
+        )
+        self.batches += 1
+        if self.batches == 1:
+            await self._tx.upsert_lease(lease("l-mid-apply", owner_pid=1))
+        return matched
+
+
+async def test_a_lease_fence_moving_between_batches_rolls_everything_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with harness(tmp_path, settings=_chunked(2)) as h:
+        await _stale_fleet(h, 5)
+        planned = await plan(h)
+        rows_before = await h.store.read_registrations()
+        wrap_store_writes(monkeypatch, h, _LeaseAfterFirstBatch)
+
+        result = await apply_plan(h, planned)
+
+        assert result["outcome"] == OUTCOME_TRANSACTION_FAILED
+        assert "LeaseFenceMoved" in result["reasons"][0]
+        _assert_nothing_retired(result)
+        assert await h.store.read_registrations() == rows_before
+
+
+@pytest.mark.parametrize("write_chunk", [1, 2, 3, 128])
+async def test_batched_writes_report_every_target_in_order(
+    tmp_path: Path, write_chunk: int
+) -> None:
+    probes = SplitProbes(host_id="host-a", boot_id="boot-1")
+    async with harness(tmp_path, probes=probes, settings=_chunked(write_chunk)) as h:
+        gone, _ = await _stale_fleet(h, 5)
+        planned = await plan(h)
+        targets = list(planned["candidate_worker_identities"])
+        by_id = {str(w["worker_identity"]): w for w in gone}
+        back = [by_id[targets[1]], by_id[targets[3]]]
+        for worker in back:
+            probes.reprobe[int(worker["pid"])] = ProcessEvidence(
+                pid=int(worker["pid"]), alive=True, start_time="ticks-newcomer"
+            )
+
+        result = await apply_plan(h, planned)
+
+        assert result["outcome"] == OUTCOME_APPLIED
+        assert [r["worker_identity"] for r in result["retired"]] == [
+            targets[0],
+            targets[2],
+            targets[4],
+        ]
+        assert [(p["worker_identity"], p["reason_code"]) for p in result["preserved"]] == [
+            (targets[1], REASON_LIVENESS_REPROBE),
+            (targets[3], REASON_LIVENESS_REPROBE),
+        ]
+        statuses = {i: await status_of(h, i) for i in targets}
+        assert statuses == {
+            i: ("active" if i in (targets[1], targets[3]) else "retired") for i in targets
+        }
 
 
 async def test_mass_retirement_guard_refuses_with_its_numbers(tmp_path: Path) -> None:
@@ -354,7 +439,7 @@ async def test_a_live_target_appended_to_the_list_keeps_its_fresh_reason(tmp_pat
 
 
 class _BeatFirst(TxProxy):
-    """Moves the row's heartbeat inside the transaction just before the guarded UPDATE."""
+    """Moves the rows' heartbeats inside the transaction just before the guarded UPDATE."""
 
     async def retire_guarded(
         self, expected: Mapping[str, Any], *, retired_at: str, retired_by: str, reason: str
@@ -362,6 +447,20 @@ class _BeatFirst(TxProxy):
         later = format_stamp(START + timedelta(days=1))
         await self._tx.touch_heartbeats([(str(expected["worker_identity"]), later)])
         return await self._tx.retire_guarded(
+            expected, retired_at=retired_at, retired_by=retired_by, reason=reason
+        )
+
+    async def retire_guarded_many(
+        self,
+        expected: Sequence[Mapping[str, Any]],
+        *,
+        retired_at: str,
+        retired_by: str,
+        reason: str,
+    ) -> list[bool]:
+        later = format_stamp(START + timedelta(days=1))
+        await self._tx.touch_heartbeats([(str(row["worker_identity"]), later) for row in expected])
+        return await self._tx.retire_guarded_many(
             expected, retired_at=retired_at, retired_by=retired_by, reason=reason
         )
 

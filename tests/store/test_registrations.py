@@ -277,3 +277,94 @@ async def test_retire_guarded_rejects_incomplete_requests(
         with pytest.raises(StoreError, match=message):
             await tx.retire_guarded(expected, **kwargs)
     assert (await row_of(store, "wrk-1"))["status"] == "active"
+
+
+async def test_active_processes_are_every_active_row_across_fetch_chunks(
+    store: SQLiteStore,
+) -> None:
+    # More rows than one fetch chunk (512), so rows converted chunk by chunk are all kept.
+    active = [
+        registration(f"w-{i:04d}", pid=1000 + i, process_start_time=f"ticks-{i}")
+        for i in range(700)
+    ]
+    await seed(store, *active, registration("w-gone", status="released", released_at=STAMP_2))
+    got = await store.read_active_processes()
+    host = active[0]["host_id"]
+    assert sorted(got) == [(f"w-{i:04d}", 1000 + i, host, f"ticks-{i}") for i in range(700)]
+    assert all(type(identity) is str for identity, *_ in got)
+
+
+async def test_retire_guarded_many_retires_every_unchanged_row(store: SQLiteStore) -> None:
+    rows = [registration(f"w-{i}") for i in range(5)]
+    await seed(store, *rows, registration("w-other"))
+    async with store.write() as tx:
+        expected = await tx.registrations(worker_identities=[r["worker_identity"] for r in rows])
+        assert await tx.retire_guarded_many(expected, **RETIRE) == [True] * 5
+    statuses = {r["worker_identity"]: r["status"] for r in await store.read_registrations()}
+    assert statuses == {**{f"w-{i}": "retired" for i in range(5)}, "w-other": "active"}
+    assert {
+        (r["retired_at"], r["retired_by"], r["retirement_reason"])
+        for r in await store.read_registrations()
+        if r["status"] == "retired"
+    } == {(STAMP_3, "operator", "eligible_stale_orphan")}
+
+
+@pytest.mark.parametrize("column", GUARD_COLUMNS)
+async def test_retire_guarded_many_reports_each_moved_row_and_retires_the_rest(
+    store: SQLiteStore, column: str
+) -> None:
+    planned = [registration(f"w-{i}") for i in range(4)]
+    moved = {"w-1", "w-3"}
+    current = [
+        p | {column: changed(column, p[column])} if p["worker_identity"] in moved else p
+        for p in planned
+    ]
+    await seed(store, *current)
+    async with store.write() as tx:
+        assert await tx.retire_guarded_many(planned, **RETIRE) == [True, False, True, False]
+    statuses = {r["worker_identity"]: r["status"] for r in await store.read_registrations()}
+    assert {i: s for i, s in statuses.items() if i not in moved} == {
+        "w-0": "retired",
+        "w-2": "retired",
+    }
+    # The moved rows are exactly as they were: the batch's fast path was rolled back.
+    for row in current:
+        if row["worker_identity"] in moved:
+            assert await row_of(store, row["worker_identity"]) == row | {
+                "retired_at": None,
+                "retired_by": None,
+                "retirement_reason": None,
+                "released_at": None,
+            }
+
+
+async def test_retire_guarded_many_matches_nothing_for_a_missing_row(store: SQLiteStore) -> None:
+    await seed(store, registration("w-1"))
+    async with store.write() as tx:
+        assert await tx.retire_guarded_many(
+            [registration("w-ghost"), registration("w-1")], **RETIRE
+        ) == [False, True]
+    assert (await row_of(store, "w-1"))["status"] == "retired"
+
+
+async def test_retire_guarded_many_of_nothing_is_empty(store: SQLiteStore) -> None:
+    async with store.write() as tx:
+        assert await tx.retire_guarded_many([], **RETIRE) == []
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([registration("w-1"), registration("w-1")], "distinct"),
+        ([registration("w-1", status="released")], "only active"),
+        ([{k: v for k, v in registration("w-1").items() if k != "session_id"}], "session_id"),
+    ],
+)
+async def test_retire_guarded_many_refuses_bad_input_and_writes_nothing(
+    store: SQLiteStore, rows: list[dict[str, Any]], message: str
+) -> None:
+    await seed(store, registration("w-1"))
+    with pytest.raises(StoreError, match=message):
+        async with store.write() as tx:
+            await tx.retire_guarded_many(rows, **RETIRE)
+    assert (await row_of(store, "w-1"))["status"] == "active"
