@@ -299,7 +299,8 @@ def create_token(path: str | Path, profile_name: str) -> str:
     if profile_name not in records:
         known = ", ".join(records) or "none"
         raise ConfigError(f"unknown profile {profile_name!r} in {file}; profiles: {known}")
-    token = secrets.token_urlsafe(32)
+    # Prefixed so a token never starts with '-': `--token <value>` would read it as a flag.
+    token = f"fst_{secrets.token_urlsafe(32)}"
     digest = hash_token(token)
     tables: dict[str, dict[str, Any]] = document.get("profiles", {})
     body = tables[profile_name]

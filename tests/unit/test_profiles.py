@@ -88,6 +88,13 @@ def test_created_token_authenticates_and_a_wrong_one_does_not(book_path: Path) -
     assert hash_token(token) in load_profiles(book_path)["prgs-controller"].token_sha256
 
 
+def test_created_tokens_never_look_like_a_command_line_flag(book_path: Path) -> None:
+    # token_urlsafe alone starts with '-' about once in 64 tokens.
+    tokens = [create_token(book_path, "prgs-controller") for _ in range(200)]
+    assert not any(t.startswith("-") for t in tokens)
+    assert len(set(tokens)) == 200
+
+
 def test_authenticate_sees_a_token_created_after_the_first_read(book_path: Path) -> None:
     book = ProfileBook(book_path)
     first = create_token(book_path, "prgs-reconciler")
