@@ -12,7 +12,9 @@ from anyio.abc import TaskStatus
 
 from actors.mailbox import Inbox, Outbox, ask, tell
 from actors.messages import (
+    BeatClaim,
     Heartbeat,
+    HeartbeatGroup,
     HeartbeatInbox,
     HeartbeatResult,
     HeartbeatWrite,
@@ -103,12 +105,12 @@ class HeartbeatActor:
                         batch.append(self._inbox.receive_nowait())
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
-                beats = [m for m in batch if isinstance(m, Heartbeat)]
+                beats = [m for m in batch if isinstance(m, Heartbeat | HeartbeatGroup)]
                 if beats:
                     await self._in_flight.acquire()
                     tg.start_soon(self._flush, beats)
                 for message in batch:
-                    if not isinstance(message, Heartbeat):
+                    if isinstance(message, Register | Release):
                         tg.start_soon(self._handle, message)
 
     async def _handle(self, message: Register | Release) -> None:
@@ -122,21 +124,25 @@ class HeartbeatActor:
             case _:
                 assert_never(message)
 
-    async def _flush(self, beats: Sequence[Heartbeat]) -> None:
+    async def _flush(self, beats: Sequence[Heartbeat | HeartbeatGroup]) -> None:
         try:
             stamp = format_stamp(self._clock.now())
             # Beats with identical claims collapse into one write; beats of one
             # worker with different claims stay apart so each is judged alone.
             slot: dict[tuple[str, int, str, int], int] = {}
             writes: list[HeartbeatWrite] = []
-            positions: list[int] = []
-            for beat in beats:
-                claim = (beat.worker_identity, beat.pid, beat.generation_id, beat.fencing_epoch)
-                position = slot.get(claim)
-                if position is None:
-                    position = slot[claim] = len(writes)
-                    writes.append(_as_write(beat, stamp))
-                positions.append(position)
+            positions: list[list[int]] = []
+            for message in beats:
+                claims = message.claims if isinstance(message, HeartbeatGroup) else (message,)
+                mine: list[int] = []
+                for beat in claims:
+                    claim = (beat.worker_identity, beat.pid, beat.generation_id, beat.fencing_epoch)
+                    position = slot.get(claim)
+                    if position is None:
+                        position = slot[claim] = len(writes)
+                        writes.append(_as_write(beat, stamp))
+                    mine.append(position)
+                positions.append(mine)
             results: Sequence[HeartbeatResult]
             try:
                 answered: tuple[HeartbeatResult, ...] = await ask(
@@ -155,9 +161,12 @@ class HeartbeatActor:
                     )
                     for w in writes
                 ]
-            for beat, position in zip(beats, positions, strict=True):
-                with beat.reply:
-                    beat.reply.send(results[position])
+            for message, mine in zip(beats, positions, strict=True):
+                with message.reply:
+                    if isinstance(message, HeartbeatGroup):
+                        message.reply.send(tuple(results[p] for p in mine))
+                    else:
+                        message.reply.send(results[mine[0]])
         finally:
             self._in_flight.release()
 
@@ -259,7 +268,7 @@ class HeartbeatActor:
         return ack
 
 
-def _as_write(beat: Heartbeat, stamp: str) -> HeartbeatWrite:
+def _as_write(beat: BeatClaim, stamp: str) -> HeartbeatWrite:
     return HeartbeatWrite(
         worker_identity=beat.worker_identity,
         pid=beat.pid,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, TypeVar
 
@@ -12,7 +12,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from supervisor.errors import ActorStopped
 
-__all__ = ["Inbox", "Outbox", "Reply", "ask", "post", "tell", "wait_all"]
+__all__ = ["Inbox", "Outbox", "Reply", "ask", "post", "tell"]
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -116,21 +116,6 @@ class Reply(Generic[T]):
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
-
-
-async def wait_all(
-    replies: Sequence[Reply[T]],
-    *,
-    actor: str,
-    timeout: float,  # noqa: ASYNC109 - a timer, not a scope: see Reply.wait
-) -> list[T]:
-    """Every answer, in order, all within one ``timeout`` (``TimeoutError`` otherwise)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    answers: list[T] = []
-    for reply in replies:
-        left = max(0.0, deadline - asyncio.get_running_loop().time())
-        answers.append(await reply.wait(actor=actor, timeout=left))
-    return answers
 
 
 async def post(outbox: MemoryObjectSendStream[M], message: M, *, actor: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from actors.mailbox import Reply
 from actors.messages_control import (
@@ -34,12 +34,14 @@ __all__ = [
     "ApplyRetirement",
     "AssignAndLease",
     "AutoRetireTick",
+    "BeatClaim",
     "CheckAssignment",
     "ControlOp",
     "ControlWrite",
     "ExpireLeases",
     "GetTerminalLock",
     "Heartbeat",
+    "HeartbeatGroup",
     "HeartbeatInbox",
     "HeartbeatLease",
     "HeartbeatResult",
@@ -246,6 +248,28 @@ class Heartbeat:
     reply: Reply[HeartbeatResult]
 
 
+class BeatClaim(Protocol):
+    """What one heartbeat claims: the registration it names and its fencing."""
+
+    @property
+    def worker_identity(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def generation_id(self) -> str: ...
+    @property
+    def fencing_epoch(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatGroup:
+    """Several beats with one answer slot (a pipelining peer's): each beat is still judged
+    on its own claim, and the answer holds one result per claim, in order."""
+
+    claims: tuple[BeatClaim, ...]
+    reply: Reply[tuple[HeartbeatResult, ...]]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Release:
     worker_identity: str
@@ -255,7 +279,7 @@ class Release:
     reply: Reply[WriteAck]
 
 
-HeartbeatInbox = Register | Heartbeat | Release
+HeartbeatInbox = Register | Heartbeat | HeartbeatGroup | Release
 
 # --- liveness -----------------------------------------------------------------
 

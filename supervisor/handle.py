@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.mailbox import Reply, ask, post, wait_all
+from actors.mailbox import Reply, ask, post
 from actors.messages import (
     ApplyRequest,
     AutoRetireTick,
+    BeatClaim,
     Heartbeat,
+    HeartbeatGroup,
     HeartbeatInbox,
     HeartbeatResult,
     LeaseOwners,
@@ -34,20 +36,7 @@ from supervisor.handle_control import ControlPlaneCalls
 from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry
 
-__all__ = ["BeatClaim", "SupervisorHandle"]
-
-
-class BeatClaim(Protocol):
-    """What one heartbeat claims: the registration it names and its fencing."""
-
-    @property
-    def worker_identity(self) -> str: ...
-    @property
-    def pid(self) -> int: ...
-    @property
-    def generation_id(self) -> str: ...
-    @property
-    def fencing_epoch(self) -> int: ...
+__all__ = ["SupervisorHandle"]
 
 
 class SupervisorHandle(ControlPlaneCalls):
@@ -102,25 +91,21 @@ class SupervisorHandle(ControlPlaneCalls):
         *,
         timeout: float,  # noqa: ASYNC109 - a timer, not a scope: see Reply.wait
     ) -> list[HeartbeatResult]:
-        """Several beats at once (a pipelining peer's): all queued, then answered in order,
-        all within ``timeout`` seconds (else ``TimeoutError``; the beats may still land).
+        """Several beats at once (a pipelining peer's), answered in order within ``timeout``
+        seconds (else ``TimeoutError``; the beats may still land).
 
-        Each beat is still its own message with its own answer; queuing them
-        together lets the heartbeat actor put them in one write batch.
+        One message for all of them, so they share one write batch; each beat is still
+        judged on its own claim and gets its own result.
         """
-        replies: list[Reply[HeartbeatResult]] = []
-        for claim in claims:
-            reply: Reply[HeartbeatResult] = Reply()
-            message = Heartbeat(
-                worker_identity=claim.worker_identity,
-                pid=claim.pid,
-                generation_id=claim.generation_id,
-                fencing_epoch=claim.fencing_epoch,
-                reply=reply,
-            )
-            await post(self._heartbeat, message, actor="heartbeat")
-            replies.append(reply)
-        return await wait_all(replies, actor="heartbeat", timeout=timeout)
+        if not claims:
+            return []
+        reply: Reply[tuple[HeartbeatResult, ...]] = Reply()
+        await post(
+            self._heartbeat,
+            HeartbeatGroup(claims=tuple(claims), reply=reply),
+            actor="heartbeat",
+        )
+        return list(await reply.wait(actor="heartbeat", timeout=timeout))
 
     async def release(
         self, worker_identity: str, *, pid: int, generation_id: str, fencing_epoch: int

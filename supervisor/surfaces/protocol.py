@@ -331,8 +331,10 @@ def to_wire(value: Any) -> Any:
     if value is None or type(value) in _PLAIN:
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        # Field names cached per class: every heartbeat answer passes through here.
-        return {name: to_wire(getattr(value, name)) for name in _field_names(type(value))}
+        # Field names cached per class and plain values taken as they are: every heartbeat
+        # answer passes through here.
+        fields = ((name, getattr(value, name)) for name in _field_names(type(value)))
+        return {n: v if v is None or type(v) in _PLAIN else to_wire(v) for n, v in fields}
     if isinstance(value, Mapping):
         return {str(k): to_wire(v) for k, v in value.items()}
     if isinstance(value, Set):

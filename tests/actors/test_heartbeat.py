@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.messages import Heartbeat, HeartbeatResult, Register, RegisterResult
+from actors.messages import Heartbeat, HeartbeatGroup, HeartbeatResult, Register, RegisterResult
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.sqlite import open_sqlite_store
@@ -467,3 +468,72 @@ async def test_a_forged_beat_coalesced_with_a_valid_one_does_not_refuse_the_owne
         assert [r["last_heartbeat_at"] for r in rows] == [at(3)]
     finally:
         await db.close()
+
+
+async def test_a_group_of_beats_is_judged_claim_by_claim_and_answered_in_order(
+    tmp_path: Path,
+) -> None:
+    probes = ScriptedProbes(host_id="host-a", boot_id="boot-1")
+    for pid in (4101, 4102):
+        probes.set(pid, alive=True, start_time=f"ticks-{pid}", cwd=REPO)
+    fake = FakeClock(wall=START)
+    db = await open_sqlite_store(tmp_path / "registry.sqlite3")
+    try:
+        store = RecordingStore(db)
+        with reply_boxes() as boxes:
+            async with running_front(store, clock=MonotonicWall(fake), probes=probes) as rig:
+                first = await register_direct(rig.inbox, boxes, 4101)
+                second = await register_direct(rig.inbox, boxes, 4102)
+                await fake.advance(2)
+
+                def claim(reg: Mapping[str, Any], **change: Any) -> _Claim:
+                    fields = {k: reg[k] for k in ("worker_identity", "pid", "generation_id")}
+                    fields["fencing_epoch"] = int(reg["fencing_epoch"])
+                    return _Claim(**{**fields, **change})
+
+                group: ReplyBox[tuple[HeartbeatResult, ...]] = boxes.new()
+                single: ReplyBox[HeartbeatResult] = boxes.new()
+                claims = (
+                    claim(first),
+                    claim(second),
+                    claim(first, pid=9999),
+                    claim(first),
+                    claim(second, worker_identity="wkr-nobody"),
+                )
+                rig.inbox.send_nowait(HeartbeatGroup(claims=claims, reply=group.reply))
+                rig.inbox.send_nowait(
+                    Heartbeat(
+                        worker_identity=str(second["worker_identity"]),
+                        pid=4102,
+                        generation_id=str(second["generation_id"]),
+                        fencing_epoch=int(second["fencing_epoch"]),
+                        reply=single.reply,
+                    )
+                )
+                results, alone = await group.get(), await single.get()
+        assert [r.code for r in results] == [
+            "ok",
+            "ok",
+            "fencing_mismatch",
+            "ok",
+            "unknown_registration",
+        ]
+        assert [r.worker_identity for r in results[:2]] == [
+            first["worker_identity"],
+            second["worker_identity"],
+        ]
+        assert (alone.ok, alone.last_heartbeat_at) == (True, at(2))
+        # One write per worker for the group and the lone beat together.
+        assert sorted(pair[0] for call in store.touch_calls for pair in call) == sorted(
+            [str(first["worker_identity"]), str(second["worker_identity"])]
+        )
+    finally:
+        await db.close()
+
+
+@dataclass(frozen=True)
+class _Claim:
+    worker_identity: str
+    pid: int
+    generation_id: str
+    fencing_epoch: int

@@ -9,7 +9,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from actors.mailbox import Reply, ask, post, wait_all
+from actors.mailbox import Reply, ask, post
 from supervisor.errors import ActorStopped
 
 pytestmark = pytest.mark.anyio
@@ -99,13 +99,3 @@ async def test_a_wait_with_a_timeout_gives_up_and_the_answer_still_arrives_later
         await reply.wait(actor="a", timeout=0.01)
     reply.send(3)
     assert await reply.wait(actor="a", timeout=0.01) == 3
-
-
-async def test_wait_all_answers_in_order_or_times_out_as_a_whole() -> None:
-    first: Reply[int] = Reply()
-    second: Reply[int] = Reply()
-    first.send(1)
-    with pytest.raises(TimeoutError):
-        await wait_all([first, second], actor="a", timeout=0.01)
-    second.send(2)
-    assert await wait_all([first, second], actor="a", timeout=1.0) == [1, 2]
