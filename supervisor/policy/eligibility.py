@@ -6,12 +6,20 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from .canonical import canon
 from .evidence import UNKNOWN, EvidenceMap, PidEvidence
 from .fingerprints import candidate_token, registry_token, scope_token
-from .plan_facts import REQUIRED_IDENTITY_FIELDS, FactsContext, PlanMemo, RowFacts, Verdict
+from .plan_facts import (
+    REQUIRED_IDENTITY_FIELDS,
+    FactsContext,
+    PlanMemo,
+    RowFacts,
+    Verdict,
+    row_facts,
+)
 from .reasons import (
     REASON_AMBIGUOUS_OWNERSHIP,
     REASON_CONFLICTING_IDENTITY,
@@ -104,6 +112,9 @@ class RetirementPlan:
         return None
 
 
+_IDENTITY = attrgetter("worker_identity")
+_SLOT = attrgetter("slot")
+
 _ELIGIBLE_DETAIL = (
     "dead pid, expired heartbeat, stale ownership, trusted and fenced "
     "identity, canonical repository, no active lease"
@@ -121,79 +132,86 @@ class _FleetContext:
 
 
 @dataclass(frozen=True, slots=True)
-class _RowState:
-    """One row at this plan's instant: its facts plus what the probe and ``now`` say."""
+class _Moment:
+    """Every row at this plan's instant, as parallel columns (no object per row)."""
 
-    facts: RowFacts
-    probe: PidEvidence
-    age: float | None
-    fresh: bool | None
-    live: bool
-    ownership: str
-
-
-def _row_state(facts: RowFacts, evidence: EvidenceMap, now: datetime) -> _RowState:
-    pid = facts.pid
-    probe = UNKNOWN if pid is None else evidence.get(pid, UNKNOWN)
-    age: float | None = None
-    fresh: bool | None = None
-    beat = facts.beat
-    if beat is not None:
-        age = (now - beat).total_seconds()
-        if facts.ttl is not None:
-            fresh = age < facts.ttl
-    # A probe only speaks for rows of this host; it can withdraw liveness, never grant it.
-    live = facts.active and fresh is True and not (facts.pid_local and probe.alive is False)
-    if not facts.active:
-        ownership = OWNERSHIP_HISTORICAL
-    elif not live:
-        ownership = OWNERSHIP_INCONSISTENT if facts.self_contradicting else OWNERSHIP_STALE
-    elif not facts.session_id:
-        ownership = OWNERSHIP_ORPHANED
-    elif not facts.identity_trusted:
-        ownership = OWNERSHIP_LIVE_UNTRUSTED
-    else:
-        ownership = OWNERSHIP_LIVE
-    return _RowState(facts, probe, age, fresh, live, ownership)
+    probes: list[PidEvidence]
+    ages: list[float | None]
+    fresh: list[bool | None]
+    live: list[bool]
+    ownership: list[str]
+    ambiguous_keys: frozenset[tuple[str, str]]
 
 
-def _fleet_context(states: Sequence[_RowState], owners: ProtectedOwners) -> _FleetContext:
-    identities = Counter(s.facts.worker_identity for s in states)
+def _observe(facts: Sequence[RowFacts], evidence: EvidenceMap, now: datetime) -> _Moment:
+    """What the probes and ``now`` say about each row; the only per-plan work per row."""
+    probe_of = evidence.get
+    probes: list[PidEvidence] = []
+    ages: list[float | None] = []
+    fresh_of: list[bool | None] = []
+    live_of: list[bool] = []
+    ownership_of: list[str] = []
     ambiguous: set[tuple[str, str]] = set()
-    slots: dict[tuple[str, str], list[_RowState]] = {}
-    for state in states:
-        facts = state.facts
-        # An active row whose liveness cannot be settled may still belong to a running process.
-        if state.live or (facts.active and (state.probe.alive is None or state.fresh is None)):
-            ambiguous |= facts.conflict_keys
-        if facts.slot is not None:
-            slots.setdefault(facts.slot, []).append(state)
+    for f in facts:
+        pid = f.pid
+        probe = UNKNOWN if pid is None else probe_of(pid, UNKNOWN)
+        alive = probe.alive
+        beat = f.beat
+        age: float | None = None
+        fresh: bool | None = None
+        if beat is not None:
+            age = (now - beat).total_seconds()
+            ttl = f.ttl
+            if ttl is not None:
+                fresh = age < ttl
+        active = f.active
+        # A probe only speaks for rows of this host; it can withdraw liveness, never grant it.
+        live = active and fresh is True and not (alive is False and f.pid_local)
+        if not active:
+            ownership = OWNERSHIP_HISTORICAL
+        elif not live:
+            ownership = OWNERSHIP_INCONSISTENT if f.self_contradicting else OWNERSHIP_STALE
+            # An active row whose liveness cannot be settled may still belong to a
+            # running process, like a live one.
+            if alive is None or fresh is None:
+                ambiguous.update(f.conflict_keys)
+        else:
+            ambiguous.update(f.conflict_keys)
+            if not f.session_id:
+                ownership = OWNERSHIP_ORPHANED
+            elif not f.identity_trusted:
+                ownership = OWNERSHIP_LIVE_UNTRUSTED
+            else:
+                ownership = OWNERSHIP_LIVE
+        probes.append(probe)
+        ages.append(age)
+        fresh_of.append(fresh)
+        live_of.append(live)
+        ownership_of.append(ownership)
+    return _Moment(probes, ages, fresh_of, live_of, ownership_of, frozenset(ambiguous))
+
+
+def _fleet_context(
+    facts: Sequence[RowFacts], moment: _Moment, owners: ProtectedOwners
+) -> _FleetContext:
+    identities = Counter(map(_IDENTITY, facts))
+    slot_counts = Counter(map(_SLOT, facts))
+    shared = {slot for slot, count in slot_counts.items() if slot is not None and count > 1}
     # Several dead rows on one (instance, namespace) slot are ordinary restart
     # history; the slot is only contested when one of them might be running.
-    contested = frozenset(
-        slot
-        for slot, members in slots.items()
-        if len(members) > 1 and any(m.live or m.probe.alive is None for m in members)
-    )
+    contested: set[tuple[str, str]] = set()
+    if shared:
+        for index, f in enumerate(facts):
+            if f.slot in shared and (moment.live[index] or moment.probes[index].alive is None):
+                contested.add(f.slot)  # type: ignore[arg-type]
     return _FleetContext(
         owners=owners,
         duplicate_identities=frozenset(
             identity for identity, count in identities.items() if identity and count > 1
         ),
-        ambiguous_keys=frozenset(ambiguous),
-        contested_slots=contested,
+        ambiguous_keys=moment.ambiguous_keys,
+        contested_slots=frozenset(contested),
     )
-
-
-def _entry_evidence(state: _RowState) -> dict[str, Any]:
-    evidence = dict(state.facts.evidence_template)
-    evidence["pid_alive"] = state.probe.alive
-    evidence["probed_start_time"] = state.probe.start_time
-    evidence["heartbeat_age_seconds"] = state.age
-    evidence["heartbeat_fresh"] = state.fresh
-    evidence["live"] = state.live
-    evidence["ownership_state"] = state.ownership
-    return evidence
 
 
 def plan_retirement(
@@ -211,35 +229,55 @@ def plan_retirement(
     ``memo`` carries per-row facts from earlier plans; the result is the same
     with or without it, only rows whose content changed cost their full price.
     """
-    all_rows = list(rows)
+    all_rows = rows if isinstance(rows, list) else list(rows)
     owners = protected or ProtectedOwners()
     context = FactsContext(fencing.host_id, fencing.boot_id, canonical_repository)
-    facts = (memo if memo is not None else PlanMemo()).facts(all_rows, context)
-    states = [_row_state(f, evidence, now) for f in facts]
-    fleet = _fleet_context(states, owners)
+    facts = (
+        memo.facts(all_rows, context)
+        if memo is not None
+        else [row_facts(row, context) for row in all_rows]
+    )
+    moment = _observe(facts, evidence, now)
+    fleet = _fleet_context(facts, moment, owners)
 
     candidates: list[PlanEntry] = []
     candidate_indices: list[int] = []
     preserved: list[PlanEntry] = []
-    for index, state in enumerate(states):
-        verdict = _verdict(state, fleet)
+    probes, ages, fresh_of = moment.probes, moment.ages, moment.fresh
+    live_of, ownership_of = moment.live, moment.ownership
+    for index, f in enumerate(facts):
+        probe, fresh, live, ownership = (
+            probes[index],
+            fresh_of[index],
+            live_of[index],
+            ownership_of[index],
+        )
+        verdict = _verdict(f, index, moment, fleet)
+        # Row-static entries come from the template; these six are this plan's own.
+        entry_evidence = dict(f.evidence_template)
+        entry_evidence["pid_alive"] = probe.alive
+        entry_evidence["probed_start_time"] = probe.start_time
+        entry_evidence["heartbeat_age_seconds"] = ages[index]
+        entry_evidence["heartbeat_fresh"] = fresh
+        entry_evidence["live"] = live
+        entry_evidence["ownership_state"] = ownership
         if verdict is None:
             candidates.append(
                 PlanEntry(
-                    worker_identity=state.facts.worker_identity,
+                    worker_identity=f.worker_identity,
                     reason_code=REASON_ELIGIBLE,
                     detail=_ELIGIBLE_DETAIL,
-                    evidence=_entry_evidence(state),
+                    evidence=entry_evidence,
                 )
             )
             candidate_indices.append(index)
         else:
             preserved.append(
                 PlanEntry(
-                    worker_identity=state.facts.worker_identity,
+                    worker_identity=f.worker_identity,
                     reason_code=verdict[0],
                     detail=verdict[1],
-                    evidence=_entry_evidence(state),
+                    evidence=entry_evidence,
                 )
             )
 
@@ -277,13 +315,12 @@ def _scope(facts: Sequence[RowFacts], anchor_identities: Sequence[str]) -> list[
     anchor_keys: set[tuple[str, str]] = set()
     for f in facts:
         if f.canon_identity in anchors:
-            anchor_keys |= f.scope_keys
+            anchor_keys.update(f.scope_keys)
     return [i for i, f in enumerate(facts) if not anchor_keys.isdisjoint(f.scope_keys)]
 
 
-def _verdict(state: _RowState, fleet: _FleetContext) -> Verdict:
+def _verdict(facts: RowFacts, index: int, moment: _Moment, fleet: _FleetContext) -> Verdict:
     """The first requirement this row fails, in the specified order; ``None`` if eligible."""
-    facts, probe = state.facts, state.probe
     identity = facts.worker_identity
     if identity in fleet.duplicate_identities:
         return (
@@ -292,7 +329,8 @@ def _verdict(state: _RowState, fleet: _FleetContext) -> Verdict:
         )
     if facts.static_verdict is not None:
         return facts.static_verdict
-    if state.live:
+    probe = moment.probes[index]
+    if moment.live[index]:
         return (REASON_WORKER_LIVE, "worker is live and must not be retired")
     if probe.alive is None:
         return (REASON_PID_UNKNOWN, f"pid {facts.pid} could not be probed; liveness unproven")
@@ -310,19 +348,22 @@ def _verdict(state: _RowState, fleet: _FleetContext) -> Verdict:
             )
         # Absolute: even across a boot boundary an occupied pid is not argued away.
         return (REASON_PID_ALIVE, f"recorded pid {facts.pid} is still running")
-    if state.fresh is not False:
+    if moment.fresh[index] is not False:
         return (REASON_HEARTBEAT_FRESH, "heartbeat has not expired under its TTL")
-    if state.ownership != OWNERSHIP_STALE:
+    ownership = moment.ownership[index]
+    if ownership != OWNERSHIP_STALE:
         return (
             REASON_AMBIGUOUS_OWNERSHIP,
-            f"ownership state is {state.ownership!r}, not 'stale'",
+            f"ownership state is {ownership!r}, not 'stale'",
         )
     if facts.repository_unfit:
         return (
             REASON_FOREIGN_REPOSITORY,
             "repository binding is absent or not the canonical repository",
         )
-    shared = sorted(f"{name}={value}" for name, value in facts.conflict_keys & fleet.ambiguous_keys)
+    shared = sorted(
+        f"{name}={value}" for name, value in fleet.ambiguous_keys.intersection(facts.conflict_keys)
+    )
     if shared:
         return (
             REASON_CONFLICTING_IDENTITY,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from .canonical import canon
+from .evidence import row_pid
 from .fingerprints import FINGERPRINT_FIELDS, identity_keys, row_unit
+from .identity import InstanceIdentity, assess_instance_identity, normalize_client_name
 from .liveness import STATUS_ACTIVE, pid_evidence_applies, ttl_seconds
 from .reasons import (
     REASON_ALREADY_TERMINAL,
@@ -19,7 +22,7 @@ from .reasons import (
     REASON_UNTRUSTED_PROVENANCE,
 )
 from .stamps import parse_stamp
-from .worker_view import WorkerView, build_worker_view, self_contradicting
+from .worker_view import process_identity
 
 __all__ = [
     "DYNAMIC_EVIDENCE_KEYS",
@@ -49,9 +52,15 @@ REQUIRED_IDENTITY_FIELDS: tuple[str, ...] = (
     "process_start_time",
 )
 
-#: Every column a verdict, an evidence entry or a token reads. ``client_type``
-#: is the fallback for a missing ``client_name``; the rest are the token's.
+#: Every column a verdict, an evidence entry or a token reads: the token's
+#: columns, plus ``client_type``, read only as the fallback for a missing
+#: ``client_name`` (and only then part of the key).
 _KEY_FIELDS: tuple[str, ...] = (*FINGERPRINT_FIELDS, "client_type")
+_CLIENT_NAME_AT = FINGERPRINT_FIELDS.index("client_name")
+#: Builds the key in C; rows lacking a column take the ``get`` path.
+_KEY_GETTER = itemgetter(*FINGERPRINT_FIELDS)
+#: Superseded row versions tolerated before the memo is compacted.
+_SLACK = 1024
 
 #: Value types whose equality implies identical canonical text, verdicts and
 #: evidence. Other types (datetimes: equal instants in different zones print
@@ -69,10 +78,6 @@ DYNAMIC_EVIDENCE_KEYS: tuple[str, ...] = (
     "ownership_state",
 )
 
-#: A placeholder instant for building the static part of a view: nothing kept
-#: from that view depends on it.
-_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)
-
 Verdict = tuple[str, str] | None
 
 
@@ -85,9 +90,13 @@ class FactsContext:
     canonical_repository: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RowFacts:
-    """Everything about one row version that neither evidence nor ``now`` can change."""
+class RowFacts(NamedTuple):
+    """Everything about one row version that neither evidence nor ``now`` can change.
+
+    A named tuple rather than a dataclass: one is built per changed row per
+    plan, and tuple construction is several times cheaper than a frozen
+    dataclass's ``__init__``.
+    """
 
     unit: str
     canon_identity: str
@@ -108,28 +117,92 @@ class RowFacts:
     repository_unfit: bool
     #: Same host and same boot as the judge, so a pid number is comparable.
     same_incarnation_space: bool
-    conflict_keys: frozenset[tuple[str, str]]
-    scope_keys: frozenset[tuple[str, str]]
+    # Tuples, not sets: a memo of many rows should not hold GC-tracked objects it
+    # does not need (tuples of strings are untracked by the collector).
+    conflict_keys: tuple[tuple[str, str], ...]
+    scope_keys: tuple[tuple[str, str], ...]
     slot: tuple[str, str] | None
     identity_proof: Verdict
     evidence_template: Mapping[str, Any]
+
+
+class _Seen(NamedTuple):
+    """The static columns of one row, normalized as ``build_worker_view`` does."""
+
+    worker_identity: str | None
+    client_type: str
+    client_instance_id: str | None
+    identity: InstanceIdentity
+    fleet_run_id: str | None
+    namespace: str | None
+    profile: str | None
+    role: str | None
+    session_id: str | None
+    generation_id: str | None
+    fencing_epoch: Any
+    process_identity: str | None
+    pid: int | None
+    host_id: str | None
+    boot_id: str | None
+    process_start_time: str | None
+    repository_binding: str | None
+    foreign_repository: bool
+    status: str
+    ttl: float | None
+
+
+def _text(row: Mapping[str, Any], name: str) -> str | None:
+    text = canon(row.get(name)).strip()
+    return text or None
+
+
+def _seen(row: Mapping[str, Any], context: FactsContext) -> _Seen:
+    # Mirrors build_worker_view field by field (the oracle tests hold the two
+    # together); the view itself would also judge liveness, which is per plan.
+    identity = assess_instance_identity(row.get("client_instance_id"))
+    binding = _text(row, "repository_binding")
+    canonical = context.canonical_repository
+    return _Seen(
+        worker_identity=_text(row, "worker_identity"),
+        client_type=normalize_client_name(row.get("client_name") or row.get("client_type")),
+        client_instance_id=identity.client_instance_id,
+        identity=identity,
+        fleet_run_id=_text(row, "fleet_run_id"),
+        namespace=_text(row, "namespace"),
+        profile=_text(row, "profile"),
+        role=_text(row, "role"),
+        session_id=_text(row, "session_id"),
+        generation_id=_text(row, "generation_id"),
+        fencing_epoch=row.get("fencing_epoch"),
+        process_identity=process_identity(row),
+        pid=row_pid(row),
+        host_id=_text(row, "host_id"),
+        boot_id=_text(row, "boot_id"),
+        process_start_time=_text(row, "process_start_time"),
+        repository_binding=binding,
+        foreign_repository=bool(
+            canonical and binding and binding.rstrip("/") != canonical.rstrip("/")
+        ),
+        status=str(row.get("status") or ""),
+        ttl=ttl_seconds(row),
+    )
 
 
 def _missing_fields(row: Mapping[str, Any]) -> list[str]:
     return [name for name in REQUIRED_IDENTITY_FIELDS if not canon(row.get(name)).strip()]
 
 
-def _conflict_keys(view: WorkerView) -> frozenset[tuple[str, str]]:
-    keys = {
+def _conflict_keys(view: _Seen) -> tuple[tuple[str, str], ...]:
+    keys = (
         ("session_id", canon(view.session_id)),
         ("generation_id", canon(view.generation_id)),
         ("process_identity", canon(view.process_identity)),
         ("pid", canon(view.pid)),
-    }
-    return frozenset((name, value) for name, value in keys if value)
+    )
+    return tuple((name, value) for name, value in keys if value)
 
 
-def _static_verdict(row: Mapping[str, Any], view: WorkerView) -> Verdict:
+def _static_verdict(row: Mapping[str, Any], view: _Seen, beat: datetime | None) -> Verdict:
     if view.status != STATUS_ACTIVE:
         return (REASON_ALREADY_TERMINAL, f"status is {view.status!r}; nothing to retire")
     missing = _missing_fields(row)
@@ -138,12 +211,12 @@ def _static_verdict(row: Mapping[str, Any], view: WorkerView) -> Verdict:
             REASON_INCOMPLETE_IDENTITY,
             f"row lacks field(s) the retirement conjunction reads: {missing}",
         )
-    if parse_stamp(row.get("last_heartbeat_at")) is None:
+    if beat is None:
         return (REASON_UNPARSABLE_HEARTBEAT, "last_heartbeat_at is not a parsable UTC stamp")
     return None
 
 
-def _identity_proof(view: WorkerView, context: FactsContext) -> Verdict:
+def _identity_proof(view: _Seen, context: FactsContext) -> Verdict:
     """Attribution (launcher-minted instance) plus fencing (same host, known boots)."""
     if not view.identity.trusted:
         return (
@@ -174,7 +247,7 @@ def _identity_proof(view: WorkerView, context: FactsContext) -> Verdict:
     return None
 
 
-def _evidence_template(view: WorkerView, row: Mapping[str, Any]) -> dict[str, Any]:
+def _evidence_template(view: _Seen, row: Mapping[str, Any]) -> dict[str, Any]:
     # Key order is the rendered order; the dynamic entries are overwritten per plan.
     return {
         "worker_identity": view.worker_identity,
@@ -199,7 +272,7 @@ def _evidence_template(view: WorkerView, row: Mapping[str, Any]) -> dict[str, An
         "status": view.status,
         "started_at": row.get("started_at"),
         "last_heartbeat_at": row.get("last_heartbeat_at"),
-        "heartbeat_ttl_seconds": view.liveness.heartbeat_ttl_seconds,
+        "heartbeat_ttl_seconds": view.ttl,
         "heartbeat_age_seconds": None,
         "heartbeat_fresh": None,
         "live": False,
@@ -210,14 +283,8 @@ def _evidence_template(view: WorkerView, row: Mapping[str, Any]) -> dict[str, An
 
 
 def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
-    """The static facts of one row, derived through the same view the snapshot uses."""
-    view = build_worker_view(
-        row,
-        now=_ANY_TIME,
-        evidence={},
-        current_host_id=context.host_id,
-        canonical_repository=context.canonical_repository,
-    )
+    """The static facts of one row."""
+    view = _seen(row, context)
     active = view.status == STATUS_ACTIVE
     slot = (
         (view.client_instance_id, view.namespace)
@@ -230,6 +297,8 @@ def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
         and context.boot_id
         and view.boot_id == context.boot_id
     )
+    beat = parse_stamp(row.get("last_heartbeat_at"))
+    started = parse_stamp(row.get("started_at"))
     return RowFacts(
         unit=row_unit(row),
         canon_identity=canon(row.get("worker_identity")),
@@ -241,19 +310,38 @@ def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
         process_start_time=view.process_start_time,
         identity_trusted=view.identity.trusted,
         active=active,
-        beat=parse_stamp(row.get("last_heartbeat_at")),
-        ttl=ttl_seconds(row),
+        beat=beat,
+        ttl=view.ttl,
         pid_local=pid_evidence_applies(row, context.host_id),
-        self_contradicting=self_contradicting(row),
-        static_verdict=_static_verdict(row, view),
+        # As worker_view.self_contradicting, from the stamps parsed once here.
+        self_contradicting=started is None or (beat is not None and started > beat),
+        static_verdict=_static_verdict(row, view, beat),
         repository_unfit=not view.repository_binding or view.foreign_repository,
         same_incarnation_space=comparable,
         conflict_keys=_conflict_keys(view),
-        scope_keys=frozenset(identity_keys(row)),
+        scope_keys=tuple(identity_keys(row)),
         slot=slot,
         identity_proof=_identity_proof(view, context),
         evidence_template=_evidence_template(view, row),
     )
+
+
+def _key(row: Mapping[str, Any], *, fast: bool) -> tuple[Any, ...] | None:
+    """The memo key, or ``None`` when the C path cannot read the row (then use ``_slow_key``)."""
+    # Plain dicts only: a subclass may answer a missing column (defaultdict)
+    # differently from ``get``, which is what every reader of the row uses.
+    if not fast or type(row) is not dict:
+        return None
+    try:
+        key: tuple[Any, ...] = _KEY_GETTER(row)
+    except KeyError:
+        return None
+    return key if key[_CLIENT_NAME_AT] else (*key, row.get("client_type"))
+
+
+def _slow_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    key = tuple(map(row.get, FINGERPRINT_FIELDS))
+    return key if key[_CLIENT_NAME_AT] else (*key, row.get("client_type"))
 
 
 def _memoizable(key: tuple[Any, ...], types: tuple[type, ...]) -> bool:
@@ -275,9 +363,11 @@ class PlanMemo:
 
     __slots__ = ("_context", "_facts", "_registry", "hits", "misses")
 
+    _facts: dict[tuple[Any, ...], tuple[tuple[type, ...], RowFacts]]
+
     def __init__(self) -> None:
         self._context: FactsContext | None = None
-        self._facts: dict[tuple[Any, ...], tuple[tuple[type, ...], RowFacts]] = {}
+        self._facts = {}
         self._registry: tuple[list[str], str] | None = None
         self.hits = 0
         self.misses = 0
@@ -285,33 +375,40 @@ class PlanMemo:
     def __len__(self) -> int:
         return len(self._facts)
 
-    def facts(self, rows: Iterable[Mapping[str, Any]], context: FactsContext) -> list[RowFacts]:
+    def facts(self, rows: Sequence[Mapping[str, Any]], context: FactsContext) -> list[RowFacts]:
         """Facts for every row, in order; rows unchanged since an earlier call cost a lookup."""
         if context != self._context:
             self._facts.clear()
             self._context = context
         cache = self._facts
-        found: dict[tuple[Any, ...], tuple[tuple[type, ...], RowFacts]] = {}
         out: list[RowFacts] = []
-        hits = 0
+        append = out.append
+        misses = 0
+        # Rows of one plan come from one source; once one lacks a column the
+        # rest are read with ``get`` instead of raising per row.
+        fast = True
         for row in rows:
-            key = tuple(map(row.get, _KEY_FIELDS))
+            key = _key(row, fast=fast)
+            if key is None:
+                fast = False
+                key = _slow_key(row)
             types = tuple(map(type, key))
             held = cache.get(key)
             if held is not None and held[0] == types:
-                hits += 1
-                found[key] = held
-                out.append(held[1])
+                append(held[1])
                 continue
+            misses += 1
             facts = row_facts(row, context)
             if _memoizable(key, types):
-                found[key] = (types, facts)
-            out.append(facts)
-        # Only the row versions of this plan are kept, so memory follows the
-        # registry's size instead of its history.
-        self._facts = found
-        self.hits += hits
-        self.misses += len(out) - hits
+                cache[key] = (types, facts)
+            append(facts)
+        if len(cache) > 2 * len(out) + _SLACK:
+            # Keep only this plan's row versions, so memory follows the registry's
+            # size instead of its history.
+            keep = {_key(row, fast=True) or _slow_key(row) for row in rows}
+            self._facts = {key: held for key, held in cache.items() if key in keep}
+        self.hits += len(out) - misses
+        self.misses += misses
         return out
 
     def registry_token(self, units: list[str], compute: Callable[[list[str]], str]) -> str:

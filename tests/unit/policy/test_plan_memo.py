@@ -197,8 +197,21 @@ def test_unchanged_rows_hit_and_changed_rows_miss() -> None:
     assert (memo.hits, memo.misses) == (4, 6)
     assert plan.reason_for("w-2") is not None
     assert plan.reason_for("w-2").reason_code == R.REASON_UNPARSABLE_HEARTBEAT  # type: ignore[union-attr]
-    # Only the current row versions stay memoized.
-    assert len(memo) == 5
+
+
+def test_superseded_row_versions_are_dropped() -> None:
+    memo = PlanMemo()
+    fleet = [row(f"w-{i}", pid=100 + i) for i in range(5)]
+    kwargs: dict[str, Any] = {"now": NOW, "evidence": all_dead(fleet), "fencing": FENCE}
+    for beat in range(1500):
+        fleet[0] = dict(
+            fleet[0], last_heartbeat_at=f"2026-07-30T06:{beat // 60 % 60:02d}:{beat % 60:02d}Z"
+        )
+        plan_retirement(fleet, memo=memo, **kwargs)
+        # Memory follows the registry's size, not the number of versions seen.
+        assert len(memo) <= 2 * len(fleet) + 1024 + 1
+    plan_retirement(fleet, memo=memo, **kwargs)
+    assert memo.hits >= 4 * 1500
 
 
 def test_a_new_fencing_context_discards_the_memo() -> None:
