@@ -35,7 +35,7 @@ from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.cohort import classify_cohort
-from supervisor.policy.eligibility import FencingContext, plan_retirement
+from supervisor.policy.eligibility import FencingContext, PlanMemo, plan_retirement
 from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.liveness import STATUS_ACTIVE
@@ -115,6 +115,8 @@ class RetirementActor:
         self._probes = probes
         self._profiles = profiles
         self._settings = settings or RetirementSettings()
+        # Row facts from earlier plans: rows unchanged since then are not re-derived.
+        self._plan_memo = PlanMemo()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
@@ -276,6 +278,7 @@ class RetirementActor:
             fencing=self._fencing(),
             canonical_repository=canon_repo,
             protected=owners.owners,
+            memo=self._plan_memo,
         )
         result = plan_dict(plan)
         result["protected_active_workflow_owners"] = {
