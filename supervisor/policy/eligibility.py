@@ -15,11 +15,11 @@ from .fingerprints import candidate_token, registry_token, scope_token
 from .plan_facts import (
     REQUIRED_IDENTITY_FIELDS,
     FactsContext,
-    PlanMemo,
     RowFacts,
     Verdict,
     row_facts,
 )
+from .plan_memo import PlanMemo
 from .reasons import (
     REASON_AMBIGUOUS_OWNERSHIP,
     REASON_CONFLICTING_IDENTITY,

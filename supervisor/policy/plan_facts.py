@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 from .canonical import canon
 from .evidence import row_pid
-from .fingerprints import FINGERPRINT_FIELDS, identity_keys, row_unit
+from .fingerprints import identity_keys, row_unit
 from .identity import InstanceIdentity, assess_instance_identity, normalize_client_name
 from .liveness import STATUS_ACTIVE, pid_evidence_applies, ttl_seconds
 from .reasons import (
@@ -28,8 +27,8 @@ __all__ = [
     "DYNAMIC_EVIDENCE_KEYS",
     "REQUIRED_IDENTITY_FIELDS",
     "FactsContext",
-    "PlanMemo",
     "RowFacts",
+    "Seen",
     "Verdict",
     "row_facts",
 ]
@@ -51,21 +50,6 @@ REQUIRED_IDENTITY_FIELDS: tuple[str, ...] = (
     "boot_id",
     "process_start_time",
 )
-
-#: Every column a verdict, an evidence entry or a token reads: the token's
-#: columns, plus ``client_type``, read only as the fallback for a missing
-#: ``client_name`` (and only then part of the key).
-_KEY_FIELDS: tuple[str, ...] = (*FINGERPRINT_FIELDS, "client_type")
-_CLIENT_NAME_AT = FINGERPRINT_FIELDS.index("client_name")
-#: Builds the key in C; rows lacking a column take the ``get`` path.
-_KEY_GETTER = itemgetter(*FINGERPRINT_FIELDS)
-#: Superseded row versions tolerated before the memo is compacted.
-_SLACK = 1024
-
-#: Value types whose equality implies identical canonical text, verdicts and
-#: evidence. Other types (datetimes: equal instants in different zones print
-#: differently) are never memoized.
-_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 
 #: Evidence entries that depend on the probe or on ``now``; every other entry
 #: is a function of the row version alone.
@@ -123,10 +107,11 @@ class RowFacts(NamedTuple):
     scope_keys: tuple[tuple[str, str], ...]
     slot: tuple[str, str] | None
     identity_proof: Verdict
+    #: Never mutated: each plan copies it and fills in DYNAMIC_EVIDENCE_KEYS.
     evidence_template: Mapping[str, Any]
 
 
-class _Seen(NamedTuple):
+class Seen(NamedTuple):
     """The static columns of one row, normalized as ``build_worker_view`` does."""
 
     worker_identity: str | None
@@ -149,6 +134,8 @@ class _Seen(NamedTuple):
     foreign_repository: bool
     status: str
     ttl: float | None
+    started_at: Any
+    last_heartbeat_at: Any
 
 
 def _text(row: Mapping[str, Any], name: str) -> str | None:
@@ -156,13 +143,13 @@ def _text(row: Mapping[str, Any], name: str) -> str | None:
     return text or None
 
 
-def _seen(row: Mapping[str, Any], context: FactsContext) -> _Seen:
+def _seen(row: Mapping[str, Any], context: FactsContext) -> Seen:
     # Mirrors build_worker_view field by field (the oracle tests hold the two
     # together); the view itself would also judge liveness, which is per plan.
     identity = assess_instance_identity(row.get("client_instance_id"))
     binding = _text(row, "repository_binding")
     canonical = context.canonical_repository
-    return _Seen(
+    return Seen(
         worker_identity=_text(row, "worker_identity"),
         client_type=normalize_client_name(row.get("client_name") or row.get("client_type")),
         client_instance_id=identity.client_instance_id,
@@ -185,6 +172,8 @@ def _seen(row: Mapping[str, Any], context: FactsContext) -> _Seen:
         ),
         status=str(row.get("status") or ""),
         ttl=ttl_seconds(row),
+        started_at=row.get("started_at"),
+        last_heartbeat_at=row.get("last_heartbeat_at"),
     )
 
 
@@ -192,7 +181,7 @@ def _missing_fields(row: Mapping[str, Any]) -> list[str]:
     return [name for name in REQUIRED_IDENTITY_FIELDS if not canon(row.get(name)).strip()]
 
 
-def _conflict_keys(view: _Seen) -> tuple[tuple[str, str], ...]:
+def _conflict_keys(view: Seen) -> tuple[tuple[str, str], ...]:
     keys = (
         ("session_id", canon(view.session_id)),
         ("generation_id", canon(view.generation_id)),
@@ -202,7 +191,7 @@ def _conflict_keys(view: _Seen) -> tuple[tuple[str, str], ...]:
     return tuple((name, value) for name, value in keys if value)
 
 
-def _static_verdict(row: Mapping[str, Any], view: _Seen, beat: datetime | None) -> Verdict:
+def _static_verdict(row: Mapping[str, Any], view: Seen, beat: datetime | None) -> Verdict:
     if view.status != STATUS_ACTIVE:
         return (REASON_ALREADY_TERMINAL, f"status is {view.status!r}; nothing to retire")
     missing = _missing_fields(row)
@@ -216,7 +205,7 @@ def _static_verdict(row: Mapping[str, Any], view: _Seen, beat: datetime | None) 
     return None
 
 
-def _identity_proof(view: _Seen, context: FactsContext) -> Verdict:
+def _identity_proof(view: Seen, context: FactsContext) -> Verdict:
     """Attribution (launcher-minted instance) plus fencing (same host, known boots)."""
     if not view.identity.trusted:
         return (
@@ -247,38 +236,40 @@ def _identity_proof(view: _Seen, context: FactsContext) -> Verdict:
     return None
 
 
-def _evidence_template(view: _Seen, row: Mapping[str, Any]) -> dict[str, Any]:
-    # Key order is the rendered order; the dynamic entries are overwritten per plan.
+def _evidence_template(v: Seen) -> dict[str, Any]:
+    """An entry's evidence with placeholders where each plan writes its own observations."""
+    # Key order is the rendered order; a plan copies this dict (several times
+    # cheaper than building it) and overwrites DYNAMIC_EVIDENCE_KEYS.
     return {
-        "worker_identity": view.worker_identity,
-        "client_type": view.client_type,
-        "client_instance_id": view.client_instance_id,
-        "fleet_run_id": view.fleet_run_id,
-        "namespace": view.namespace,
-        "profile": view.profile,
-        "declared_role": view.role,
-        "session_id": view.session_id,
-        "generation_id": view.generation_id,
-        "fencing_epoch": view.fencing_epoch,
-        "process_identity": view.process_identity,
-        "pid": view.pid,
+        "worker_identity": v.worker_identity,
+        "client_type": v.client_type,
+        "client_instance_id": v.client_instance_id,
+        "fleet_run_id": v.fleet_run_id,
+        "namespace": v.namespace,
+        "profile": v.profile,
+        "declared_role": v.role,
+        "session_id": v.session_id,
+        "generation_id": v.generation_id,
+        "fencing_epoch": v.fencing_epoch,
+        "process_identity": v.process_identity,
+        "pid": v.pid,
         "pid_alive": None,
         "probed_start_time": None,
-        "host_id": view.host_id,
-        "boot_id": view.boot_id,
-        "process_start_time": view.process_start_time,
-        "repository_binding": view.repository_binding,
-        "foreign_repository": view.foreign_repository,
-        "status": view.status,
-        "started_at": row.get("started_at"),
-        "last_heartbeat_at": row.get("last_heartbeat_at"),
-        "heartbeat_ttl_seconds": view.ttl,
+        "host_id": v.host_id,
+        "boot_id": v.boot_id,
+        "process_start_time": v.process_start_time,
+        "repository_binding": v.repository_binding,
+        "foreign_repository": v.foreign_repository,
+        "status": v.status,
+        "started_at": v.started_at,
+        "last_heartbeat_at": v.last_heartbeat_at,
+        "heartbeat_ttl_seconds": v.ttl,
         "heartbeat_age_seconds": None,
         "heartbeat_fresh": None,
         "live": False,
         "ownership_state": "",
-        "instance_id_provenance": view.identity.provenance,
-        "instance_identity_trusted": view.identity.trusted,
+        "instance_id_provenance": v.identity.provenance,
+        "instance_identity_trusted": v.identity.trusted,
     }
 
 
@@ -299,6 +290,9 @@ def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
     )
     beat = parse_stamp(row.get("last_heartbeat_at"))
     started = parse_stamp(row.get("started_at"))
+    scope_keys = tuple(identity_keys(row))
+    # The two key sets mostly hold equal pairs; one object each keeps the memo small.
+    shared = {pair: pair for pair in scope_keys}
     return RowFacts(
         unit=row_unit(row),
         canon_identity=canon(row.get("worker_identity")),
@@ -318,104 +312,9 @@ def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
         static_verdict=_static_verdict(row, view, beat),
         repository_unfit=not view.repository_binding or view.foreign_repository,
         same_incarnation_space=comparable,
-        conflict_keys=_conflict_keys(view),
-        scope_keys=tuple(identity_keys(row)),
+        conflict_keys=tuple(shared.get(pair, pair) for pair in _conflict_keys(view)),
+        scope_keys=scope_keys,
         slot=slot,
         identity_proof=_identity_proof(view, context),
-        evidence_template=_evidence_template(view, row),
+        evidence_template=_evidence_template(view),
     )
-
-
-def _key(row: Mapping[str, Any], *, fast: bool) -> tuple[Any, ...] | None:
-    """The memo key, or ``None`` when the C path cannot read the row (then use ``_slow_key``)."""
-    # Plain dicts only: a subclass may answer a missing column (defaultdict)
-    # differently from ``get``, which is what every reader of the row uses.
-    if not fast or type(row) is not dict:
-        return None
-    try:
-        key: tuple[Any, ...] = _KEY_GETTER(row)
-    except KeyError:
-        return None
-    return key if key[_CLIENT_NAME_AT] else (*key, row.get("client_type"))
-
-
-def _slow_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    key = tuple(map(row.get, FINGERPRINT_FIELDS))
-    return key if key[_CLIENT_NAME_AT] else (*key, row.get("client_type"))
-
-
-def _memoizable(key: tuple[Any, ...], types: tuple[type, ...]) -> bool:
-    if not _PLAIN_TYPES.issuperset(types):
-        return False
-    # -0.0 == 0.0 with one type, yet a raw value (fencing_epoch) is shown as
-    # stored; such rows are simply recomputed every time.
-    return not (float in types and 0.0 in key and any(type(v) is float and v == 0 for v in key))
-
-
-class PlanMemo:
-    """Row facts by row content, so a plan recomputes only rows that changed.
-
-    Pure: no I/O and no clock; a hit returns exactly what ``row_facts`` would,
-    because the key holds every column the facts read, with their types.
-    One memo serves one planner at a time; it is not meant to be shared
-    across threads.
-    """
-
-    __slots__ = ("_context", "_facts", "_registry", "hits", "misses")
-
-    _facts: dict[tuple[Any, ...], tuple[tuple[type, ...], RowFacts]]
-
-    def __init__(self) -> None:
-        self._context: FactsContext | None = None
-        self._facts = {}
-        self._registry: tuple[list[str], str] | None = None
-        self.hits = 0
-        self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._facts)
-
-    def facts(self, rows: Sequence[Mapping[str, Any]], context: FactsContext) -> list[RowFacts]:
-        """Facts for every row, in order; rows unchanged since an earlier call cost a lookup."""
-        if context != self._context:
-            self._facts.clear()
-            self._context = context
-        cache = self._facts
-        out: list[RowFacts] = []
-        append = out.append
-        misses = 0
-        # Rows of one plan come from one source; once one lacks a column the
-        # rest are read with ``get`` instead of raising per row.
-        fast = True
-        for row in rows:
-            key = _key(row, fast=fast)
-            if key is None:
-                fast = False
-                key = _slow_key(row)
-            types = tuple(map(type, key))
-            held = cache.get(key)
-            if held is not None and held[0] == types:
-                append(held[1])
-                continue
-            misses += 1
-            facts = row_facts(row, context)
-            if _memoizable(key, types):
-                cache[key] = (types, facts)
-            append(facts)
-        if len(cache) > 2 * len(out) + _SLACK:
-            # Keep only this plan's row versions, so memory follows the registry's
-            # size instead of its history.
-            keep = {_key(row, fast=True) or _slow_key(row) for row in rows}
-            self._facts = {key: held for key, held in cache.items() if key in keep}
-        self.hits += len(out) - misses
-        self.misses += misses
-        return out
-
-    def registry_token(self, units: list[str], compute: Callable[[list[str]], str]) -> str:
-        """``compute(units)``, reused while the units are the same list of texts."""
-        held = self._registry
-        if held is not None and held[0] == units:
-            return held[1]
-        token = compute(units)
-        self._registry = (units, token)
-        return token

@@ -20,6 +20,7 @@ from supervisor.policy.eligibility import (
 )
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.plan_facts import FactsContext, row_facts
+from supervisor.policy.plan_memo import KEY_FIELDS
 
 from .reference_plan import reference_plan
 from .rows import FENCE, NOW, REPO, all_dead, probes, row
@@ -179,11 +180,9 @@ class _Recording(dict[str, Any]):
 def test_facts_read_only_the_columns_the_memo_key_holds() -> None:
     # A column read by the facts but absent from the key would let a changed
     # row reuse stale facts.
-    from supervisor.policy.plan_facts import _KEY_FIELDS
-
     recorded = _Recording(row("w-1", pid=101, client_name=None, client_type="codex"))
     row_facts(recorded, FactsContext(host_id="h", boot_id="b", canonical_repository=REPO))
-    assert recorded.read <= set(_KEY_FIELDS)
+    assert recorded.read <= set(KEY_FIELDS)
 
 
 def test_unchanged_rows_hit_and_changed_rows_miss() -> None:
