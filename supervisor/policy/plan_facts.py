@@ -109,6 +109,8 @@ class RowFacts(NamedTuple):
     identity_proof: Verdict
     #: Never mutated: each plan copies it and fills in DYNAMIC_EVIDENCE_KEYS.
     evidence_template: Mapping[str, Any]
+    #: The value types of the memo key these facts were derived from (set by the memo).
+    types: tuple[type, ...] = ()
 
 
 class Seen(NamedTuple):

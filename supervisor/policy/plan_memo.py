@@ -66,7 +66,7 @@ class PlanMemo:
 
     __slots__ = ("_context", "_facts", "_registry", "_signatures", "hits", "misses")
 
-    _facts: dict[tuple[Any, ...], tuple[tuple[type, ...], RowFacts]]
+    _facts: dict[tuple[Any, ...], RowFacts]
 
     def __init__(self) -> None:
         self._context: FactsContext | None = None
@@ -99,8 +99,8 @@ class PlanMemo:
                 key = _slow_key(row)
             types = tuple(map(type, key))
             held = cache.get(key)
-            if held is not None and held[0] == types:
-                append(held[1])
+            if held is not None and held.types == types:
+                append(held)
                 continue
             misses += 1
             facts = row_facts(row, context)
@@ -110,7 +110,10 @@ class PlanMemo:
                 signatures = self._signatures
                 if len(signatures) < _MAX_SIGNATURES:
                     types = signatures.setdefault(types, types)
-                cache[key] = (types, facts)
+                # The signature travels inside the facts: no pair object per row
+                # for the garbage collector to walk on every full collection.
+                facts = facts._replace(types=types)
+                cache[key] = facts
             append(facts)
         if len(cache) > 2 * len(out) + _SLACK:
             # Keep only this plan's row versions, so memory follows the registry's
