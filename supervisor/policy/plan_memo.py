@@ -55,6 +55,18 @@ def _memoizable(key: tuple[Any, ...], types: tuple[type, ...]) -> bool:
     return not (float in types and 0.0 in key and any(type(v) is float and v == 0 for v in key))
 
 
+def _compacted(
+    cache: dict[tuple[Any, ...], RowFacts], rows: Sequence[Mapping[str, Any]]
+) -> dict[tuple[Any, ...], RowFacts]:
+    keep: set[tuple[Any, ...]] = set()
+    for row in rows:
+        key = _key(row, fast=True) or _slow_key(row)
+        # Only plain values are ever memoized (and only they are surely hashable).
+        if _PLAIN_TYPES.issuperset(map(type, key)):
+            keep.add(key)
+    return {key: held for key, held in cache.items() if key in keep}
+
+
 class PlanMemo:
     """Row facts by row content, so a plan recomputes only rows that changed.
 
@@ -98,7 +110,13 @@ class PlanMemo:
                 fast = False
                 key = _slow_key(row)
             types = tuple(map(type, key))
-            held = cache.get(key)
+            try:
+                held = cache.get(key)
+            except TypeError:
+                # An unhashable value (a list in some column): judged, never memoized.
+                misses += 1
+                append(row_facts(row, context))
+                continue
             if held is not None and held.types == types:
                 append(held)
                 continue
@@ -118,8 +136,7 @@ class PlanMemo:
         if len(cache) > 2 * len(out) + _SLACK:
             # Keep only this plan's row versions, so memory follows the registry's
             # size instead of its history.
-            keep = {_key(row, fast=True) or _slow_key(row) for row in rows}
-            self._facts = {key: held for key, held in cache.items() if key in keep}
+            self._facts = _compacted(cache, rows)
         self.hits += len(out) - misses
         self.misses += misses
         return out

@@ -242,3 +242,23 @@ def test_live_pid_and_lease_owner_stay_preserved_with_a_warm_memo() -> None:
     assert later.reason_for("w-2").reason_code == R.REASON_PROTECTED_OWNER  # type: ignore[union-attr]
     unknown = plan_retirement(fleet, memo=memo, evidence={}, **kwargs)
     assert unknown.candidates == ()
+
+
+def test_unhashable_and_exotic_values_are_planned_without_the_memo() -> None:
+    memo = PlanMemo()
+    fleet = [
+        row("w-1", pid=101, remote=["not", "hashable"]),
+        row("w-2", pid=102, fencing_epoch={"odd": 1}),
+        row("w-3", pid=103, last_heartbeat_at=datetime(2026, 7, 30, 5, 0, tzinfo=UTC)),
+        row("w-4", pid=104),
+    ]
+    for _ in range(2):
+        _both(memo, fleet, now=NOW, evidence=all_dead(fleet), fencing=FENCE, owners=None)
+    # Only the plain row is remembered; the others are judged afresh every time.
+    assert len(memo) == 1
+    for beat in range(1100):
+        fleet[3] = dict(
+            fleet[3], last_heartbeat_at=f"2026-07-30T05:{beat // 60 % 60:02d}:{beat % 60:02d}Z"
+        )
+        plan_retirement(fleet, memo=memo, now=NOW, evidence=all_dead(fleet), fencing=FENCE)
+    assert len(memo) <= 2 * len(fleet) + 1024
