@@ -192,7 +192,7 @@ def run(quick: bool) -> list[Figure]:
     actor_rows = sizes["10k"]
     with short_tempdir("fsb-plan-") as work, Sleepers(8 if quick else 32) as sleepers:
         samples, result = anyio.run(
-            _time_actor, actor_rows, work / "registry.sqlite3", sleepers, 2 if quick else 3
+            _time_actor, actor_rows, work / "registry.sqlite3", sleepers, 2 if quick else 5
         )
     figures.append(
         Figure(
