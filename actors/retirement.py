@@ -29,18 +29,20 @@ from actors.messages import (
     WriteAck,
     WriterInbox,
 )
+from actors.registry_mirror import RegistryMirror
+from actors.retirement_records import Refused as _Refused
 from actors.retirement_records import audit_event, post_apply_view
+from actors.retirement_records import refusal as _refusal
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.cohort import classify_cohort
-from supervisor.policy.eligibility import FencingContext, plan_retirement
+from supervisor.policy.eligibility import FencingContext, PlanMemo, plan_retirement
 from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.permissions import Profile, decide
-from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import (
     decision_dict,
     owners_dict,
@@ -71,25 +73,6 @@ class RetirementSettings:
     auto_profile: str = "supervisor"
 
 
-class _Refused(Exception):
-    """A gate before the transaction said no; carries the structured refusal."""
-
-    def __init__(self, result: dict[str, Any]) -> None:
-        super().__init__(result.get("reasons"))
-        self.result = result
-
-
-def _refusal(reason: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "success": False,
-        "outcome": OUTCOME_REFUSED,
-        "mutation_performed": False,
-        "retired_count": 0,
-        "reasons": [reason],
-        **extra,
-    }
-
-
 class RetirementActor:
     """Answers snapshot, plan and apply; the writer runs apply's transaction."""
 
@@ -105,6 +88,7 @@ class RetirementActor:
         probes: ProbeBackend,
         profiles: ProfileLookup,
         settings: RetirementSettings | None = None,
+        mirror: RegistryMirror | None = None,
     ) -> None:
         self._inbox = inbox
         self._writer = writer
@@ -115,6 +99,10 @@ class RetirementActor:
         self._probes = probes
         self._profiles = profiles
         self._settings = settings or RetirementSettings()
+        # Row facts from earlier plans: rows unchanged since then are not re-derived.
+        self._plan_memo = PlanMemo()
+        # Kept by the registry writer when it is wired to; otherwise plans read the store.
+        self._mirror = mirror
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
@@ -265,9 +253,14 @@ class RetirementActor:
         await self._audit(request.profile, "plan", result)
         return result
 
+    async def _registrations(self) -> list[Row]:
+        """Every registration as last committed: from the writer's mirror when it has one."""
+        held = self._mirror.rows() if self._mirror is not None else None
+        return held if held is not None else await self._store.read_registrations()
+
     async def _plan(self, canonical_repository: str | None) -> dict[str, Any]:
         owners = await self._owners()
-        rows = await self._store.read_registrations()
+        rows = await self._registrations()
         canon_repo = canonical_repository or self._settings.canonical_repository
         plan = plan_retirement(
             rows,
@@ -276,6 +269,7 @@ class RetirementActor:
             fencing=self._fencing(),
             canonical_repository=canon_repo,
             protected=owners.owners,
+            memo=self._plan_memo,
         )
         result = plan_dict(plan)
         result["protected_active_workflow_owners"] = {

@@ -1,4 +1,4 @@
-"""What the retirement actor writes down: audit events and the post-apply fleet view."""
+"""What the retirement actor writes down: refusals, audit events and the post-apply fleet view."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from typing import Any
 
 from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.permissions import Profile
+from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import finding_dict
 from supervisor.policy.snapshot import FleetSnapshot
 from supervisor.policy.stamps import format_stamp
 
-__all__ = ["AUDITED_KEYS", "audit_event", "post_apply_view"]
+__all__ = ["AUDITED_KEYS", "Refused", "audit_event", "post_apply_view", "refusal"]
 
 #: Result fields worth keeping in the audit trail: tokens, counts, outcome.
 #: Profiles' secrets never reach a result, so none can reach the audit log.
@@ -72,4 +73,24 @@ def post_apply_view(
         "remaining_blockers": [finding_dict(f) for f in snap.active_blockers],
         "note": "retiring stale rows does not repair untrusted live identity; "
         "remaining blockers are reported as they are",
+    }
+
+
+class Refused(Exception):
+    """A gate before the transaction said no; carries the structured refusal."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(result.get("reasons"))
+        self.result = result
+
+
+def refusal(reason: str, **extra: Any) -> dict[str, Any]:
+    """A structured refusal: nothing was changed, and why."""
+    return {
+        "success": False,
+        "outcome": OUTCOME_REFUSED,
+        "mutation_performed": False,
+        "retired_count": 0,
+        "reasons": [reason],
+        **extra,
     }

@@ -6,61 +6,52 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from .canonical import canon
-from .evidence import EvidenceMap, PidEvidence, evidence_for
-from .fingerprints import candidate_token, registry_token, row_unit, scope_indices, scope_token
-from .liveness import STATUS_ACTIVE
+from .evidence import UNKNOWN, EvidenceMap, PidEvidence
+from .fingerprints import candidate_token, registry_token, scope_token
+from .plan_facts import (
+    REQUIRED_IDENTITY_FIELDS,
+    FactsContext,
+    RowFacts,
+    Verdict,
+    row_facts,
+)
+from .plan_memo import PlanMemo
 from .reasons import (
-    REASON_ALREADY_TERMINAL,
     REASON_AMBIGUOUS_OWNERSHIP,
-    REASON_BOOT_UNKNOWN,
     REASON_CONFLICTING_IDENTITY,
     REASON_ELIGIBLE,
     REASON_FOREIGN_REPOSITORY,
     REASON_HEARTBEAT_FRESH,
-    REASON_HOST_UNPROVEN,
-    REASON_INCOMPLETE_IDENTITY,
     REASON_INSTANCE_CONFLICT,
     REASON_PID_ALIVE,
     REASON_PID_REUSED,
     REASON_PID_UNKNOWN,
     REASON_PROTECTED_OWNER,
-    REASON_UNPARSABLE_HEARTBEAT,
-    REASON_UNTRUSTED_PROVENANCE,
     REASON_WORKER_LIVE,
 )
-from .stamps import parse_stamp
-from .worker_view import OWNERSHIP_STALE, WorkerView, build_worker_view
+from .worker_view import (
+    OWNERSHIP_HISTORICAL,
+    OWNERSHIP_INCONSISTENT,
+    OWNERSHIP_LIVE,
+    OWNERSHIP_LIVE_UNTRUSTED,
+    OWNERSHIP_ORPHANED,
+    OWNERSHIP_STALE,
+)
 
 __all__ = [
     "REQUIRED_IDENTITY_FIELDS",
     "FencingContext",
     "PlanEntry",
+    "PlanMemo",
     "ProtectedOwners",
     "RetirementPlan",
     "plan_retirement",
     "protected_from_leases",
 ]
-
-#: Columns that must hold a value before the conjunction can even be read.
-#: The fencing triple is here on purpose: rows written before it existed are
-#: preserved permanently rather than retired on weaker evidence.
-REQUIRED_IDENTITY_FIELDS: tuple[str, ...] = (
-    "worker_identity",
-    "client_instance_id",
-    "session_id",
-    "generation_id",
-    "status",
-    "started_at",
-    "last_heartbeat_at",
-    "heartbeat_ttl_seconds",
-    "pid",
-    "host_id",
-    "boot_id",
-    "process_start_time",
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,113 +112,106 @@ class RetirementPlan:
         return None
 
 
-_Verdict = tuple[str, str] | None
+_IDENTITY = attrgetter("worker_identity")
+_SLOT = attrgetter("slot")
+
+_ELIGIBLE_DETAIL = (
+    "dead pid, expired heartbeat, stale ownership, trusted and fenced "
+    "identity, canonical repository, no active lease"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class _FleetContext:
     """What a single row's verdict needs to know about the rest of the fleet."""
 
-    fencing: FencingContext
     owners: ProtectedOwners
-    identity_counts: Mapping[str, int]
+    duplicate_identities: frozenset[str]
     ambiguous_keys: frozenset[tuple[str, str]]
     contested_slots: frozenset[tuple[str, str]]
 
 
-def _evidence(view: WorkerView, row: Mapping[str, Any], probe: PidEvidence) -> dict[str, Any]:
-    return {
-        "worker_identity": view.worker_identity,
-        "client_type": view.client_type,
-        "client_instance_id": view.client_instance_id,
-        "fleet_run_id": view.fleet_run_id,
-        "namespace": view.namespace,
-        "profile": view.profile,
-        "declared_role": view.role,
-        "session_id": view.session_id,
-        "generation_id": view.generation_id,
-        "fencing_epoch": view.fencing_epoch,
-        "process_identity": view.process_identity,
-        "pid": view.pid,
-        "pid_alive": probe.alive,
-        "probed_start_time": probe.start_time,
-        "host_id": view.host_id,
-        "boot_id": view.boot_id,
-        "process_start_time": view.process_start_time,
-        "repository_binding": view.repository_binding,
-        "foreign_repository": view.foreign_repository,
-        "status": view.status,
-        "started_at": row.get("started_at"),
-        "last_heartbeat_at": row.get("last_heartbeat_at"),
-        "heartbeat_ttl_seconds": view.liveness.heartbeat_ttl_seconds,
-        "heartbeat_age_seconds": view.liveness.heartbeat_age_seconds,
-        "heartbeat_fresh": view.liveness.heartbeat_fresh,
-        "live": view.live,
-        "ownership_state": view.ownership_state,
-        "instance_id_provenance": view.identity.provenance,
-        "instance_identity_trusted": view.identity.trusted,
-    }
+@dataclass(frozen=True, slots=True)
+class _Moment:
+    """Every row at this plan's instant, as parallel columns (no object per row)."""
+
+    probes: list[PidEvidence]
+    ages: list[float | None]
+    fresh: list[bool | None]
+    live: list[bool]
+    ownership: list[str]
+    ambiguous_keys: frozenset[tuple[str, str]]
 
 
-def _missing_fields(row: Mapping[str, Any]) -> list[str]:
-    return [name for name in REQUIRED_IDENTITY_FIELDS if not canon(row.get(name)).strip()]
+def _observe(facts: Sequence[RowFacts], evidence: EvidenceMap, now: datetime) -> _Moment:
+    """What the probes and ``now`` say about each row; the only per-plan work per row."""
+    probe_of = evidence.get
+    probes: list[PidEvidence] = []
+    ages: list[float | None] = []
+    fresh_of: list[bool | None] = []
+    live_of: list[bool] = []
+    ownership_of: list[str] = []
+    ambiguous: set[tuple[str, str]] = set()
+    for f in facts:
+        pid = f.pid
+        probe = UNKNOWN if pid is None else probe_of(pid, UNKNOWN)
+        alive = probe.alive
+        beat = f.beat
+        age: float | None = None
+        fresh: bool | None = None
+        if beat is not None:
+            age = (now - beat).total_seconds()
+            ttl = f.ttl
+            if ttl is not None:
+                fresh = age < ttl
+        active = f.active
+        # A probe only speaks for rows of this host; it can withdraw liveness, never grant it.
+        live = active and fresh is True and not (alive is False and f.pid_local)
+        if not active:
+            ownership = OWNERSHIP_HISTORICAL
+        elif not live:
+            ownership = OWNERSHIP_INCONSISTENT if f.self_contradicting else OWNERSHIP_STALE
+            # An active row whose liveness cannot be settled may still belong to a
+            # running process, like a live one.
+            if alive is None or fresh is None:
+                ambiguous.update(f.conflict_keys)
+        else:
+            ambiguous.update(f.conflict_keys)
+            if not f.session_id:
+                ownership = OWNERSHIP_ORPHANED
+            elif not f.identity_trusted:
+                ownership = OWNERSHIP_LIVE_UNTRUSTED
+            else:
+                ownership = OWNERSHIP_LIVE
+        probes.append(probe)
+        ages.append(age)
+        fresh_of.append(fresh)
+        live_of.append(live)
+        ownership_of.append(ownership)
+    return _Moment(probes, ages, fresh_of, live_of, ownership_of, frozenset(ambiguous))
 
 
-def _conflict_keys(view: WorkerView) -> set[tuple[str, str]]:
-    keys = {
-        ("session_id", canon(view.session_id)),
-        ("generation_id", canon(view.generation_id)),
-        ("process_identity", canon(view.process_identity)),
-        ("pid", canon(view.pid)),
-    }
-    return {(name, value) for name, value in keys if value}
-
-
-def _unresolved(view: WorkerView, probe: PidEvidence) -> bool:
-    """An active row whose liveness cannot be settled may still belong to a running process."""
-    return view.status == STATUS_ACTIVE and (
-        probe.alive is None or view.liveness.heartbeat_fresh is None
+def _fleet_context(
+    facts: Sequence[RowFacts], moment: _Moment, owners: ProtectedOwners
+) -> _FleetContext:
+    identities = Counter(map(_IDENTITY, facts))
+    slot_counts = Counter(map(_SLOT, facts))
+    shared = {slot for slot, count in slot_counts.items() if slot is not None and count > 1}
+    # Several dead rows on one (instance, namespace) slot are ordinary restart
+    # history; the slot is only contested when one of them might be running.
+    contested: set[tuple[str, str]] = set()
+    if shared:
+        for index, f in enumerate(facts):
+            if f.slot in shared and (moment.live[index] or moment.probes[index].alive is None):
+                contested.add(f.slot)  # type: ignore[arg-type]
+    return _FleetContext(
+        owners=owners,
+        duplicate_identities=frozenset(
+            identity for identity, count in identities.items() if identity and count > 1
+        ),
+        ambiguous_keys=moment.ambiguous_keys,
+        contested_slots=frozenset(contested),
     )
-
-
-def _reuse(view: WorkerView, probe: PidEvidence, fencing: FencingContext) -> bool:
-    # A pid number is only comparable within one host and one boot.
-    if not fencing.host_id or view.host_id != fencing.host_id:
-        return False
-    if not fencing.boot_id or view.boot_id != fencing.boot_id:
-        return False
-    return bool(probe.start_time) and probe.start_time != view.process_start_time
-
-
-def _identity_proof(view: WorkerView, fencing: FencingContext) -> _Verdict:
-    """Attribution (launcher-minted instance) plus fencing (same host, known boots)."""
-    if not view.identity.trusted:
-        return (
-            REASON_UNTRUSTED_PROVENANCE,
-            f"client_instance_id {view.client_instance_id!r} is not launcher-minted "
-            f"({view.identity.provenance}); nothing proves which launch this row belongs to",
-        )
-    if not fencing.host_id:
-        return (
-            REASON_HOST_UNPROVEN,
-            "the supervisor cannot establish its own host identity, so a local probe "
-            "speaks for no machine",
-        )
-    if view.host_id != fencing.host_id:
-        return (
-            REASON_HOST_UNPROVEN,
-            f"row is bound to host {view.host_id!r} but this supervisor runs on "
-            f"{fencing.host_id!r}; a local probe says nothing about another machine",
-        )
-    if not fencing.boot_id:
-        return (
-            REASON_BOOT_UNKNOWN,
-            "the current boot identity is unknown, so the recorded pid cannot be "
-            "compared with a live one",
-        )
-    # Different boot: every pid of the old boot is gone. Same boot: the probe
-    # already said the pid is dead. Either way this incarnation is gone.
-    return None
 
 
 def plan_retirement(
@@ -238,67 +222,59 @@ def plan_retirement(
     fencing: FencingContext,
     canonical_repository: str | None = None,
     protected: ProtectedOwners | None = None,
+    memo: PlanMemo | None = None,
 ) -> RetirementPlan:
-    """Decide, without side effects, which registrations are conclusively stale orphans."""
-    all_rows = [dict(row) for row in rows]
+    """Decide, without side effects, which registrations are conclusively stale orphans.
+
+    ``memo`` carries per-row facts from earlier plans; the result is the same
+    with or without it, only rows whose content changed cost their full price.
+    """
+    all_rows = rows if isinstance(rows, list) else list(rows)
     owners = protected or ProtectedOwners()
-    probes = [evidence_for(row, evidence) for row in all_rows]
-    views = [
-        build_worker_view(
-            row,
-            now=now,
-            evidence=evidence,
-            current_host_id=fencing.host_id,
-            canonical_repository=canonical_repository,
-        )
-        for row in all_rows
-    ]
-
-    identity_counts: Counter[str] = Counter(v.worker_identity for v in views if v.worker_identity)
-    ambiguous: set[tuple[str, str]] = set()
-    slots: dict[tuple[str, str], list[int]] = {}
-    for index, view in enumerate(views):
-        if view.live or _unresolved(view, probes[index]):
-            ambiguous |= _conflict_keys(view)
-        if view.status == STATUS_ACTIVE and view.client_instance_id and view.namespace:
-            slots.setdefault((view.client_instance_id, view.namespace), []).append(index)
-    # Several dead rows on one (instance, namespace) slot are ordinary restart
-    # history; the slot is only contested when one of them might be running.
-    contested_slots = {
-        slot
-        for slot, members in slots.items()
-        if len(members) > 1 and any(views[i].live or probes[i].alive is None for i in members)
-    }
-
-    context = _FleetContext(
-        fencing=fencing,
-        owners=owners,
-        identity_counts=identity_counts,
-        ambiguous_keys=frozenset(ambiguous),
-        contested_slots=frozenset(contested_slots),
+    context = FactsContext(fencing.host_id, fencing.boot_id, canonical_repository)
+    facts = (
+        memo.facts(all_rows, context)
+        if memo is not None
+        else [row_facts(row, context) for row in all_rows]
     )
+    moment = _observe(facts, evidence, now)
+    fleet = _fleet_context(facts, moment, owners)
+
     candidates: list[PlanEntry] = []
-    candidate_rows: list[Mapping[str, Any]] = []
+    candidate_indices: list[int] = []
     preserved: list[PlanEntry] = []
-    for index, row in enumerate(all_rows):
-        view, probe = views[index], probes[index]
-        verdict = _verdict(row, view, probe, context)
-        entry_evidence = _evidence(view, row, probe)
+    probes, ages, fresh_of = moment.probes, moment.ages, moment.fresh
+    live_of, ownership_of = moment.live, moment.ownership
+    for index, f in enumerate(facts):
+        probe, fresh, live, ownership = (
+            probes[index],
+            fresh_of[index],
+            live_of[index],
+            ownership_of[index],
+        )
+        verdict = _verdict(f, index, moment, fleet)
+        # Row-static entries come from the template; these six are this plan's own.
+        entry_evidence = dict(f.evidence_template)
+        entry_evidence["pid_alive"] = probe.alive
+        entry_evidence["probed_start_time"] = probe.start_time
+        entry_evidence["heartbeat_age_seconds"] = ages[index]
+        entry_evidence["heartbeat_fresh"] = fresh
+        entry_evidence["live"] = live
+        entry_evidence["ownership_state"] = ownership
         if verdict is None:
             candidates.append(
                 PlanEntry(
-                    worker_identity=view.worker_identity,
+                    worker_identity=f.worker_identity,
                     reason_code=REASON_ELIGIBLE,
-                    detail="dead pid, expired heartbeat, stale ownership, trusted and fenced "
-                    "identity, canonical repository, no active lease",
+                    detail=_ELIGIBLE_DETAIL,
                     evidence=entry_evidence,
                 )
             )
-            candidate_rows.append(row)
+            candidate_indices.append(index)
         else:
             preserved.append(
                 PlanEntry(
-                    worker_identity=view.worker_identity,
+                    worker_identity=f.worker_identity,
                     reason_code=verdict[0],
                     detail=verdict[1],
                     evidence=entry_evidence,
@@ -308,17 +284,22 @@ def plan_retirement(
     candidates.sort(key=lambda e: e.worker_identity or "")
     preserved.sort(key=lambda e: (e.worker_identity or "", e.reason_code))
     anchors = [str(c.worker_identity) for c in candidates]
-    # Serialized once: the registry and scope tokens share every row's unit.
-    units = [row_unit(row) for row in all_rows]
+    units = [f.unit for f in facts]
+    registry = (
+        memo.registry_token(units, registry_token) if memo is not None else registry_token(units)
+    )
+    # Candidate rows are copied so the plan never aliases a caller's mutable row.
+    candidate_rows = sorted(
+        ((facts[i].canon_identity, dict(all_rows[i])) for i in candidate_indices),
+        key=lambda pair: pair[0],
+    )
     return RetirementPlan(
-        registry_fingerprint=registry_token(units),
-        candidate_fingerprint=candidate_token(row_unit(row) for row in candidate_rows),
-        scope_fingerprint=scope_token(
-            (units[i] for i in scope_indices(all_rows, anchors)), anchors
-        ),
+        registry_fingerprint=registry,
+        candidate_fingerprint=candidate_token(facts[i].unit for i in candidate_indices),
+        scope_fingerprint=scope_token((units[i] for i in _scope(facts, anchors)), anchors),
         candidates=tuple(candidates),
         preserved=tuple(preserved),
-        candidate_rows=tuple(sorted(candidate_rows, key=lambda r: canon(r.get("worker_identity")))),
+        candidate_rows=tuple(row for _, row in candidate_rows),
         preserved_reason_counts=dict(sorted(Counter(p.reason_code for p in preserved).items())),
         protected=owners,
         fencing=fencing,
@@ -326,86 +307,92 @@ def plan_retirement(
     )
 
 
-def _verdict(
-    row: Mapping[str, Any],
-    view: WorkerView,
-    probe: PidEvidence,
-    context: _FleetContext,
-) -> _Verdict:
+def _scope(facts: Sequence[RowFacts], anchor_identities: Sequence[str]) -> list[int]:
+    """``fingerprints.scope_indices`` over memoized identity keys (one hop from the anchors)."""
+    anchors = set(anchor_identities)
+    if not anchors:
+        return []
+    anchor_keys: set[tuple[str, str]] = set()
+    for f in facts:
+        if f.canon_identity in anchors:
+            anchor_keys.update(f.scope_keys)
+    return [i for i, f in enumerate(facts) if not anchor_keys.isdisjoint(f.scope_keys)]
+
+
+def _verdict(facts: RowFacts, index: int, moment: _Moment, fleet: _FleetContext) -> Verdict:
     """The first requirement this row fails, in the specified order; ``None`` if eligible."""
-    identity = view.worker_identity
-    if identity and context.identity_counts.get(identity, 0) > 1:
+    identity = facts.worker_identity
+    if identity in fleet.duplicate_identities:
         return (
             REASON_CONFLICTING_IDENTITY,
             f"worker identity {identity!r} appears on more than one registry row",
         )
-    if view.status != STATUS_ACTIVE:
-        return (REASON_ALREADY_TERMINAL, f"status is {view.status!r}; nothing to retire")
-    missing = _missing_fields(row)
-    if missing:
-        return (
-            REASON_INCOMPLETE_IDENTITY,
-            f"row lacks field(s) the retirement conjunction reads: {missing}",
-        )
-    if parse_stamp(row.get("last_heartbeat_at")) is None:
-        return (REASON_UNPARSABLE_HEARTBEAT, "last_heartbeat_at is not a parsable UTC stamp")
-    if view.live:
+    if facts.static_verdict is not None:
+        return facts.static_verdict
+    probe = moment.probes[index]
+    if moment.live[index]:
         return (REASON_WORKER_LIVE, "worker is live and must not be retired")
     if probe.alive is None:
-        return (REASON_PID_UNKNOWN, f"pid {view.pid} could not be probed; liveness unproven")
-    if probe.alive and _reuse(view, probe, context.fencing):
-        return (
-            REASON_PID_REUSED,
-            f"pid {view.pid} is alive but started at {probe.start_time!r}, not the "
-            f"registered {view.process_start_time!r}: the number was reused",
-        )
+        return (REASON_PID_UNKNOWN, f"pid {facts.pid} could not be probed; liveness unproven")
     if probe.alive:
+        # A pid number is only comparable within one host and one boot.
+        if (
+            facts.same_incarnation_space
+            and probe.start_time
+            and probe.start_time != facts.process_start_time
+        ):
+            return (
+                REASON_PID_REUSED,
+                f"pid {facts.pid} is alive but started at {probe.start_time!r}, not the "
+                f"registered {facts.process_start_time!r}: the number was reused",
+            )
         # Absolute: even across a boot boundary an occupied pid is not argued away.
-        return (REASON_PID_ALIVE, f"recorded pid {view.pid} is still running")
-    if view.liveness.heartbeat_fresh is not False:
+        return (REASON_PID_ALIVE, f"recorded pid {facts.pid} is still running")
+    if moment.fresh[index] is not False:
         return (REASON_HEARTBEAT_FRESH, "heartbeat has not expired under its TTL")
-    if view.ownership_state != OWNERSHIP_STALE:
+    ownership = moment.ownership[index]
+    if ownership != OWNERSHIP_STALE:
         return (
             REASON_AMBIGUOUS_OWNERSHIP,
-            f"ownership state is {view.ownership_state!r}, not 'stale'",
+            f"ownership state is {ownership!r}, not 'stale'",
         )
-    if not view.repository_binding or view.foreign_repository:
+    if facts.repository_unfit:
         return (
             REASON_FOREIGN_REPOSITORY,
             "repository binding is absent or not the canonical repository",
         )
     shared = sorted(
-        f"{name}={value}" for name, value in _conflict_keys(view) & context.ambiguous_keys
+        f"{name}={value}" for name, value in fleet.ambiguous_keys.intersection(facts.conflict_keys)
     )
     if shared:
         return (
             REASON_CONFLICTING_IDENTITY,
             f"identity evidence is shared with a live or unprobeable worker: {shared}",
         )
-    hits = _protected_hits(view, context.owners)
+    hits = _protected_hits(facts, fleet.owners)
     if hits:
         return (
             REASON_PROTECTED_OWNER,
             f"worker still owns active workflow state: {hits}",
         )
-    slot = (view.client_instance_id or "", view.namespace or "")
-    if slot in context.contested_slots:
+    slot = (facts.client_instance_id or "", facts.namespace or "")
+    if slot in fleet.contested_slots:
         return (
             REASON_INSTANCE_CONFLICT,
-            f"another active row claims instance {view.client_instance_id!r} in "
-            f"namespace {view.namespace!r} and may be running",
+            f"another active row claims instance {facts.client_instance_id!r} in "
+            f"namespace {facts.namespace!r} and may be running",
         )
-    return _identity_proof(view, context.fencing)
+    return facts.identity_proof
 
 
-def _protected_hits(view: WorkerView, owners: ProtectedOwners) -> list[str]:
+def _protected_hits(facts: RowFacts, owners: ProtectedOwners) -> list[str]:
     hits: list[str] = []
-    if view.worker_identity and view.worker_identity in owners.worker_identities:
-        hits.append(f"worker_identity={view.worker_identity}")
-    if view.session_id and view.session_id in owners.session_ids:
-        hits.append(f"session_id={view.session_id}")
-    if view.pid is not None and view.pid in owners.pids:
-        hits.append(f"pid={view.pid}")
+    if facts.worker_identity and facts.worker_identity in owners.worker_identities:
+        hits.append(f"worker_identity={facts.worker_identity}")
+    if facts.session_id and facts.session_id in owners.session_ids:
+        hits.append(f"session_id={facts.session_id}")
+    if facts.pid is not None and facts.pid in owners.pids:
+        hits.append(f"pid={facts.pid}")
     return hits
 
 

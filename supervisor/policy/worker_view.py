@@ -29,6 +29,7 @@ __all__ = [
     "WorkerView",
     "build_worker_view",
     "process_identity",
+    "self_contradicting",
 ]
 
 OWNERSHIP_HISTORICAL = "historical"
@@ -91,7 +92,8 @@ def process_identity(row: Mapping[str, Any]) -> str | None:
     return f"pid-{pid}" if pid is not None else None
 
 
-def _self_contradicting(row: Mapping[str, Any]) -> bool:
+def self_contradicting(row: Mapping[str, Any]) -> bool:
+    """The start is unreadable or later than the last heartbeat."""
     started = parse_stamp(row.get("started_at"))
     beat = parse_stamp(row.get("last_heartbeat_at"))
     return started is None or (beat is not None and started > beat)
@@ -130,7 +132,7 @@ def build_worker_view(
     if historical:
         ownership = OWNERSHIP_HISTORICAL
     elif not live:
-        ownership = OWNERSHIP_INCONSISTENT if _self_contradicting(row) else OWNERSHIP_STALE
+        ownership = OWNERSHIP_INCONSISTENT if self_contradicting(row) else OWNERSHIP_STALE
     elif not session_id:
         ownership = OWNERSHIP_ORPHANED
     elif not identity.trusted:

@@ -1,0 +1,322 @@
+"""Per-row planner facts that neither evidence nor time can change, and a memo of them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from .canonical import canon
+from .evidence import row_pid
+from .fingerprints import identity_keys, row_unit
+from .identity import InstanceIdentity, assess_instance_identity, normalize_client_name
+from .liveness import STATUS_ACTIVE, pid_evidence_applies, ttl_seconds
+from .reasons import (
+    REASON_ALREADY_TERMINAL,
+    REASON_BOOT_UNKNOWN,
+    REASON_HOST_UNPROVEN,
+    REASON_INCOMPLETE_IDENTITY,
+    REASON_UNPARSABLE_HEARTBEAT,
+    REASON_UNTRUSTED_PROVENANCE,
+)
+from .stamps import parse_stamp
+from .worker_view import process_identity
+
+__all__ = [
+    "DYNAMIC_EVIDENCE_KEYS",
+    "REQUIRED_IDENTITY_FIELDS",
+    "FactsContext",
+    "RowFacts",
+    "Seen",
+    "Verdict",
+    "row_facts",
+]
+
+#: Columns that must hold a value before the conjunction can even be read.
+#: The fencing triple is here on purpose: rows written before it existed are
+#: preserved permanently rather than retired on weaker evidence.
+REQUIRED_IDENTITY_FIELDS: tuple[str, ...] = (
+    "worker_identity",
+    "client_instance_id",
+    "session_id",
+    "generation_id",
+    "status",
+    "started_at",
+    "last_heartbeat_at",
+    "heartbeat_ttl_seconds",
+    "pid",
+    "host_id",
+    "boot_id",
+    "process_start_time",
+)
+
+#: Evidence entries that depend on the probe or on ``now``; every other entry
+#: is a function of the row version alone.
+DYNAMIC_EVIDENCE_KEYS: tuple[str, ...] = (
+    "pid_alive",
+    "probed_start_time",
+    "heartbeat_age_seconds",
+    "heartbeat_fresh",
+    "live",
+    "ownership_state",
+)
+
+Verdict = tuple[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class FactsContext:
+    """The plan inputs a row's static facts depend on besides the row itself."""
+
+    host_id: str | None
+    boot_id: str | None
+    canonical_repository: str | None
+
+
+class RowFacts(NamedTuple):
+    """Everything about one row version that neither evidence nor ``now`` can change.
+
+    A named tuple rather than a dataclass: one is built per changed row per
+    plan, and tuple construction is several times cheaper than a frozen
+    dataclass's ``__init__``.
+    """
+
+    unit: str
+    canon_identity: str
+    worker_identity: str | None
+    session_id: str | None
+    client_instance_id: str | None
+    namespace: str | None
+    pid: int | None
+    process_start_time: str | None
+    identity_trusted: bool
+    active: bool
+    beat: datetime | None
+    ttl: float | None
+    pid_local: bool
+    self_contradicting: bool
+    #: Terminal status, missing fields or an unparsable beat: fixed per row version.
+    static_verdict: Verdict
+    repository_unfit: bool
+    #: Same host and same boot as the judge, so a pid number is comparable.
+    same_incarnation_space: bool
+    # Tuples, not sets: a memo of many rows should not hold GC-tracked objects it
+    # does not need (tuples of strings are untracked by the collector).
+    conflict_keys: tuple[tuple[str, str], ...]
+    scope_keys: tuple[tuple[str, str], ...]
+    slot: tuple[str, str] | None
+    identity_proof: Verdict
+    #: Never mutated: each plan copies it and fills in DYNAMIC_EVIDENCE_KEYS.
+    evidence_template: Mapping[str, Any]
+    #: The value types of the memo key these facts were derived from (set by the memo).
+    types: tuple[type, ...] = ()
+
+
+class Seen(NamedTuple):
+    """The static columns of one row, normalized as ``build_worker_view`` does."""
+
+    worker_identity: str | None
+    client_type: str
+    client_instance_id: str | None
+    identity: InstanceIdentity
+    fleet_run_id: str | None
+    namespace: str | None
+    profile: str | None
+    role: str | None
+    session_id: str | None
+    generation_id: str | None
+    fencing_epoch: Any
+    process_identity: str | None
+    pid: int | None
+    host_id: str | None
+    boot_id: str | None
+    process_start_time: str | None
+    repository_binding: str | None
+    foreign_repository: bool
+    status: str
+    ttl: float | None
+    started_at: Any
+    last_heartbeat_at: Any
+
+
+def _text(row: Mapping[str, Any], name: str) -> str | None:
+    text = canon(row.get(name)).strip()
+    return text or None
+
+
+def _seen(row: Mapping[str, Any], context: FactsContext) -> Seen:
+    # Mirrors build_worker_view field by field (the oracle tests hold the two
+    # together); the view itself would also judge liveness, which is per plan.
+    identity = assess_instance_identity(row.get("client_instance_id"))
+    binding = _text(row, "repository_binding")
+    canonical = context.canonical_repository
+    return Seen(
+        worker_identity=_text(row, "worker_identity"),
+        client_type=normalize_client_name(row.get("client_name") or row.get("client_type")),
+        client_instance_id=identity.client_instance_id,
+        identity=identity,
+        fleet_run_id=_text(row, "fleet_run_id"),
+        namespace=_text(row, "namespace"),
+        profile=_text(row, "profile"),
+        role=_text(row, "role"),
+        session_id=_text(row, "session_id"),
+        generation_id=_text(row, "generation_id"),
+        fencing_epoch=row.get("fencing_epoch"),
+        process_identity=process_identity(row),
+        pid=row_pid(row),
+        host_id=_text(row, "host_id"),
+        boot_id=_text(row, "boot_id"),
+        process_start_time=_text(row, "process_start_time"),
+        repository_binding=binding,
+        foreign_repository=bool(
+            canonical and binding and binding.rstrip("/") != canonical.rstrip("/")
+        ),
+        status=str(row.get("status") or ""),
+        ttl=ttl_seconds(row),
+        started_at=row.get("started_at"),
+        last_heartbeat_at=row.get("last_heartbeat_at"),
+    )
+
+
+def _missing_fields(row: Mapping[str, Any]) -> list[str]:
+    return [name for name in REQUIRED_IDENTITY_FIELDS if not canon(row.get(name)).strip()]
+
+
+def _conflict_keys(view: Seen) -> tuple[tuple[str, str], ...]:
+    keys = (
+        ("session_id", canon(view.session_id)),
+        ("generation_id", canon(view.generation_id)),
+        ("process_identity", canon(view.process_identity)),
+        ("pid", canon(view.pid)),
+    )
+    return tuple((name, value) for name, value in keys if value)
+
+
+def _static_verdict(row: Mapping[str, Any], view: Seen, beat: datetime | None) -> Verdict:
+    if view.status != STATUS_ACTIVE:
+        return (REASON_ALREADY_TERMINAL, f"status is {view.status!r}; nothing to retire")
+    missing = _missing_fields(row)
+    if missing:
+        return (
+            REASON_INCOMPLETE_IDENTITY,
+            f"row lacks field(s) the retirement conjunction reads: {missing}",
+        )
+    if beat is None:
+        return (REASON_UNPARSABLE_HEARTBEAT, "last_heartbeat_at is not a parsable UTC stamp")
+    return None
+
+
+def _identity_proof(view: Seen, context: FactsContext) -> Verdict:
+    """Attribution (launcher-minted instance) plus fencing (same host, known boots)."""
+    if not view.identity.trusted:
+        return (
+            REASON_UNTRUSTED_PROVENANCE,
+            f"client_instance_id {view.client_instance_id!r} is not launcher-minted "
+            f"({view.identity.provenance}); nothing proves which launch this row belongs to",
+        )
+    if not context.host_id:
+        return (
+            REASON_HOST_UNPROVEN,
+            "the supervisor cannot establish its own host identity, so a local probe "
+            "speaks for no machine",
+        )
+    if view.host_id != context.host_id:
+        return (
+            REASON_HOST_UNPROVEN,
+            f"row is bound to host {view.host_id!r} but this supervisor runs on "
+            f"{context.host_id!r}; a local probe says nothing about another machine",
+        )
+    if not context.boot_id:
+        return (
+            REASON_BOOT_UNKNOWN,
+            "the current boot identity is unknown, so the recorded pid cannot be "
+            "compared with a live one",
+        )
+    # Different boot: every pid of the old boot is gone. Same boot: the probe
+    # already said the pid is dead. Either way this incarnation is gone.
+    return None
+
+
+def _evidence_template(v: Seen) -> dict[str, Any]:
+    """An entry's evidence with placeholders where each plan writes its own observations."""
+    # Key order is the rendered order; a plan copies this dict (several times
+    # cheaper than building it) and overwrites DYNAMIC_EVIDENCE_KEYS.
+    return {
+        "worker_identity": v.worker_identity,
+        "client_type": v.client_type,
+        "client_instance_id": v.client_instance_id,
+        "fleet_run_id": v.fleet_run_id,
+        "namespace": v.namespace,
+        "profile": v.profile,
+        "declared_role": v.role,
+        "session_id": v.session_id,
+        "generation_id": v.generation_id,
+        "fencing_epoch": v.fencing_epoch,
+        "process_identity": v.process_identity,
+        "pid": v.pid,
+        "pid_alive": None,
+        "probed_start_time": None,
+        "host_id": v.host_id,
+        "boot_id": v.boot_id,
+        "process_start_time": v.process_start_time,
+        "repository_binding": v.repository_binding,
+        "foreign_repository": v.foreign_repository,
+        "status": v.status,
+        "started_at": v.started_at,
+        "last_heartbeat_at": v.last_heartbeat_at,
+        "heartbeat_ttl_seconds": v.ttl,
+        "heartbeat_age_seconds": None,
+        "heartbeat_fresh": None,
+        "live": False,
+        "ownership_state": "",
+        "instance_id_provenance": v.identity.provenance,
+        "instance_identity_trusted": v.identity.trusted,
+    }
+
+
+def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
+    """The static facts of one row."""
+    view = _seen(row, context)
+    active = view.status == STATUS_ACTIVE
+    slot = (
+        (view.client_instance_id, view.namespace)
+        if active and view.client_instance_id and view.namespace
+        else None
+    )
+    comparable = bool(
+        context.host_id
+        and view.host_id == context.host_id
+        and context.boot_id
+        and view.boot_id == context.boot_id
+    )
+    beat = parse_stamp(row.get("last_heartbeat_at"))
+    started = parse_stamp(row.get("started_at"))
+    scope_keys = tuple(identity_keys(row))
+    # The two key sets mostly hold equal pairs; one object each keeps the memo small.
+    shared = {pair: pair for pair in scope_keys}
+    return RowFacts(
+        unit=row_unit(row),
+        canon_identity=canon(row.get("worker_identity")),
+        worker_identity=view.worker_identity,
+        session_id=view.session_id,
+        client_instance_id=view.client_instance_id,
+        namespace=view.namespace,
+        pid=view.pid,
+        process_start_time=view.process_start_time,
+        identity_trusted=view.identity.trusted,
+        active=active,
+        beat=beat,
+        ttl=view.ttl,
+        pid_local=pid_evidence_applies(row, context.host_id),
+        # As worker_view.self_contradicting, from the stamps parsed once here.
+        self_contradicting=started is None or (beat is not None and started > beat),
+        static_verdict=_static_verdict(row, view, beat),
+        repository_unfit=not view.repository_binding or view.foreign_repository,
+        same_incarnation_space=comparable,
+        conflict_keys=tuple(shared.get(pair, pair) for pair in _conflict_keys(view)),
+        scope_keys=scope_keys,
+        slot=slot,
+        identity_proof=_identity_proof(view, context),
+        evidence_template=_evidence_template(view),
+    )

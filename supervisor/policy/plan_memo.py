@@ -1,0 +1,151 @@
+"""A memo of row facts by row content, so a plan re-derives only the rows that changed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any
+
+from .fingerprints import FINGERPRINT_FIELDS
+from .plan_facts import FactsContext, RowFacts, row_facts
+
+__all__ = ["KEY_FIELDS", "PlanMemo"]
+
+#: Every column a verdict, an evidence entry or a token reads: the token's
+#: columns, plus ``client_type``, read only as the fallback for a missing
+#: ``client_name`` (and only then part of the key).
+KEY_FIELDS: tuple[str, ...] = (*FINGERPRINT_FIELDS, "client_type")
+_CLIENT_NAME_AT = FINGERPRINT_FIELDS.index("client_name")
+#: Builds the key in C; rows lacking a column take the ``get`` path.
+_KEY_GETTER = itemgetter(*FINGERPRINT_FIELDS)
+#: Superseded row versions tolerated before the memo is compacted.
+_SLACK = 1024
+#: Distinct type signatures shared between memo entries (a registry has a few).
+_MAX_SIGNATURES = 256
+
+#: Value types whose equality implies identical canonical text, verdicts and
+#: evidence. Other types (datetimes: equal instants in different zones print
+#: differently) are never memoized.
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def _key(row: Mapping[str, Any], *, fast: bool) -> tuple[Any, ...] | None:
+    """The memo key, or ``None`` when the C path cannot read the row (then use ``_slow_key``)."""
+    # Plain dicts only: a subclass may answer a missing column (defaultdict)
+    # differently from ``get``, which is what every reader of the row uses.
+    if not fast or type(row) is not dict:
+        return None
+    try:
+        key: tuple[Any, ...] = _KEY_GETTER(row)
+    except KeyError:
+        return None
+    return key if key[_CLIENT_NAME_AT] else (*key, row.get("client_type"))
+
+
+def _slow_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    key = tuple(map(row.get, FINGERPRINT_FIELDS))
+    return key if key[_CLIENT_NAME_AT] else (*key, row.get("client_type"))
+
+
+def _memoizable(key: tuple[Any, ...], types: tuple[type, ...]) -> bool:
+    if not _PLAIN_TYPES.issuperset(types):
+        return False
+    # -0.0 == 0.0 with one type, yet a raw value (fencing_epoch) is shown as
+    # stored; such rows are simply recomputed every time.
+    return not (float in types and 0.0 in key and any(type(v) is float and v == 0 for v in key))
+
+
+def _compacted(
+    cache: dict[tuple[Any, ...], RowFacts], rows: Sequence[Mapping[str, Any]]
+) -> dict[tuple[Any, ...], RowFacts]:
+    keep: set[tuple[Any, ...]] = set()
+    for row in rows:
+        key = _key(row, fast=True) or _slow_key(row)
+        # Only plain values are ever memoized (and only they are surely hashable).
+        if _PLAIN_TYPES.issuperset(map(type, key)):
+            keep.add(key)
+    return {key: held for key, held in cache.items() if key in keep}
+
+
+class PlanMemo:
+    """Row facts by row content, so a plan recomputes only rows that changed.
+
+    Pure: no I/O and no clock; a hit returns exactly what ``row_facts`` would,
+    because the key holds every column the facts read, with their types.
+    One memo serves one planner at a time; it is not meant to be shared
+    across threads.
+    """
+
+    __slots__ = ("_context", "_facts", "_registry", "_signatures", "hits", "misses")
+
+    _facts: dict[tuple[Any, ...], RowFacts]
+
+    def __init__(self) -> None:
+        self._context: FactsContext | None = None
+        self._facts = {}
+        self._signatures: dict[tuple[type, ...], tuple[type, ...]] = {}
+        self._registry: tuple[list[str], str] | None = None
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def facts(self, rows: Sequence[Mapping[str, Any]], context: FactsContext) -> list[RowFacts]:
+        """Facts for every row, in order; rows unchanged since an earlier call cost a lookup."""
+        if context != self._context:
+            self._facts.clear()
+            self._signatures.clear()
+            self._context = context
+        cache = self._facts
+        out: list[RowFacts] = []
+        append = out.append
+        misses = 0
+        # Rows of one plan come from one source; once one lacks a column the
+        # rest are read with ``get`` instead of raising per row.
+        fast = True
+        for row in rows:
+            key = _key(row, fast=fast)
+            if key is None:
+                fast = False
+                key = _slow_key(row)
+            types = tuple(map(type, key))
+            try:
+                held = cache.get(key)
+            except TypeError:
+                # An unhashable value (a list in some column): judged, never memoized.
+                misses += 1
+                append(row_facts(row, context))
+                continue
+            if held is not None and held.types == types:
+                append(held)
+                continue
+            misses += 1
+            facts = row_facts(row, context)
+            if _memoizable(key, types):
+                # Rows of one registry share a handful of type signatures; one
+                # tuple per signature instead of one per row.
+                signatures = self._signatures
+                if len(signatures) < _MAX_SIGNATURES:
+                    types = signatures.setdefault(types, types)
+                # The signature travels inside the facts: no pair object per row
+                # for the garbage collector to walk on every full collection.
+                facts = facts._replace(types=types)
+                cache[key] = facts
+            append(facts)
+        if len(cache) > 2 * len(out) + _SLACK:
+            # Keep only this plan's row versions, so memory follows the registry's
+            # size instead of its history.
+            self._facts = _compacted(cache, rows)
+        self.hits += len(out) - misses
+        self.misses += misses
+        return out
+
+    def registry_token(self, units: list[str], compute: Callable[[list[str]], str]) -> str:
+        """``compute(units)``, reused while the units are the same list of texts."""
+        held = self._registry
+        if held is not None and held[0] == units:
+            return held[1]
+        token = compute(units)
+        self._registry = (units, token)
+        return token
