@@ -29,7 +29,6 @@ from actors.messages import (
     WriteAck,
     WriterInbox,
 )
-from actors.registry_mirror import RegistryMirror
 from actors.retirement_records import Refused as _Refused
 from actors.retirement_records import audit_event, post_apply_view
 from actors.retirement_records import refusal as _refusal
@@ -88,7 +87,6 @@ class RetirementActor:
         probes: ProbeBackend,
         profiles: ProfileLookup,
         settings: RetirementSettings | None = None,
-        mirror: RegistryMirror | None = None,
     ) -> None:
         self._inbox = inbox
         self._writer = writer
@@ -101,8 +99,6 @@ class RetirementActor:
         self._settings = settings or RetirementSettings()
         # Row facts from earlier plans: rows unchanged since then are not re-derived.
         self._plan_memo = PlanMemo()
-        # Kept by the registry writer when it is wired to; otherwise plans read the store.
-        self._mirror = mirror
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
@@ -254,9 +250,8 @@ class RetirementActor:
         return result
 
     async def _registrations(self) -> list[Row]:
-        """Every registration as last committed: from the writer's mirror when it has one."""
-        held = self._mirror.rows() if self._mirror is not None else None
-        return held if held is not None else await self._store.read_registrations()
+        """Every registration as last committed."""
+        return await self._store.read_registrations()
 
     async def _plan(self, canonical_repository: str | None) -> dict[str, Any]:
         owners = await self._owners()
