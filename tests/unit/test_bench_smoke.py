@@ -47,6 +47,7 @@ EXPECTED = (
     "apply.writer_1k_ms",
     "apply.handle_1k_ms",
     "rss.peak_10k_live_mb",
+    "rss.peak_10k_live_planned_mb",
     "rss.peak_10k_dead_mb",
     "rss.peak_empty_mb",
 )
