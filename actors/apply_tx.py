@@ -8,6 +8,7 @@ from typing import Any
 
 from actors.messages import ApplyRetirement
 from supervisor.clock import Clock
+from supervisor.gc_pause import gc_paused
 from supervisor.policy.apply_rules import (
     TargetVerdict,
     check_mass_guard,
@@ -226,14 +227,16 @@ async def _decide_and_write(
     leases = await tx.leases(status="active")
     fencing = FencingContext(host_id=probes.host_id(), boot_id=probes.boot_id())
     now = env.clock.now()
-    fresh = plan_retirement(
-        rows,
-        now=now,
-        evidence=_evidence_map(probes, rows),
-        fencing=fencing,
-        canonical_repository=msg.canonical_repository,
-        protected=protected_from_leases(leases),
-    )
+    evidence = _evidence_map(probes, rows)
+    with gc_paused():
+        fresh = plan_retirement(
+            rows,
+            now=now,
+            evidence=evidence,
+            fencing=fencing,
+            canonical_repository=msg.canonical_repository,
+            protected=protected_from_leases(leases),
+        )
     pre = precheck_apply(
         rows,
         mode=msg.mode,

@@ -34,6 +34,7 @@ from actors.retirement_records import audit_event, post_apply_view
 from actors.retirement_records import refusal as _refusal
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
+from supervisor.gc_pause import gc_paused
 from supervisor.logs import get_logger
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.cohort import classify_cohort
@@ -227,15 +228,17 @@ class RetirementActor:
         expected_live_revision: str | None = None,
         manifest: Sequence[Any] = (),
     ) -> FleetSnapshot:
-        return snapshot_fleet(
-            rows,
-            now=self._clock.now(),
-            evidence=await self._evidence(rows),
-            current_host_id=self._probes.host_id(),
-            canonical_repository=canonical_repository or self._settings.canonical_repository,
-            expected_live_revision=expected_live_revision,
-            expected_manifest=manifest,
-        )
+        evidence = await self._evidence(rows)
+        with gc_paused():
+            return snapshot_fleet(
+                rows,
+                now=self._clock.now(),
+                evidence=evidence,
+                current_host_id=self._probes.host_id(),
+                canonical_repository=canonical_repository or self._settings.canonical_repository,
+                expected_live_revision=expected_live_revision,
+                expected_manifest=manifest,
+            )
 
     async def plan(self, request: PlanRequest) -> Mapping[str, Any]:
         try:
@@ -257,16 +260,18 @@ class RetirementActor:
         owners = await self._owners()
         rows = await self._registrations()
         canon_repo = canonical_repository or self._settings.canonical_repository
-        plan = plan_retirement(
-            rows,
-            now=self._clock.now(),
-            evidence=await self._evidence(rows),
-            fencing=self._fencing(),
-            canonical_repository=canon_repo,
-            protected=owners.owners,
-            memo=self._plan_memo,
-        )
-        result = plan_dict(plan)
+        evidence = await self._evidence(rows)
+        with gc_paused():
+            plan = plan_retirement(
+                rows,
+                now=self._clock.now(),
+                evidence=evidence,
+                fencing=self._fencing(),
+                canonical_repository=canon_repo,
+                protected=owners.owners,
+                memo=self._plan_memo,
+            )
+            result = plan_dict(plan)
         result["protected_active_workflow_owners"] = {
             **owners_dict(owners.owners),
             "active_lease_count": owners.active_lease_count,

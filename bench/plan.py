@@ -26,6 +26,7 @@ from bench.fixtures import (
 from bench.report import Figure
 from supervisor.app import AppSettings, running_supervisor
 from supervisor.clock import MonotonicWall, SystemClock
+from supervisor.gc_pause import gc_paused
 from supervisor.policy.eligibility import (
     FencingContext,
     PlanMemo,
@@ -64,15 +65,17 @@ def _time_pure(count: int, *, max_reps: int, budget: float) -> dict[str, Any]:
         now = _NOW + timedelta(seconds=step[0])
         for index in range(0, changed * 100, 100):
             rows[index] = {**rows[index], "last_heartbeat_at": format_stamp(now)}
-        return plan_retirement(
-            rows,
-            now=now,
-            evidence=evidence,
-            fencing=_FENCING,
-            canonical_repository=REPO,
-            protected=protected,
-            memo=memo,
-        )
+        # As the retirement actor runs it: with the cyclic collector held off.
+        with gc_paused():
+            return plan_retirement(
+                rows,
+                now=now,
+                evidence=evidence,
+                fencing=_FENCING,
+                canonical_repository=REPO,
+                protected=protected,
+                memo=memo,
+            )
 
     def timed(memo: PlanMemo | None, changed: int = 0) -> list[float]:
         samples: list[float] = []
