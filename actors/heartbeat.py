@@ -5,12 +5,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, assert_never
 
 import anyio
 from anyio.abc import TaskStatus
 
-from actors.mailbox import Inbox, Outbox, ask, tell
+from actors.mailbox import Inbox, Outbox, Reply, ask, tell
 from actors.messages import (
     BeatClaim,
     Heartbeat,
@@ -145,12 +146,7 @@ class HeartbeatActor:
                 positions.append(mine)
             results: Sequence[HeartbeatResult]
             try:
-                answered: tuple[HeartbeatResult, ...] = await ask(
-                    self._writer,
-                    lambda reply: TouchHeartbeats(beats=tuple(writes), reply=reply),
-                    actor="registry_writer",
-                )
-                results = answered
+                results = await self._write(writes)
             except SupervisorError as exc:
                 results = [
                     HeartbeatResult(
@@ -169,6 +165,20 @@ class HeartbeatActor:
                         message.reply.send(results[mine[0]])
         finally:
             self._in_flight.release()
+
+    async def _write(self, writes: Sequence[HeartbeatWrite]) -> list[HeartbeatResult]:
+        """One writer message per ``max_batch`` beats: a group from a pipelining peer may
+        hold more beats than one write is allowed."""
+        size = self._settings.max_batch
+        results: list[HeartbeatResult] = []
+        for start in range(0, len(writes), size):
+            answered: tuple[HeartbeatResult, ...] = await ask(
+                self._writer,
+                partial(_touch, tuple(writes[start : start + size])),
+                actor="registry_writer",
+            )
+            results.extend(answered)
+        return results
 
     async def _register(self, message: Register) -> RegisterResult:
         problem = _claim_problem(message.claims, self._settings)
@@ -266,6 +276,12 @@ class HeartbeatActor:
         except SupervisorError as exc:
             return WriteAck(ok=False, code=exc.code, detail=exc.detail)
         return ack
+
+
+def _touch(
+    beats: tuple[HeartbeatWrite, ...], reply: Reply[tuple[HeartbeatResult, ...]]
+) -> TouchHeartbeats:
+    return TouchHeartbeats(beats=beats, reply=reply)
 
 
 def _as_write(beat: BeatClaim, stamp: str) -> HeartbeatWrite:

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+from actors.heartbeat import HeartbeatSettings
 from actors.messages import Heartbeat, HeartbeatGroup, HeartbeatResult, Register, RegisterResult
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.stamps import format_stamp
@@ -537,3 +538,40 @@ class _Claim:
     pid: int
     generation_id: str
     fencing_epoch: int
+
+
+async def test_a_group_larger_than_max_batch_is_written_max_batch_beats_at_a_time(
+    tmp_path: Path,
+) -> None:
+    pids = list(range(4201, 4206))
+    probes = ScriptedProbes(host_id="host-a", boot_id="boot-1")
+    for pid in pids:
+        probes.set(pid, alive=True, start_time=f"ticks-{pid}", cwd=REPO)
+    fake = FakeClock(wall=START)
+    db = await open_sqlite_store(tmp_path / "registry.sqlite3")
+    try:
+        store = RecordingStore(db)
+        settings = HeartbeatSettings(max_batch=2)
+        with reply_boxes() as boxes:
+            async with running_front(
+                store, clock=MonotonicWall(fake), probes=probes, settings=settings
+            ) as rig:
+                regs = [await register_direct(rig.inbox, boxes, pid) for pid in pids]
+                await fake.advance(1)
+                store.touch_calls.clear()
+                claims = tuple(
+                    _Claim(
+                        worker_identity=str(r["worker_identity"]),
+                        pid=int(r["pid"]),
+                        generation_id=str(r["generation_id"]),
+                        fencing_epoch=int(r["fencing_epoch"]),
+                    )
+                    for r in regs
+                )
+                group: ReplyBox[tuple[HeartbeatResult, ...]] = boxes.new()
+                rig.inbox.send_nowait(HeartbeatGroup(claims=claims, reply=group.reply))
+                results = await group.get()
+        assert [r.code for r in results] == ["ok"] * 5
+        assert [len(call) for call in store.touch_calls] == [2, 2, 1]
+    finally:
+        await db.close()
