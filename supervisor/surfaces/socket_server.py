@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -17,16 +15,13 @@ from supervisor.config import SocketConfig
 from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.logs import get_logger
-from supervisor.policy.permissions import Profile, decide
-from supervisor.policy.reasons import OUTCOME_REFUSED
-from supervisor.policy.render import decision_dict
+from supervisor.policy.permissions import Profile
 from supervisor.probes import ProbeBackend, peer_credentials
 from supervisor.surfaces.frame_channel import FrameChannel, Oversized, open_frame_channel
 from supervisor.surfaces.protocol import (
     BAD_REQUEST,
     FRAME_TOO_LARGE,
     INTERNAL_ERROR,
-    PROTOCOL_VERSION,
     SERVER_BUSY,
     TIMEOUT,
     ApplyArgs,
@@ -46,6 +41,7 @@ from supervisor.surfaces.protocol import (
 )
 from supervisor.surfaces.socket_bind import SocketInUse, bound_listener
 from supervisor.surfaces.socket_control import dispatch_control
+from supervisor.surfaces.socket_status import ServerFigures, status_report
 from supervisor.unix_stream import UnixStream, accept_socket
 
 __all__ = ["CredentialsReader", "ProfileLookupWithAuth", "SocketInUse", "serve_socket"]
@@ -323,7 +319,12 @@ class _SocketServer:
                     canonical_repository=args.canonical_repository,
                 )
             case "status", None:
-                return await self._status(self._authenticate(request.token))
+                figures = ServerFigures(
+                    socket_path=self._path,
+                    active_connections=self._active,
+                    max_connections=self._settings.max_connections,
+                )
+                return await status_report(self._handle, self._authenticate(request.token), figures)
             case _, ControlArgs() as args:
                 return await dispatch_control(self._handle, self._authenticate(request.token), args)
         raise ProtocolError(f"op {request.op!r} has no handler")
@@ -352,42 +353,6 @@ class _SocketServer:
             f"{op} for pid {pid} refused: the connecting process (pid {peer_pid}) "
             "is neither that process nor its parent"
         )
-
-    async def _status(self, profile: Profile) -> dict[str, Any]:
-        decision = decide(profile, "status")
-        if not decision.allowed:
-            return {
-                "success": False,
-                "outcome": OUTCOME_REFUSED,
-                "mutation_performed": False,
-                "reasons": [f"status refused: {decision.reason}"],
-                "permission": decision_dict(decision),
-                "denied": True,
-            }
-        liveness = await self._handle.liveness_status()
-        owners = await self._handle.lease_owners()
-        return {
-            "success": True,
-            "profile": profile.name,
-            "role_kind": profile.role_kind,
-            "server": {
-                "protocol_version": PROTOCOL_VERSION,
-                "pid": os.getpid(),
-                "socket_path": str(self._path),
-                "active_connections": self._active,
-                "max_connections": self._settings.max_connections,
-            },
-            "liveness": {
-                "sweeps_completed": liveness.sweeps_completed,
-                "watched_pids": liveness.watched_pids,
-                "verdicts": dict(sorted(Counter(v.state for v in liveness.verdicts).items())),
-            },
-            "leases": {
-                "readable": owners.readable,
-                "active_lease_count": owners.active_lease_count,
-                "detail": owners.detail,
-            },
-        }
 
 
 class _Conversation:
