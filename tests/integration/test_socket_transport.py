@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from supervisor.client import AsyncClient
@@ -323,3 +324,60 @@ async def test_frames_before_an_oversized_one_are_answered_first(
     assert [line["id"] for line in lines] == ["a", "b", None]
     assert [line["ok"] for line in lines] == [True, True, False]
     assert lines[2]["error"]["code"] == "frame_too_large"
+
+
+@pytest.mark.anyio
+async def test_a_long_pipeline_is_answered_in_order(tmp_path: Path, sock_dir: Path) -> None:
+    # Far more frames than the server queues before it stops reading the socket.
+    count = 2000
+    payload = b"".join(encode({"id": str(i), "op": "no-such-op"}) for i in range(count))
+    async with served(tmp_path, sock_dir) as s:
+        answers = await read_frames(s.path, payload, count=count)
+    assert [a["id"] for a in answers] == [str(i) for i in range(count)]
+    assert {a["error"]["code"] for a in answers} == {"unknown_op"}
+
+
+@pytest.mark.anyio
+async def test_a_peer_that_stops_reading_is_dropped_and_others_are_served(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    # Megabytes of answers nobody reads: the server's writes back up, and after the
+    # request timeout it gives the connection up instead of buffering without end.
+    payload = b"".join(encode({"id": str(i), "op": "no-such-op"}) for i in range(40_000))
+    async with served(tmp_path, sock_dir, request_timeout_seconds=0.2) as s:
+        silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        silent.settimeout(30.0)
+        silent.connect(str(s.path))
+        try:
+            # sendall blocks once the server stops reading, and fails once it hangs up:
+            # a server that buffered answers without end would read the whole payload.
+            sent_all = await anyio.to_thread.run_sync(_send_ignoring_hangup, silent, payload)
+            assert not sent_all
+            answers = await read_frames(s.path, encode({"id": "x", "op": "no-such-op"}), count=1)
+            assert answers[0]["id"] == "x"
+            received = await anyio.to_thread.run_sync(_drain_until_closed, silent)
+        finally:
+            silent.close()
+    # The connection ended with answers still owed: the server gave up on it.
+    assert received.count(b"\n") < 40_000
+
+
+def _send_ignoring_hangup(sock: socket.socket, payload: bytes) -> bool:
+    """True if every byte was sent; False if the server hung up first."""
+    try:
+        sock.sendall(payload)
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    return True
+
+
+def _drain_until_closed(sock: socket.socket) -> bytes:
+    received = b""
+    while True:
+        try:
+            chunk = sock.recv(1 << 16)
+        except ConnectionResetError:
+            return received
+        if not chunk:
+            return received
+        received += chunk
