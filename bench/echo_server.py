@@ -1,4 +1,4 @@
-"""The socket floor: an asyncio server that answers every frame at once, with no actors or database.
+"""The socket floor: an asyncio server answering every frame at once, no actors, no database.
 
 Run as ``python -m bench.echo_server PATH``; it serves until killed. The heartbeat
 benchmark drives it with the same client and loads as the daemon, so the gap between

@@ -1,4 +1,4 @@
-"""Per-row planner facts that neither evidence nor time can change, and a memo of them."""
+"""Per-row planner facts that neither evidence nor time can change."""
 
 from __future__ import annotations
 
