@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, ClassVar
 
+from actors.messages import HeartbeatResult
 from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.protocol_control import CONTROL_OPS, ControlArgs, parse_control_args
@@ -39,6 +40,7 @@ __all__ = [
     "SnapshotArgs",
     "Unauthenticated",
     "UnknownOp",
+    "beat_answer",
     "decode_request",
     "encode",
     "error_frame",
@@ -143,7 +145,7 @@ def _text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str 
         if required:
             raise ProtocolError(f"args.{name} is required")
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > _MAX_TEXT:
+    if not isinstance(value, str) or not value or value.isspace() or len(value) > _MAX_TEXT:
         raise ProtocolError(f"args.{name} must be a non-empty string of at most {_MAX_TEXT} chars")
     return value
 
@@ -359,6 +361,20 @@ _PLAIN = frozenset({str, int, float, bool})
 
 
 def encode(frame: Mapping[str, Any]) -> bytes:
+    return (_ENCODER.encode(frame) + "\n").encode()
+
+
+def beat_answer(request_id: str | None, result: HeartbeatResult) -> bytes:
+    """``encode(ok_frame(request_id, to_wire(result)))`` for a heartbeat, built directly:
+    every heartbeat is answered through here."""
+    wire = {
+        "ok": result.ok,
+        "code": result.code,
+        "detail": result.detail,
+        "worker_identity": result.worker_identity,
+        "last_heartbeat_at": result.last_heartbeat_at,
+    }
+    frame = {"v": PROTOCOL_VERSION, "id": request_id, "ok": True, "result": wire}
     return (_ENCODER.encode(frame) + "\n").encode()
 
 

@@ -32,6 +32,7 @@ from supervisor.surfaces.protocol import (
     Request,
     SnapshotArgs,
     Unauthenticated,
+    beat_answer,
     decode_request,
     encode,
     error_frame,
@@ -257,7 +258,7 @@ class _SocketServer:
                     answers[index] = encode(error_frame(run[index][0].id, INTERNAL_ERROR, detail))
             else:
                 for (index, _), result in zip(accepted, results, strict=True):
-                    answers[index] = encode(ok_frame(run[index][0].id, to_wire(result)))
+                    answers[index] = beat_answer(run[index][0].id, result)
         return [a for a in answers if a is not None]
 
     async def _respond(self, request: Request, peer: _Conversation) -> dict[str, Any]:
