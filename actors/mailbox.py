@@ -74,7 +74,7 @@ class Reply(Generic[T]):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def wait(self, *, actor: str, timeout: float | None = None) -> T:  # noqa: ASYNC109
+    async def wait(self, *, actor: str, timeout: float | None = None) -> T:  # noqa: ASYNC109 (timer)
         """The answer; ``ActorStopped`` if the slot was closed without one, ``TimeoutError``
         if none came within ``timeout`` seconds. One waiter at a time."""
         if not self._closed:

@@ -94,7 +94,7 @@ class SupervisorHandle(ControlPlaneCalls):
         """Several beats at once (a pipelining peer's), answered in order within ``timeout``
         seconds (else ``TimeoutError``; the beats may still land).
 
-        One message for all of them, so they share one write batch; each beat is still
+        One message for all of them, so they can share a write batch; each beat is still
         judged on its own claim and gets its own result.
         """
         if not claims:
