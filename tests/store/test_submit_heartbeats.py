@@ -9,6 +9,7 @@ import pytest
 from supervisor.errors import StoreError
 from supervisor.store import SQLiteStore
 from supervisor.store.base import CommitChain
+from supervisor.store.sqlite_exec import check_submit_support
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, raw_query, registration
 
 pytestmark = pytest.mark.anyio
@@ -70,3 +71,12 @@ async def test_a_closed_store_refuses_jobs(store: SQLiteStore) -> None:
     await store.close()
     with pytest.raises(StoreError, match="closed"):
         store.submit_heartbeats([("w1", STAMP_2)], CommitChain())
+
+
+async def test_store_open_refuses_an_aiosqlite_without_the_job_queue(store: SQLiteStore) -> None:
+    class _Bare:
+        """An aiosqlite-like connection without the private queue ``submit`` relies on."""
+
+    check_submit_support(store._writer)  # the installed aiosqlite has it
+    with pytest.raises(StoreError, match="no way to run a job"):
+        check_submit_support(_Bare())  # type: ignore[arg-type]
