@@ -193,12 +193,13 @@ class RegistryWriter:
                 continue
             if self._beats.full:
                 await self._beats.settle_oldest(self._commit_batch)
-                if not self._all_known(job):
-                    # Settling fell back to the table and forgot some rows: the rest of
-                    # the batch takes the full path, after everything queued.
-                    await self._beats.drain(self._commit_batch)
-                    await self._commit_batch(beats[position + 1 - len(job) :])
-                    return True
+            if not self._all_known(job):
+                # An earlier job of this batch was redone from the table and the writer
+                # forgot some rows: the rest of the batch takes the full path, after
+                # everything queued.
+                await self._beats.drain(self._commit_batch)
+                await self._commit_batch(beats[position + 1 - len(job) :])
+                return True
             self._beats.submit(job, self._fencing)
             job, size = [], 0
         return True

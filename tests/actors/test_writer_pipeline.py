@@ -189,3 +189,33 @@ class _RefusingStore(RecordingStore):
             raise StoreError("queue refused")
         async with super().write() as tx:
             yield tx
+
+
+async def test_a_row_forgotten_mid_batch_is_judged_from_the_table_in_later_jobs(
+    tmp_path: Path,
+) -> None:
+    """Jobs 1 and 4 name a row retired behind the writer's back. Job 1's redo makes the
+    writer forget the row, so job 4 must not be judged from memory (it would read as an
+    unknown registration) but from the table."""
+    async with real_store(tmp_path) as db:
+        gone = registration_row(pid=1001)
+        kept = [
+            registration_row(pid=1002 + i, namespace=ns)
+            for i, ns in enumerate(("reviewer", "merger"))
+        ]
+        await seed(db, gone, *kept)
+        async with running_writer(db, settings=PIPELINED) as rig:
+            with reply_boxes() as boxes:
+                warm: ReplyBox[BeatReplies] = boxes.new()
+                beats = tuple(beat_for(row, T1) for row in (gone, *kept))
+                rig.inbox.send_nowait(TouchHeartbeats(beats=beats, reply=warm.reply))
+                await warm.get()
+                _set_status(db.path, str(gone["worker_identity"]), "retired")
+                order = (gone, kept[0], kept[1], gone)
+                replies: list[ReplyBox[BeatReplies]] = [boxes.new() for _ in order]
+                for row, box in zip(order, replies, strict=True):
+                    rig.inbox.send_nowait(
+                        TouchHeartbeats(beats=(beat_for(row, T2),), reply=box.reply)
+                    )
+                codes = [(await box.get())[0].code for box in replies]
+        assert codes == ["registration_not_active", "ok", "ok", "registration_not_active"]
