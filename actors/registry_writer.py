@@ -179,10 +179,10 @@ class RegistryWriter:
             await self._beats.settle_oldest(self._commit_batch)
 
     async def _queue_beats(self, batch: Sequence[_Batchable]) -> bool:
-        """Queue ``batch`` as heartbeat jobs if it is only beats the writer can judge from
-        memory; False (nothing queued) otherwise."""
+        """Queue ``batch`` as heartbeat jobs, each judged from memory; False (nothing done)
+        when the batch holds anything but beats."""
         beats = [m for m in batch if isinstance(m, TouchHeartbeats)]
-        if len(beats) != len(batch) or not self._all_known(beats):
+        if len(beats) != len(batch):
             return False
         job: list[TouchHeartbeats] = []
         size = 0
@@ -194,9 +194,9 @@ class RegistryWriter:
             if self._beats.full:
                 await self._beats.settle_oldest(self._commit_batch)
             if not self._all_known(job):
-                # An earlier job of this batch was redone from the table and the writer
-                # forgot some rows: the rest of the batch takes the full path, after
-                # everything queued.
+                # A row the writer does not remember (never seen, or forgotten when an
+                # earlier job was redone from the table): the rest of the batch takes
+                # the full path, after everything queued.
                 await self._beats.drain(self._commit_batch)
                 await self._commit_batch(beats[position + 1 - len(job) :])
                 return True
