@@ -11,7 +11,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import ByteStream, SocketAttribute
 
-__all__ = ["UnixStream", "accept_socket", "accept_unix", "connect_unix_stream"]
+__all__ = ["UnixStream", "accept_socket", "connect_unix_stream"]
 
 # Why not anyio's own UNIX socket streams: on asyncio they wait by registering
 # `future.set_result` as the selector callback, so a read cancelled in the same
@@ -118,8 +118,3 @@ async def accept_socket(listener: socket.socket) -> socket.socket:
             continue
         conn.setblocking(False)
         return conn
-
-
-async def accept_unix(listener: socket.socket) -> UnixStream:
-    """``accept_socket`` wrapped as a byte stream."""
-    return UnixStream(await accept_socket(listener))
