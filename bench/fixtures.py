@@ -41,6 +41,7 @@ __all__ = [
     "cpu_seconds",
     "free_pids",
     "insert_rows",
+    "live_rows",
     "make_db",
     "mixed_fleet",
     "mixed_kind",
@@ -125,6 +126,24 @@ def registration_row(
         "boot_id": None if legacy else boot_id,
         "process_start_time": None if legacy else start_time,
     }
+
+
+def live_rows(count: int, *, first_pid: int) -> list[dict[str, Any]]:
+    """``count`` live rows on the bench's synthetic host, pids from ``first_pid`` (never
+    probed: for benchmarks that only write)."""
+    now = datetime.now(UTC)
+    return [
+        registration_row(
+            i,
+            kind="live",
+            now=now,
+            host_id="host-bench",
+            boot_id="boot-bench",
+            pid=first_pid + i,
+            start_time=f"ticks-{i}",
+        )
+        for i in range(count)
+    ]
 
 
 def mixed_fleet(

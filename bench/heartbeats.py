@@ -22,8 +22,8 @@ from bench.fixtures import (
     EchoServer,
     Sleepers,
     StaticProfiles,
+    live_rows,
     make_db,
-    registration_row,
     short_tempdir,
     sqlite_connect,
 )
@@ -229,22 +229,6 @@ def _frames(registrations: Sequence[Mapping[str, Any]], connections: int) -> lis
     return frames
 
 
-def _baseline_rows(count: int) -> list[dict[str, Any]]:
-    now = datetime.now(UTC)
-    return [
-        registration_row(
-            i,
-            kind="live",
-            now=now,
-            host_id="host-bench",
-            boot_id="boot-bench",
-            pid=200_000 + i,
-            start_time=f"ticks-{i}",
-        )
-        for i in range(count)
-    ]
-
-
 def _sqlite3_per_beat(path: Path, identities: Sequence[str], duration: float) -> tuple[int, float]:
     """Plain sqlite3: BEGIN IMMEDIATE, the writer's heartbeat UPDATE, COMMIT, for every beat."""
     statement = sql.touch_heartbeats(SQLITE)
@@ -420,7 +404,7 @@ def run(quick: bool) -> list[Figure]:
                 for connections, depth in levels
             ]
         # Baselines run after the daemon stopped, on a table of the same shape and size.
-        rows = _baseline_rows(workers)
+        rows = live_rows(workers, first_pid=200_000)
         identities = [str(r["worker_identity"]) for r in rows]
         plain_db, store_db = work / "plain.sqlite3", work / "store.sqlite3"
         anyio.run(make_db, plain_db, rows)

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import aiosqlite
 import anyio
@@ -18,7 +17,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from actors.mailbox import Reply, ask, post
 from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats, WriterInbox
 from actors.registry_writer import RegistryWriter
-from bench.fixtures import make_db, registration_row, short_tempdir, sqlite_connect
+from bench.fixtures import live_rows, make_db, short_tempdir, sqlite_connect
 from bench.report import Figure
 from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.policy.stamps import format_stamp
@@ -29,22 +28,6 @@ from supervisor.store.sqlite import open_sqlite_store
 from supervisor.store.sqlite_tx import begin_immediate, commit, executemany
 
 __all__ = ["run"]
-
-
-def _rows(count: int) -> list[dict[str, Any]]:
-    now = datetime.now(UTC)
-    return [
-        registration_row(
-            i,
-            kind="live",
-            now=now,
-            host_id="host-bench",
-            boot_id="boot-bench",
-            pid=300_000 + i,
-            start_time=f"ticks-{i}",
-        )
-        for i in range(count)
-    ]
 
 
 def _stamps(count: int) -> list[str]:
@@ -236,7 +219,7 @@ def run(quick: bool) -> list[Figure]:
     total = 5_000 if quick else 60_000
     rounds_count = 1 if quick else 3
     limit = 5.0 if quick else 20.0
-    rows = _rows(rows_count)
+    rows = live_rows(rows_count, first_pid=300_000)
     stamps = _stamps(rows_count)
     beats = [
         HeartbeatWrite(
