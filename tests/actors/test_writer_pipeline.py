@@ -8,14 +8,21 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.messages import HeartbeatResult, TouchHeartbeats
+from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats, WriterInbox
 from actors.registry_writer import WriterSettings
 from supervisor.errors import StoreError
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import CommitChain, WriteTx
 from tests.actors.harness import START
-from tests.actors.helpers_actors import ReplyBox, registration_row, reply_boxes, running_writer
+from tests.actors.helpers_actors import (
+    ReplyBox,
+    ReplyBoxes,
+    registration_row,
+    reply_boxes,
+    running_writer,
+)
 from tests.actors.helpers_store import RecordingStore
 from tests.actors.test_writer import beat_for, by_identity, real_store, seed
 
@@ -33,11 +40,7 @@ async def test_beats_known_to_the_writer_commit_as_one_job_each(tmp_path: Path) 
         await seed(db, *rows)
         async with running_writer(db, settings=PIPELINED) as rig:
             with reply_boxes() as boxes:
-                warm: ReplyBox[BeatReplies] = boxes.new()
-                rig.inbox.send_nowait(
-                    TouchHeartbeats(beats=tuple(beat_for(r, T1) for r in rows), reply=warm.reply)
-                )
-                await warm.get()
+                await _remember(rig.inbox, boxes, tuple(beat_for(r, T1) for r in rows))
                 before = rig.writer.batches_committed
                 replies: list[ReplyBox[BeatReplies]] = [boxes.new() for _ in rows]
                 for row, box in zip(rows, replies, strict=True):
@@ -58,10 +61,7 @@ async def test_a_row_retired_behind_the_writers_back_is_judged_from_the_table(
         await seed(db, gone, kept)
         async with running_writer(db, settings=PIPELINED) as rig:
             with reply_boxes() as boxes:
-                warm: ReplyBox[BeatReplies] = boxes.new()
-                beats = (beat_for(gone, T1), beat_for(kept, T1))
-                rig.inbox.send_nowait(TouchHeartbeats(beats=beats, reply=warm.reply))
-                await warm.get()
+                await _remember(rig.inbox, boxes, (beat_for(gone, T1), beat_for(kept, T1)))
                 _set_status(db.path, str(gone["worker_identity"]), "retired")
                 first: ReplyBox[BeatReplies] = boxes.new()
                 second: ReplyBox[BeatReplies] = boxes.new()
@@ -87,10 +87,7 @@ async def test_a_redone_job_never_moves_a_stamp_backwards(tmp_path: Path) -> Non
         settings = WriterSettings(beats_per_job=2, jobs_in_flight=2)
         async with running_writer(db, settings=settings) as rig:
             with reply_boxes() as boxes:
-                warm: ReplyBox[BeatReplies] = boxes.new()
-                beats = (beat_for(gone, T1), beat_for(kept, T1))
-                rig.inbox.send_nowait(TouchHeartbeats(beats=beats, reply=warm.reply))
-                await warm.get()
+                await _remember(rig.inbox, boxes, (beat_for(gone, T1), beat_for(kept, T1)))
                 _set_status(db.path, str(gone["worker_identity"]), "retired")
                 older: ReplyBox[BeatReplies] = boxes.new()
                 newer: ReplyBox[BeatReplies] = boxes.new()
@@ -112,10 +109,7 @@ async def test_a_failed_job_answers_store_error_and_the_writer_carries_on(tmp_pa
         store = RecordingStore(db)
         async with running_writer(store, settings=PIPELINED) as rig:
             with reply_boxes() as boxes:
-                warm: ReplyBox[BeatReplies] = boxes.new()
-                beats = tuple(beat_for(r, T1) for r in rows)
-                rig.inbox.send_nowait(TouchHeartbeats(beats=beats, reply=warm.reply))
-                await warm.get()
+                await _remember(rig.inbox, boxes, tuple(beat_for(r, T1) for r in rows))
                 store.commit_error = RuntimeError("disk on fire")
                 failing: list[ReplyBox[BeatReplies]] = [boxes.new() for _ in rows]
                 for row, box in zip(rows, failing, strict=True):
@@ -135,6 +129,18 @@ async def test_a_failed_job_answers_store_error_and_the_writer_carries_on(tmp_pa
         assert stamps == {rows[0]["worker_identity"]: T3, rows[1]["worker_identity"]: T1}
 
 
+async def _remember(
+    inbox: MemoryObjectSendStream[WriterInbox],
+    boxes: ReplyBoxes,
+    beats: tuple[HeartbeatWrite, ...],
+) -> None:
+    """Beats the writer accepts, read from the table: afterwards it judges these rows
+    from memory, which is what queues their later beats as jobs."""
+    box: ReplyBox[BeatReplies] = boxes.new()
+    inbox.send_nowait(TouchHeartbeats(beats=beats, reply=box.reply))
+    assert all(result.ok for result in await box.get())
+
+
 def _set_status(path: Path, identity: str, status: str) -> None:
     """Another process changing a row: the writer does not see it happen."""
     with sqlite3.connect(path) as conn:
@@ -152,9 +158,7 @@ async def test_a_store_that_refuses_to_queue_answers_store_error(tmp_path: Path)
         store = _RefusingStore(db)
         async with running_writer(store, settings=PIPELINED) as rig:
             with reply_boxes() as boxes:
-                warm: ReplyBox[BeatReplies] = boxes.new()
-                rig.inbox.send_nowait(TouchHeartbeats(beats=(beat_for(row, T1),), reply=warm.reply))
-                await warm.get()
+                await _remember(rig.inbox, boxes, (beat_for(row, T1),))
                 store.refuse = True
                 box: ReplyBox[BeatReplies] = boxes.new()
                 rig.inbox.send_nowait(TouchHeartbeats(beats=(beat_for(row, T2),), reply=box.reply))
@@ -206,10 +210,7 @@ async def test_a_row_forgotten_mid_batch_is_judged_from_the_table_in_later_jobs(
         await seed(db, gone, *kept)
         async with running_writer(db, settings=PIPELINED) as rig:
             with reply_boxes() as boxes:
-                warm: ReplyBox[BeatReplies] = boxes.new()
-                beats = tuple(beat_for(row, T1) for row in (gone, *kept))
-                rig.inbox.send_nowait(TouchHeartbeats(beats=beats, reply=warm.reply))
-                await warm.get()
+                await _remember(rig.inbox, boxes, tuple(beat_for(row, T1) for row in (gone, *kept)))
                 _set_status(db.path, str(gone["worker_identity"]), "retired")
                 order = (gone, kept[0], kept[1], gone)
                 replies: list[ReplyBox[BeatReplies]] = [boxes.new() for _ in order]
