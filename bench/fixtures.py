@@ -161,17 +161,17 @@ def mixed_fleet(
         kind = mixed_kind(index)
         pid = first_pid + index
         start = f"ticks-{pid}"
-        rows.append(
-            registration_row(
-                index,
-                kind=kind,
-                now=now,
-                host_id=host_id,
-                boot_id=boot_id,
-                pid=pid,
-                start_time=start,
-            )
+        row = registration_row(
+            index,
+            kind=kind,
+            now=now,
+            host_id=host_id,
+            boot_id=boot_id,
+            pid=pid,
+            start_time=start,
         )
+        # Shaped as the store returns rows: every column, NULL ones as None.
+        rows.append({column: row.get(column) for column in REGISTRATION_COLUMNS})
         alive = kind == "live"
         evidence[pid] = PidEvidence(alive=alive, start_time=start if alive else None)
     return rows, evidence

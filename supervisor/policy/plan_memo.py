@@ -76,7 +76,7 @@ class PlanMemo:
     across threads.
     """
 
-    __slots__ = ("_context", "_facts", "_registry", "_signatures", "hits", "misses")
+    __slots__ = ("_context", "_facts", "_signatures", "_tokens", "hits", "misses")
 
     _facts: dict[tuple[Any, ...], RowFacts]
 
@@ -84,7 +84,7 @@ class PlanMemo:
         self._context: FactsContext | None = None
         self._facts = {}
         self._signatures: dict[tuple[type, ...], tuple[type, ...]] = {}
-        self._registry: tuple[list[str], str] | None = None
+        self._tokens: dict[str, tuple[object, str]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -141,11 +141,16 @@ class PlanMemo:
         self.misses += misses
         return out
 
-    def registry_token(self, units: list[str], compute: Callable[[list[str]], str]) -> str:
-        """``compute(units)``, reused while the units are the same list of texts."""
-        held = self._registry
-        if held is not None and held[0] == units:
+    def token(self, slot: str, inputs: object, compute: Callable[[], str]) -> str:
+        """``compute()``, reused while ``inputs`` equal what the last call for ``slot`` saw.
+
+        ``inputs`` must hold everything ``compute`` reads. Lists of the same
+        memoized objects compare by identity first, so an unchanged registry
+        costs a pass of pointer compares instead of a sort and a hash.
+        """
+        held = self._tokens.get(slot)
+        if held is not None and held[0] == inputs:
             return held[1]
-        token = compute(units)
-        self._registry = (units, token)
+        token = compute()
+        self._tokens[slot] = (inputs, token)
         return token

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from supervisor.policy import reasons as R
 from supervisor.policy.eligibility import (
     FencingContext,
+    PlanEntry,
     PlanMemo,
     ProtectedOwners,
     RetirementPlan,
@@ -262,3 +264,57 @@ def test_unhashable_and_exotic_values_are_planned_without_the_memo() -> None:
         )
         plan_retirement(fleet, memo=memo, now=NOW, evidence=all_dead(fleet), fencing=FENCE)
     assert len(memo) <= 2 * len(fleet) + 1024
+
+
+def test_tokens_are_reused_only_while_their_inputs_are_equal() -> None:
+    memo = PlanMemo()
+    calls: list[str] = []
+
+    def compute(name: str) -> str:
+        calls.append(name)
+        return f"token-{len(calls)}"
+
+    units = ["a", "b"]
+    assert memo.token("registry", units, lambda: compute("registry")) == "token-1"
+    # An equal list (not the same object) still reuses: the texts are the inputs.
+    assert memo.token("registry", ["a", "b"], lambda: compute("registry")) == "token-1"
+    # Slots are independent: the same inputs under another slot are computed afresh.
+    assert memo.token("candidate", units, lambda: compute("candidate")) == "token-2"
+    assert memo.token("registry", ["a", "c"], lambda: compute("registry")) == "token-3"
+    assert calls == ["registry", "candidate", "registry"]
+
+
+def test_a_warm_memo_moves_every_token_when_a_candidate_row_changes() -> None:
+    memo = PlanMemo()
+    fleet = [row(f"w-{i}", pid=100 + i) for i in range(4)]
+    kwargs: dict[str, Any] = {"now": NOW, "evidence": all_dead(fleet), "fencing": FENCE}
+    first = plan_retirement(fleet, memo=memo, **kwargs)
+    again = plan_retirement(fleet, memo=memo, **kwargs)
+    assert (again.registry_fingerprint, again.candidate_fingerprint, again.scope_fingerprint) == (
+        first.registry_fingerprint,
+        first.candidate_fingerprint,
+        first.scope_fingerprint,
+    )
+    fleet[1] = dict(fleet[1], generation_id="gen-moved")
+    moved = plan_retirement(fleet, memo=memo, **kwargs)
+    assert moved.candidate_worker_identities == first.candidate_worker_identities
+    assert moved.registry_fingerprint != first.registry_fingerprint
+    assert moved.candidate_fingerprint != first.candidate_fingerprint
+    assert moved.scope_fingerprint != first.scope_fingerprint
+    _same(moved, plan_retirement(fleet, **kwargs))
+
+
+def test_plan_entries_are_frozen_and_equal_to_constructed_ones() -> None:
+    fleet = [row("w-1", pid=101)]
+    plan = plan_retirement(fleet, now=NOW, evidence=all_dead(fleet), fencing=FENCE)
+    (entry,) = plan.candidates
+    built = PlanEntry(
+        worker_identity=entry.worker_identity,
+        reason_code=entry.reason_code,
+        detail=entry.detail,
+        evidence=dict(entry.evidence),
+    )
+    assert entry == built
+    assert repr(entry) == repr(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.reason_code = "changed"  # type: ignore[misc]
