@@ -8,9 +8,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["canon", "digest", "serialize"]
+__all__ = ["UNIT_SEPARATOR", "canon", "digest", "serialize"]
 
-_UNIT = "\x1f"
+#: Between the ``name=value`` units of one serialized record.
+UNIT_SEPARATOR = "\x1f"
+_UNIT = UNIT_SEPARATOR
 _RECORD = "\x1e"
 
 

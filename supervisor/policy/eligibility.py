@@ -297,20 +297,22 @@ def plan_retirement(
     units = [f.unit for f in facts]
     candidate_units = [facts[i].unit for i in candidate_indices]
 
-    def scope() -> str:
-        return scope_token((units[i] for i in _scope(facts, anchors)), anchors)
-
     if memo is None:
         registry = registry_token(units)
         candidate = candidate_token(candidate_units)
-        scope_fingerprint = scope()
+        scope_fingerprint = scope_token([units[i] for i in _scope(facts, anchors)], anchors)
     else:
-        registry = memo.token("registry", units, lambda: registry_token(units))
-        candidate = memo.token(
+        registry = memo.reuse("registry", units, lambda: registry_token(units))
+        candidate = memo.reuse(
             "candidate", candidate_units, lambda: candidate_token(candidate_units)
         )
-        # The scope is a function of the facts (units and identity keys) and the anchors.
-        scope_fingerprint = memo.token("scope", (facts, anchors), scope)
+        # The scope's rows follow from the facts and the anchors; its token from
+        # those rows' texts, which live rows beating between plans leave alone.
+        scope_rows = memo.reuse("scope_rows", (facts, anchors), lambda: _scope(facts, anchors))
+        scope_units = [units[i] for i in scope_rows]
+        scope_fingerprint = memo.reuse(
+            "scope", (scope_units, anchors), lambda: scope_token(scope_units, anchors)
+        )
     # Candidate rows are copied so the plan never aliases a caller's mutable row.
     candidate_rows = sorted(
         ((facts[i].canon_identity, dict(all_rows[i])) for i in candidate_indices),

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from .canonical import canon
+from .canonical import UNIT_SEPARATOR, canon, serialize
 from .evidence import row_pid
-from .fingerprints import identity_keys, row_unit
+from .fingerprints import FINGERPRINT_FIELDS, identity_keys
 from .identity import InstanceIdentity, assess_instance_identity, normalize_client_name
 from .liveness import STATUS_ACTIVE, pid_evidence_applies, ttl_seconds
 from .reasons import (
@@ -31,6 +31,7 @@ __all__ = [
     "Seen",
     "Verdict",
     "row_facts",
+    "with_beat",
 ]
 
 #: Columns that must hold a value before the conjunction can even be read.
@@ -63,6 +64,13 @@ DYNAMIC_EVIDENCE_KEYS: tuple[str, ...] = (
 )
 
 Verdict = tuple[str, str] | None
+
+_BEAT = "last_heartbeat_at"
+_BEAT_AT = FINGERPRINT_FIELDS.index(_BEAT)
+_UNIT_HEAD_FIELDS = FINGERPRINT_FIELDS[:_BEAT_AT]
+_UNIT_TAIL_FIELDS = FINGERPRINT_FIELDS[_BEAT_AT + 1 :]
+_BEAT_PREFIX = f"{UNIT_SEPARATOR}{_BEAT}="
+_REQUIRED_ORDER = {name: index for index, name in enumerate(REQUIRED_IDENTITY_FIELDS)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +117,17 @@ class RowFacts(NamedTuple):
     identity_proof: Verdict
     #: Never mutated: each plan copies it and fills in DYNAMIC_EVIDENCE_KEYS.
     evidence_template: Mapping[str, Any]
+    # What ``with_beat`` needs to re-derive the facts for another heartbeat stamp
+    # without reading the row again: a live row's stamp is the one column that
+    # moves between plans.
+    beat_raw: Any
+    #: Where ``canon(beat_raw)`` starts and ends inside ``unit``.
+    beat_at: int
+    beat_end: int
+    started: datetime | None
+    status: str
+    #: Required columns other than the stamp that are empty, in required order.
+    missing_besides_beat: tuple[str, ...]
     #: The value types of the memo key these facts were derived from (set by the memo).
     types: tuple[type, ...] = ()
 
@@ -179,8 +198,18 @@ def _seen(row: Mapping[str, Any], context: FactsContext) -> Seen:
     )
 
 
-def _missing_fields(row: Mapping[str, Any]) -> list[str]:
-    return [name for name in REQUIRED_IDENTITY_FIELDS if not canon(row.get(name)).strip()]
+def _missing_besides_beat(row: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        name
+        for name in REQUIRED_IDENTITY_FIELDS
+        if name != _BEAT and not canon(row.get(name)).strip()
+    )
+
+
+def _missing_fields(others: tuple[str, ...], beat_raw: Any) -> list[str]:
+    if canon(beat_raw).strip():
+        return list(others)
+    return sorted((*others, _BEAT), key=_REQUIRED_ORDER.__getitem__)
 
 
 def _conflict_keys(view: Seen) -> tuple[tuple[str, str], ...]:
@@ -193,10 +222,9 @@ def _conflict_keys(view: Seen) -> tuple[tuple[str, str], ...]:
     return tuple((name, value) for name, value in keys if value)
 
 
-def _static_verdict(row: Mapping[str, Any], view: Seen, beat: datetime | None) -> Verdict:
-    if view.status != STATUS_ACTIVE:
-        return (REASON_ALREADY_TERMINAL, f"status is {view.status!r}; nothing to retire")
-    missing = _missing_fields(row)
+def _static_verdict(status: str, missing: list[str], beat: datetime | None) -> Verdict:
+    if status != STATUS_ACTIVE:
+        return (REASON_ALREADY_TERMINAL, f"status is {status!r}; nothing to retire")
     if missing:
         return (
             REASON_INCOMPLETE_IDENTITY,
@@ -290,13 +318,19 @@ def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
         and context.boot_id
         and view.boot_id == context.boot_id
     )
-    beat = parse_stamp(row.get("last_heartbeat_at"))
+    beat_raw = row.get(_BEAT)
+    beat = parse_stamp(beat_raw)
     started = parse_stamp(row.get("started_at"))
     scope_keys = tuple(identity_keys(row))
     # The two key sets mostly hold equal pairs; one object each keeps the memo small.
     shared = {pair: pair for pair in scope_keys}
+    missing_besides_beat = _missing_besides_beat(row)
+    # row_unit(row), assembled around the stamp so with_beat can splice a new one in.
+    head = serialize(row, _UNIT_HEAD_FIELDS) + _BEAT_PREFIX
+    beat_text = canon(beat_raw)
+    unit = f"{head}{beat_text}{UNIT_SEPARATOR}{serialize(row, _UNIT_TAIL_FIELDS)}"
     return RowFacts(
-        unit=row_unit(row),
+        unit=unit,
         canon_identity=canon(row.get("worker_identity")),
         worker_identity=view.worker_identity,
         session_id=view.session_id,
@@ -311,7 +345,9 @@ def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
         pid_local=pid_evidence_applies(row, context.host_id),
         # As worker_view.self_contradicting, from the stamps parsed once here.
         self_contradicting=started is None or (beat is not None and started > beat),
-        static_verdict=_static_verdict(row, view, beat),
+        static_verdict=_static_verdict(
+            view.status, _missing_fields(missing_besides_beat, beat_raw), beat
+        ),
         repository_unfit=not view.repository_binding or view.foreign_repository,
         same_incarnation_space=comparable,
         conflict_keys=tuple(shared.get(pair, pair) for pair in _conflict_keys(view)),
@@ -319,4 +355,38 @@ def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
         slot=slot,
         identity_proof=_identity_proof(view, context),
         evidence_template=_evidence_template(view),
+        beat_raw=beat_raw,
+        beat_at=len(head),
+        beat_end=len(head) + len(beat_text),
+        started=started,
+        status=view.status,
+        missing_besides_beat=missing_besides_beat,
+    )
+
+
+def with_beat(facts: RowFacts, beat_raw: Any) -> RowFacts:
+    """``row_facts`` of the same row with ``last_heartbeat_at`` set to ``beat_raw``.
+
+    Only the stamp-dependent facts are re-derived (the parsed beat, the
+    unparsable-beat and missing-field verdicts, the self-contradiction, the
+    unit text and the evidence entry), which is what lets a plan after a round
+    of heartbeats skip rebuilding every live row from scratch.
+    """
+    beat = parse_stamp(beat_raw)
+    started = facts.started
+    unit = facts.unit
+    start = facts.beat_at
+    beat_text = canon(beat_raw)
+    template = dict(facts.evidence_template)
+    template[_BEAT] = beat_raw
+    return facts._replace(
+        unit=f"{unit[:start]}{beat_text}{unit[facts.beat_end :]}",
+        beat=beat,
+        self_contradicting=started is None or (beat is not None and started > beat),
+        static_verdict=_static_verdict(
+            facts.status, _missing_fields(facts.missing_besides_beat, beat_raw), beat
+        ),
+        evidence_template=template,
+        beat_raw=beat_raw,
+        beat_end=start + len(beat_text),
     )

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from .fingerprints import FINGERPRINT_FIELDS
-from .plan_facts import FactsContext, RowFacts, row_facts
+from .plan_facts import FactsContext, RowFacts, row_facts, with_beat
 
 __all__ = ["KEY_FIELDS", "PlanMemo"]
+
+_T = TypeVar("_T")
 
 #: Every column a verdict, an evidence entry or a token reads: the token's
 #: columns, plus ``client_type``, read only as the fallback for a missing
 #: ``client_name`` (and only then part of the key).
 KEY_FIELDS: tuple[str, ...] = (*FINGERPRINT_FIELDS, "client_type")
-_CLIENT_NAME_AT = FINGERPRINT_FIELDS.index("client_name")
+_BEAT = "last_heartbeat_at"
+#: The key leaves the heartbeat stamp out: it moves on every live row between
+#: two plans, and ``with_beat`` re-derives just what depends on it.
+_STATIC_FIELDS = tuple(name for name in FINGERPRINT_FIELDS if name != _BEAT)
+_CLIENT_NAME_AT = _STATIC_FIELDS.index("client_name")
 #: Builds the key in C; rows lacking a column take the ``get`` path.
-_KEY_GETTER = itemgetter(*FINGERPRINT_FIELDS)
+_KEY_GETTER = itemgetter(*_STATIC_FIELDS)
 #: Superseded row versions tolerated before the memo is compacted.
 _SLACK = 1024
 #: Distinct type signatures shared between memo entries (a registry has a few).
@@ -43,7 +49,7 @@ def _key(row: Mapping[str, Any], *, fast: bool) -> tuple[Any, ...] | None:
 
 
 def _slow_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    key = tuple(map(row.get, FINGERPRINT_FIELDS))
+    key = tuple(map(row.get, _STATIC_FIELDS))
     return key if key[_CLIENT_NAME_AT] else (*key, row.get("client_type"))
 
 
@@ -71,12 +77,14 @@ class PlanMemo:
     """Row facts by row content, so a plan recomputes only rows that changed.
 
     Pure: no I/O and no clock; a hit returns exactly what ``row_facts`` would,
-    because the key holds every column the facts read, with their types.
+    because the key holds every column the facts read, with their types, except
+    the heartbeat stamp, which is compared on its own (and re-derived by
+    ``with_beat`` when only it moved).
     One memo serves one planner at a time; it is not meant to be shared
     across threads.
     """
 
-    __slots__ = ("_context", "_facts", "_signatures", "_tokens", "hits", "misses")
+    __slots__ = ("_context", "_facts", "_reused", "_signatures", "hits", "misses", "rebeats")
 
     _facts: dict[tuple[Any, ...], RowFacts]
 
@@ -84,9 +92,11 @@ class PlanMemo:
         self._context: FactsContext | None = None
         self._facts = {}
         self._signatures: dict[tuple[type, ...], tuple[type, ...]] = {}
-        self._tokens: dict[str, tuple[object, str]] = {}
+        self._reused: dict[str, tuple[object, object]] = {}
         self.hits = 0
         self.misses = 0
+        #: Rows whose facts were re-derived for a new heartbeat stamp alone.
+        self.rebeats = 0
 
     def __len__(self) -> int:
         return len(self._facts)
@@ -101,6 +111,7 @@ class PlanMemo:
         out: list[RowFacts] = []
         append = out.append
         misses = 0
+        rebeats = 0
         # Rows of one plan come from one source; once one lacks a column the
         # rest are read with ``get`` instead of raising per row.
         fast = True
@@ -118,6 +129,17 @@ class PlanMemo:
                 append(row_facts(row, context))
                 continue
             if held is not None and held.types == types:
+                beat = row.get(_BEAT)
+                seen = held.beat_raw
+                # Text (or NULL) is compared by value; any other object may print
+                # differently while comparing equal, so it is always re-derived.
+                if (type(beat) is str and type(seen) is str and beat == seen) or (
+                    beat is None and seen is None
+                ):
+                    append(held)
+                    continue
+                rebeats += 1
+                held = cache[key] = with_beat(held, beat)
                 append(held)
                 continue
             misses += 1
@@ -137,20 +159,21 @@ class PlanMemo:
             # Keep only this plan's row versions, so memory follows the registry's
             # size instead of its history.
             self._facts = _compacted(cache, rows)
-        self.hits += len(out) - misses
+        self.hits += len(out) - misses - rebeats
         self.misses += misses
+        self.rebeats += rebeats
         return out
 
-    def token(self, slot: str, inputs: object, compute: Callable[[], str]) -> str:
+    def reuse(self, slot: str, inputs: object, compute: Callable[[], _T]) -> _T:
         """``compute()``, reused while ``inputs`` equal what the last call for ``slot`` saw.
 
         ``inputs`` must hold everything ``compute`` reads. Lists of the same
         memoized objects compare by identity first, so an unchanged registry
         costs a pass of pointer compares instead of a sort and a hash.
         """
-        held = self._tokens.get(slot)
+        held = self._reused.get(slot)
         if held is not None and held[0] == inputs:
-            return held[1]
-        token = compute()
-        self._tokens[slot] = (inputs, token)
-        return token
+            return cast(_T, held[1])
+        value = compute()
+        self._reused[slot] = (inputs, value)
+        return value

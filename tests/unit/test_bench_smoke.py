@@ -36,6 +36,8 @@ EXPECTED = (
     "plan.pure_1k_ms",
     "plan.pure_10k_ms",
     "plan.pure_100k_ms",
+    "plan.pure_10k_beats_ms",
+    "plan.pure_100k_beats_ms",
     "plan.linearity",
     "plan.actor_10k_ms",
     "sweep.cpu_ms",

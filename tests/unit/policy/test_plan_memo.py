@@ -21,7 +21,7 @@ from supervisor.policy.eligibility import (
     plan_retirement,
 )
 from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.plan_facts import FactsContext, row_facts
+from supervisor.policy.plan_facts import FactsContext, row_facts, with_beat
 from supervisor.policy.plan_memo import KEY_FIELDS
 
 from .reference_plan import reference_plan
@@ -34,7 +34,18 @@ _LOOKALIKES: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("heartbeat_ttl_seconds", (900, 900.0, True, -0.0, 0.0, "900")),
     ("pid", (101, 101.0, True, 1, None, "101")),
     ("status", ("active", "retired", "released")),
-    ("last_heartbeat_at", (None, "garbled", datetime(2026, 7, 30, 6, 0, tzinfo=UTC))),
+    (
+        "last_heartbeat_at",
+        (
+            None,
+            "garbled",
+            "",
+            "2026-07-30T05:59:59.000000Z",
+            " 2026-07-30T05:59:59.000000Z ",
+            "2026-07-30T05:59:59.000000",
+            datetime(2026, 7, 30, 6, 0, tzinfo=UTC),
+        ),
+    ),
     ("host_id", ("host-alpha", "host-beta", None, "")),
     ("client_type", (None, "codex", "gemini")),
     ("client_name", (None, "codex", "Claude")),
@@ -195,19 +206,21 @@ def test_unchanged_rows_hit_and_changed_rows_miss() -> None:
     assert (memo.hits, memo.misses) == (0, 5)
     fleet[2] = dict(fleet[2], last_heartbeat_at="garbled")
     plan = plan_retirement(fleet, memo=memo, **kwargs)
-    assert (memo.hits, memo.misses) == (4, 6)
+    # A new stamp alone re-derives only what depends on it.
+    assert (memo.hits, memo.misses, memo.rebeats) == (4, 5, 1)
     assert plan.reason_for("w-2") is not None
     assert plan.reason_for("w-2").reason_code == R.REASON_UNPARSABLE_HEARTBEAT  # type: ignore[union-attr]
+    fleet[3] = dict(fleet[3], generation_id="gen-moved")
+    plan_retirement(fleet, memo=memo, **kwargs)
+    assert (memo.hits, memo.misses, memo.rebeats) == (8, 6, 1)
 
 
 def test_superseded_row_versions_are_dropped() -> None:
     memo = PlanMemo()
     fleet = [row(f"w-{i}", pid=100 + i) for i in range(5)]
     kwargs: dict[str, Any] = {"now": NOW, "evidence": all_dead(fleet), "fencing": FENCE}
-    for beat in range(1500):
-        fleet[0] = dict(
-            fleet[0], last_heartbeat_at=f"2026-07-30T06:{beat // 60 % 60:02d}:{beat % 60:02d}Z"
-        )
+    for version in range(1500):
+        fleet[0] = dict(fleet[0], generation_id=f"gen-{version}")
         plan_retirement(fleet, memo=memo, **kwargs)
         # Memory follows the registry's size, not the number of versions seen.
         assert len(memo) <= 2 * len(fleet) + 1024 + 1
@@ -256,8 +269,11 @@ def test_unhashable_and_exotic_values_are_planned_without_the_memo() -> None:
     ]
     for _ in range(2):
         _both(memo, fleet, now=NOW, evidence=all_dead(fleet), fencing=FENCE, owners=None)
-    # Only the plain row is remembered; the others are judged afresh every time.
-    assert len(memo) == 1
+    # Rows with exotic key columns are judged afresh every time; a datetime stamp
+    # (which compares equal across zones yet prints differently) keeps its
+    # row's static facts but is re-derived on every plan.
+    assert len(memo) == 2
+    assert memo.rebeats == 1
     for beat in range(1100):
         fleet[3] = dict(
             fleet[3], last_heartbeat_at=f"2026-07-30T05:{beat // 60 % 60:02d}:{beat % 60:02d}Z"
@@ -275,12 +291,12 @@ def test_tokens_are_reused_only_while_their_inputs_are_equal() -> None:
         return f"token-{len(calls)}"
 
     units = ["a", "b"]
-    assert memo.token("registry", units, lambda: compute("registry")) == "token-1"
+    assert memo.reuse("registry", units, lambda: compute("registry")) == "token-1"
     # An equal list (not the same object) still reuses: the texts are the inputs.
-    assert memo.token("registry", ["a", "b"], lambda: compute("registry")) == "token-1"
+    assert memo.reuse("registry", ["a", "b"], lambda: compute("registry")) == "token-1"
     # Slots are independent: the same inputs under another slot are computed afresh.
-    assert memo.token("candidate", units, lambda: compute("candidate")) == "token-2"
-    assert memo.token("registry", ["a", "c"], lambda: compute("registry")) == "token-3"
+    assert memo.reuse("candidate", units, lambda: compute("candidate")) == "token-2"
+    assert memo.reuse("registry", ["a", "c"], lambda: compute("registry")) == "token-3"
     assert calls == ["registry", "candidate", "registry"]
 
 
@@ -318,3 +334,48 @@ def test_plan_entries_are_frozen_and_equal_to_constructed_ones() -> None:
     assert repr(entry) == repr(built)
     with pytest.raises(dataclasses.FrozenInstanceError):
         entry.reason_code = "changed"  # type: ignore[misc]
+
+
+_STAMPS = st.one_of(
+    st.sampled_from(
+        (
+            None,
+            "",
+            "   ",
+            "garbled",
+            "2026-07-30",
+            "2026-07-30T05:59:59Z",
+            "2026-07-30T05:59:59.000001Z",
+            "2026-07-30T07:59:59+02:00",
+            "2026-07-30T05:59:59",
+            1.0,
+            0,
+            datetime(2026, 7, 30, 5, 0, tzinfo=UTC),
+            datetime(2026, 7, 30, 5, 0),
+        )
+    ),
+    st.text(max_size=30),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    base=fleet_rows(0),
+    beats=st.lists(_STAMPS, min_size=1, max_size=4),
+    fencing=FENCING,
+    repo=st.sampled_from((REPO, None)),
+)
+def test_a_new_stamp_re_derives_exactly_the_facts_of_the_new_row(
+    base: dict[str, Any], beats: list[Any], fencing: FencingContext, repo: str | None
+) -> None:
+    context = FactsContext(fencing.host_id, fencing.boot_id, repo)
+    facts = row_facts(base, context)
+    for beat in beats:
+        facts = with_beat(facts, beat)
+        want = row_facts({**base, "last_heartbeat_at": beat}, context)
+        assert facts == want
+        # == cannot tell 1 from 1.0 or a datetime from its text; repr can.
+        assert repr(list(facts.evidence_template.items())) == repr(
+            list(want.evidence_template.items())
+        )
+        assert repr(facts.beat_raw) == repr(want.beat_raw)
