@@ -316,6 +316,17 @@ def run(quick: bool) -> list[Figure]:
             detail={"rounds": ratios},
         ),
         Figure(
+            name="writer.echo_vs_raw_ratio",
+            label="ceiling: echo actor (acks, no database) / raw executemany",
+            value=(echo_acked / echo_elapsed) / raw_rate,
+            unit="x",
+            judged=judged,
+            detail={
+                "why": "an acknowledged writer cannot outrun an actor that only acknowledges; "
+                "when this is below 0.7, the raw-executemany goal is out of reach here"
+            },
+        ),
+        Figure(
             name="writer.vs_raw_ratio",
             label="writer actor / raw executemany",
             value=writer_rate / raw_rate,

@@ -32,6 +32,7 @@ EXPECTED = (
     "writer.raw_executemany_per_s",
     "writer.unacked_per_s",
     "writer.vs_unacked_ratio",
+    "writer.echo_vs_raw_ratio",
     "writer.vs_raw_ratio",
     "plan.pure_1k_ms",
     "plan.pure_10k_ms",
