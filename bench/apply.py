@@ -24,12 +24,11 @@ from bench.fixtures import (
     REPO,
     RETIRER,
     StaticProfiles,
-    free_pids,
     make_db,
     registration_row,
-    short_tempdir,
     wait_until,
 )
+from bench.processes import free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.app import AppSettings, running_supervisor
 from supervisor.clock import MonotonicWall, SystemClock

@@ -15,7 +15,8 @@ import anyio
 from anyio.abc import Process
 
 from actors.liveness import LivenessSettings
-from bench.fixtures import REPO, StaticProfiles, short_tempdir, sleeper_argv
+from bench.fixtures import REPO, StaticProfiles
+from bench.processes import short_tempdir, sleeper_argv
 from bench.report import Figure, percentile
 from supervisor.app import AppSettings, Supervisor, running_supervisor
 from supervisor.clock import MonotonicWall, SystemClock

@@ -2,37 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import selectors
-import socket
 import statistics
 import time
-from collections import Counter, deque
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
 
 import anyio
 
-from bench.fixtures import (
-    REPO,
-    Daemon,
-    EchoServer,
-    Sleepers,
-    StaticProfiles,
-    live_rows,
-    make_db,
-    short_tempdir,
-    sqlite_connect,
-)
+from bench.beat_load import Load, beat_frames, drive, register_sleepers, worker_claims
+from bench.fixtures import StaticProfiles, live_rows, make_db, sqlite_connect
+from bench.processes import Daemon, EchoServer, Sleepers, short_tempdir
 from bench.report import Figure, percentile
 from supervisor.app import running_supervisor
-from supervisor.client_wire import fenced_args, request_frame
 from supervisor.clock import MonotonicWall, SystemClock
-from supervisor.connection import Client
-from supervisor.policy.identity import mint_instance_id
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import LocalProbes
 from supervisor.store import sql
@@ -54,179 +37,6 @@ _NAIVE = (
 )
 #: Tasks or connections of the baselines and the in-process comparison.
 _SENDERS = 32
-
-
-@dataclass(slots=True)
-class _Conn:
-    sock: socket.socket
-    frames: Sequence[bytes]
-    next_frame: int = 0
-    sent_at: deque[float] = field(default_factory=deque)
-    buffer: bytearray = field(default_factory=bytearray)
-
-    @property
-    def outstanding(self) -> int:
-        return len(self.sent_at)
-
-    def send_next(self, now: float, count: int = 1) -> None:
-        """``count`` frames in one write: a pipelining client's burst."""
-        chunk = []
-        for _ in range(count):
-            chunk.append(self.frames[self.next_frame % len(self.frames)])
-            self.next_frame += 1
-            self.sent_at.append(now)
-        data = b"".join(chunk)
-        # At most a few kB: always fits an idle Unix socket's send buffer in one send().
-        sent = self.sock.send(data)
-        if sent != len(data):
-            raise RuntimeError("short send on an idle Unix socket")
-
-
-@dataclass(slots=True)
-class _Load:
-    connections: int
-    depth: int
-    acked: int = 0
-    refused: Counter[str] = field(default_factory=Counter)
-    seconds: float = 0.0
-    latencies: list[float] = field(default_factory=list)
-    daemon_cpu: float = 0.0
-    client_cpu: float = 0.0
-
-    @property
-    def rate(self) -> float:
-        return self.acked / self.seconds if self.seconds > 0 else 0.0
-
-
-def _verdict(line: bytes | bytearray) -> str:
-    frame = json.loads(line)
-    if frame.get("ok") is not True:
-        return str((frame.get("error") or {}).get("code") or "error_frame")
-    result = frame.get("result") or {}
-    return "ok" if result.get("ok") is True else str(result.get("code") or "refused")
-
-
-class _Server(Protocol):
-    def cpu_seconds(self) -> float: ...
-    def log_tail(self) -> str: ...
-
-
-def _drive(
-    path: Path,
-    frames: Sequence[Sequence[bytes]],
-    *,
-    daemon: _Server,
-    warmup: float,
-    duration: float,
-    depth: int = 1,
-) -> _Load:
-    """``depth`` requests outstanding per connection (1: strict request/answer); count the
-    acknowledged beats answered in the timed window."""
-    load = _Load(connections=len(frames), depth=depth)
-    selector = selectors.DefaultSelector()
-    conns: list[_Conn] = []
-    try:
-        for mine in frames:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(str(path))
-            sock.setblocking(False)
-            conn = _Conn(sock=sock, frames=mine)
-            selector.register(sock, selectors.EVENT_READ, conn)
-            conns.append(conn)
-        started = time.perf_counter()
-        window_start, window_end = started + warmup, started + warmup + duration
-        counting = False
-        cpu0 = daemon_cpu0 = 0.0
-        for conn in conns:
-            conn.send_next(started, depth)
-        now = started
-        while now < window_end:
-            if not counting and now >= window_start:
-                counting = True
-                window_start = now
-                cpu0, daemon_cpu0 = time.process_time(), daemon.cpu_seconds()
-            for key, _ in selector.select(timeout=0.5):
-                conn = key.data
-                data = conn.sock.recv(65536)
-                if not data:
-                    raise RuntimeError(f"the daemon closed a connection: {daemon.log_tail()}")
-                conn.buffer += data
-                now = time.perf_counter()
-                answered = 0
-                while (end := conn.buffer.find(b"\n")) >= 0:
-                    line = conn.buffer[:end]
-                    del conn.buffer[: end + 1]
-                    sent_at = conn.sent_at.popleft()
-                    answered += 1
-                    verdict = _verdict(line)
-                    if counting:
-                        load.latencies.append(now - sent_at)
-                        if verdict == "ok":
-                            load.acked += 1
-                        else:
-                            load.refused[verdict] += 1
-                if answered and now < window_end:
-                    conn.send_next(now, answered)
-            now = time.perf_counter()
-        load.seconds = now - window_start
-        load.client_cpu = time.process_time() - cpu0
-        load.daemon_cpu = daemon.cpu_seconds() - daemon_cpu0
-        # Collect the answers still in flight so the daemon is not left writing to nobody.
-        deadline = time.perf_counter() + 5.0
-        while any(c.outstanding for c in conns) and time.perf_counter() < deadline:
-            for key, _ in selector.select(timeout=0.5):
-                conn = key.data
-                data = conn.sock.recv(65536)
-                if not data:
-                    conn.sent_at.clear()
-                    continue
-                conn.buffer += data
-                while (end := conn.buffer.find(b"\n")) >= 0:
-                    del conn.buffer[: end + 1]
-                    conn.sent_at.popleft()
-    finally:
-        for conn in conns:
-            selector.unregister(conn.sock)
-            conn.sock.close()
-        selector.close()
-    return load
-
-
-def _claims(index: int) -> dict[str, Any]:
-    return {
-        "client_name": "codex",
-        "client_instance_id": mint_instance_id(
-            "codex", now=datetime(2026, 1, 1, tzinfo=UTC), nonce=f"hb-{index}"
-        ),
-        "session_id": f"sess-hb-{index}",
-        "namespace": "author",
-        "role": "author",
-        "profile": "prgs-author",
-        "repository_binding": REPO,
-    }
-
-
-def _register(path: Path, sleepers: Sleepers) -> list[Mapping[str, Any]]:
-    """Register every sleeper through the socket, as its parent (the peer-credential rule)."""
-    registrations: list[Mapping[str, Any]] = []
-    with Client(path, timeout=30.0) as client:
-        for index, pid in enumerate(sleepers.pids):
-            result = client.register(_claims(index), pid=pid)
-            if result.get("ok") is not True:
-                raise RuntimeError(f"registration of pid {pid} refused: {result}")
-            registrations.append(result["registration"])
-    return registrations
-
-
-def _frames(registrations: Sequence[Mapping[str, Any]], connections: int) -> list[list[bytes]]:
-    """Connection j beats workers j, j+C, ...; with fewer workers than connections they share."""
-    frames: list[list[bytes]] = [[] for _ in range(connections)]
-    count = max(connections, len(registrations))
-    for k in range(count):
-        registration = registrations[k % len(registrations)]
-        frame = request_frame(str(k), "heartbeat", fenced_args(registration), None)
-        frames[k % connections].append(frame)
-    return frames
 
 
 def _sqlite3_per_beat(path: Path, identities: Sequence[str], duration: float) -> tuple[int, float]:
@@ -293,7 +103,7 @@ async def _through_handle(
             handle = supervisor.handle
             registrations = []
             for index, pid in enumerate(sleepers.pids):
-                result = await handle.register(pid, _claims(index))
+                result = await handle.register(pid, worker_claims(index))
                 if not result.ok:
                     raise RuntimeError(f"registration of pid {pid} refused: {result.code}")
                 registrations.append(result.registration)
@@ -355,16 +165,16 @@ def run(quick: bool) -> list[Figure]:
     baseline_seconds = 0.15 if quick else 0.8
     rounds = 3
     judged = not quick
-    loads: list[_Load] = []
+    loads: list[Load] = []
     with short_tempdir("fsb-hb-") as work, Sleepers(workers) as sleepers:
         db = work / "registry.sqlite3"
         with Daemon(work, db=db) as daemon:
-            registrations = _register(daemon.socket_path, sleepers)
+            registrations = register_sleepers(daemon.socket_path, sleepers)
             for connections, depth in levels:
                 loads.append(
-                    _drive(
+                    drive(
                         daemon.socket_path,
-                        _frames(registrations, connections),
+                        beat_frames(registrations, connections),
                         daemon=daemon,
                         warmup=warmup,
                         duration=duration,
@@ -374,16 +184,16 @@ def run(quick: bool) -> list[Figure]:
         # The like-for-like baseline: the same daemon, clients and loads, configured so that
         # every heartbeat is its own transaction (no batching in the heartbeat actor or the
         # writer): what a supervisor without group commit would do.
-        naive_loads: list[_Load] = []
+        naive_loads: list[Load] = []
         naive_dir = work / "naive"
         naive_dir.mkdir()
         with Daemon(naive_dir, db=naive_dir / "registry.sqlite3", sections=_NAIVE) as naive:
-            naive_registrations = _register(naive.socket_path, sleepers)
+            naive_registrations = register_sleepers(naive.socket_path, sleepers)
             for connections, depth in levels:
                 naive_loads.append(
-                    _drive(
+                    drive(
                         naive.socket_path,
-                        _frames(naive_registrations, connections),
+                        beat_frames(naive_registrations, connections),
                         daemon=naive,
                         warmup=warmup / 2,
                         duration=duration / 2,
@@ -393,9 +203,9 @@ def run(quick: bool) -> list[Figure]:
         # The floor: a bare asyncio server answering every frame at once, same client.
         with EchoServer(work) as echo:
             floor_loads = [
-                _drive(
+                drive(
                     echo.socket_path,
-                    _frames(registrations, connections),
+                    beat_frames(registrations, connections),
                     daemon=echo,
                     warmup=warmup / 2,
                     duration=duration / 2,

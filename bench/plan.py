@@ -14,15 +14,13 @@ import anyio
 from bench.fixtures import (
     READER,
     REPO,
-    Sleepers,
     StaticProfiles,
-    free_pids,
     make_db,
     mixed_fleet,
     mixed_kind,
     registration_row,
-    short_tempdir,
 )
+from bench.processes import Sleepers, free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.app import AppSettings, running_supervisor
 from supervisor.clock import MonotonicWall, SystemClock

@@ -10,14 +10,8 @@ from typing import Any
 
 import anyio
 
-from bench.fixtures import (
-    Daemon,
-    Sleepers,
-    free_pids,
-    make_db,
-    registration_row,
-    short_tempdir,
-)
+from bench.fixtures import make_db, registration_row
+from bench.processes import Daemon, Sleepers, free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.connection import Client
 from supervisor.probes import LocalProbes

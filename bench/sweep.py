@@ -13,14 +13,8 @@ import anyio
 
 from actors.liveness import LivenessActor, LivenessSettings
 from actors.messages import LivenessInbox
-from bench.fixtures import (
-    Sleepers,
-    StallMeter,
-    free_pids,
-    make_db,
-    registration_row,
-    short_tempdir,
-)
+from bench.fixtures import StallMeter, make_db, registration_row
+from bench.processes import Sleepers, free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.probes import LocalProbes

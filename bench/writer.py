@@ -17,7 +17,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 from actors.mailbox import Reply, ask, post
 from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats, WriterInbox
 from actors.registry_writer import RegistryWriter
-from bench.fixtures import live_rows, make_db, short_tempdir, sqlite_connect
+from bench.fixtures import live_rows, make_db, sqlite_connect
+from bench.processes import short_tempdir
 from bench.report import Figure
 from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.policy.stamps import format_stamp
