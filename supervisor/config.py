@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import ipaddress
-import math
 import os
-import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -18,6 +15,23 @@ from actors.heartbeat import HeartbeatSettings
 from actors.lease_watch import LeaseWatchSettings
 from actors.liveness import LivenessSettings
 from actors.registry_writer import WriterSettings
+from supervisor.config_checks import (
+    CHECK_KEY,
+    LOG_LEVELS,
+    POSITIVE,
+    Check,
+    Invalid,
+    boolean_check,
+    integer_check,
+    log_level_check,
+    loopback_check,
+    mode_check,
+    number_check,
+    optional_text_check,
+    path_check,
+    setting,
+    text_check,
+)
 from supervisor.errors import ConfigError
 
 __all__ = [
@@ -41,7 +55,6 @@ __all__ = [
 ]
 
 _APP_DIR = "fleet-supervisor"
-LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _xdg_dir(variable: str, fallback: Path) -> Path:
@@ -74,150 +87,29 @@ def default_config_path() -> Path:
     return _xdg_dir("XDG_CONFIG_HOME", Path.home() / ".config") / _APP_DIR / "supervisor.toml"
 
 
-class _Invalid(Exception):
-    """A value does not have the expected form; the loader adds the key and origin."""
-
-    def __init__(self, expected: str) -> None:
-        super().__init__(expected)
-        self.expected = expected
-
-
-#: value, directory that relative paths resolve against → the converted value.
-_Check = Callable[[Any, Path], Any]
-_CHECK = "check"
-
-
-def _number(expected: str, ok: Callable[[float], bool]) -> _Check:
-    def check(value: Any, _base: Path) -> float:
-        # bool is an int subclass in Python, but `true` for a timeout is a mistake, not 1.
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _Invalid(expected)
-        try:
-            number = float(value)
-        except OverflowError:
-            raise _Invalid(expected) from None
-        # TOML allows inf and nan; neither is a usable interval, share or timeout.
-        if not math.isfinite(number) or not ok(number):
-            raise _Invalid(expected)
-        return number
-
-    return check
-
-
-def _integer(low: int, high: int | None = None) -> _Check:
-    expected = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
-
-    def check(value: Any, _base: Path) -> int:
-        # A float is refused even when whole: counts and sizes are written as integers.
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _Invalid(expected)
-        if value < low or (high is not None and value > high):
-            raise _Invalid(expected)
-        return value
-
-    return check
-
-
-def _boolean(value: Any, _base: Path) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid("true or false")
-    return value
-
-
-def _optional_text(value: Any, _base: Path) -> str | None:
-    if not isinstance(value, str):
-        raise _Invalid('a string ("" for none)')
-    # TOML has no null, so an empty string is how a file says "not set".
-    return value.strip() or None
-
-
-def _text(value: Any, _base: Path) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _Invalid("a non-empty string")
-    return value.strip()
-
-
-def _log_level(value: Any, _base: Path) -> str:
-    level = value.strip().lower() if isinstance(value, str) else None
-    if level not in LOG_LEVELS:
-        raise _Invalid(f"one of {', '.join(LOG_LEVELS)}")
-    return level
-
-
-def _path(default: Callable[[], Path]) -> _Check:
-    def check(value: Any, base: Path) -> Path:
-        if isinstance(value, os.PathLike):
-            value = os.fspath(value)
-        if not isinstance(value, str) or "\0" in value:
-            raise _Invalid('a path string ("" for the default location)')
-        if not value:
-            return default()
-        path = Path(value).expanduser()
-        # A relative path in a file means "next to this file", not "wherever the daemon started".
-        return path if path.is_absolute() else base / path
-
-    return check
-
-
-_OCTAL = re.compile(r"[0-7]{1,4}")
-
-
-def _mode(value: Any, _base: Path) -> int:
-    # A string, not a TOML integer: `mode = 600` would silently be decimal 600 = 0o1130.
-    expected = 'an octal permission string like "0600" (at most "0777")'
-    if not isinstance(value, str) or not _OCTAL.fullmatch(value):
-        raise _Invalid(expected)
-    mode = int(value, 8)
-    if mode > 0o777:
-        raise _Invalid(expected)
-    return mode
-
-
-def _loopback(value: Any, _base: Path) -> str:
-    # Only IP literals: a name such as "localhost" can be re-pointed in /etc/hosts, and the
-    # HTTP surface must never be reachable from another machine.
-    expected = 'a loopback IP address such as "127.0.0.1" or "::1"'
-    if not isinstance(value, str):
-        raise _Invalid(expected)
-    try:
-        address = ipaddress.ip_address(value.strip())
-    except ValueError:
-        raise _Invalid(expected) from None
-    if not address.is_loopback:
-        raise _Invalid(expected)
-    return str(address)
-
-
-_POSITIVE = _number("a finite number > 0", lambda x: x > 0)
-
-
-def _setting(default: Any, check: _Check) -> Any:
-    """A dataclass field that also carries how a file or override value for it is checked."""
-    return field(default=default, metadata={_CHECK: check})
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DatabaseSettings:
     path: Path = field(
-        default_factory=default_database_path, metadata={_CHECK: _path(default_database_path)}
+        default_factory=default_database_path,
+        metadata={CHECK_KEY: path_check(default_database_path)},
     )
-    busy_timeout_ms: int = _setting(5000, _integer(0))
+    busy_timeout_ms: int = setting(5000, integer_check(0))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SupervisorSettings:
-    host_id: str | None = _setting(None, _optional_text)
-    log_level: str = _setting("info", _log_level)
-    canonical_repository: str | None = _setting(None, _optional_text)
+    host_id: str | None = setting(None, optional_text_check)
+    log_level: str = setting("info", log_level_check)
+    canonical_repository: str | None = setting(None, optional_text_check)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeartbeatConfig:
-    ttl_seconds: float = _setting(30.0, _POSITIVE)
-    min_ttl_seconds: float = _setting(1.0, _POSITIVE)
-    max_ttl_seconds: float = _setting(3600.0, _POSITIVE)
-    max_batch: int = _setting(4096, _integer(1))
-    max_in_flight: int = _setting(4, _integer(1))
+    ttl_seconds: float = setting(30.0, POSITIVE)
+    min_ttl_seconds: float = setting(1.0, POSITIVE)
+    max_ttl_seconds: float = setting(3600.0, POSITIVE)
+    max_batch: int = setting(4096, integer_check(1))
+    max_in_flight: int = setting(4, integer_check(1))
 
     def to_actor(self) -> HeartbeatSettings:
         return HeartbeatSettings(
@@ -231,9 +123,9 @@ class HeartbeatConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LivenessConfig:
-    sweep_interval_seconds: float = _setting(5.0, _POSITIVE)
-    sweep_chunk: int = _setting(256, _integer(1))
-    use_pidfd: bool = _setting(True, _boolean)
+    sweep_interval_seconds: float = setting(5.0, POSITIVE)
+    sweep_chunk: int = setting(256, integer_check(1))
+    use_pidfd: bool = setting(True, boolean_check)
 
     def to_actor(self) -> LivenessSettings:
         return LivenessSettings(
@@ -245,10 +137,10 @@ class LivenessConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseConfig:
-    expiry_interval_seconds: float = _setting(5.0, _POSITIVE)
-    default_ttl_seconds: float = _setting(900.0, _POSITIVE)
-    max_ttl_seconds: float = _setting(
-        86400.0, _number("a number > 0 and <= 86400", lambda x: 0 < x <= 86400)
+    expiry_interval_seconds: float = setting(5.0, POSITIVE)
+    default_ttl_seconds: float = setting(900.0, POSITIVE)
+    max_ttl_seconds: float = setting(
+        86400.0, number_check("a number > 0 and <= 86400", lambda x: 0 < x <= 86400)
     )
 
     def to_actor(self) -> LeaseWatchSettings:
@@ -264,12 +156,14 @@ class LeaseConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetirementConfig:
-    mass_guard_share: float = _setting(0.5, _number("a number > 0 and <= 1", lambda x: 0 < x <= 1))
-    mass_guard_floor: int = _setting(5, _integer(0))
-    auto_enabled: bool = _setting(False, _boolean)
-    auto_interval_seconds: float = _setting(300.0, _POSITIVE)
-    auto_profile: str = _setting("supervisor", _text)
-    writer_max_batch: int = _setting(4096, _integer(1))
+    mass_guard_share: float = setting(
+        0.5, number_check("a number > 0 and <= 1", lambda x: 0 < x <= 1)
+    )
+    mass_guard_floor: int = setting(5, integer_check(0))
+    auto_enabled: bool = setting(False, boolean_check)
+    auto_interval_seconds: float = setting(300.0, POSITIVE)
+    auto_profile: str = setting("supervisor", text_check)
+    writer_max_batch: int = setting(4096, integer_check(1))
 
     def to_writer(self) -> WriterSettings:
         # The guard is enforced inside the apply transaction, which the writer runs.
@@ -281,34 +175,35 @@ class RetirementConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RestartConfig:
-    max_restarts: int = _setting(3, _integer(0))
-    window_seconds: float = _setting(60.0, _POSITIVE)
+    max_restarts: int = setting(3, integer_check(0))
+    window_seconds: float = setting(60.0, POSITIVE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SocketConfig:
     path: Path = field(
-        default_factory=default_socket_path, metadata={_CHECK: _path(default_socket_path)}
+        default_factory=default_socket_path, metadata={CHECK_KEY: path_check(default_socket_path)}
     )
-    mode: int = _setting(0o600, _mode)
-    group: str | None = _setting(None, _optional_text)
-    max_frame_bytes: int = _setting(1048576, _integer(1))
-    request_timeout_seconds: float = _setting(30.0, _POSITIVE)
-    max_connections: int = _setting(256, _integer(1))
+    mode: int = setting(0o600, mode_check)
+    group: str | None = setting(None, optional_text_check)
+    max_frame_bytes: int = setting(1048576, integer_check(1))
+    request_timeout_seconds: float = setting(30.0, POSITIVE)
+    max_connections: int = setting(256, integer_check(1))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class McpConfig:
-    http_enabled: bool = _setting(False, _boolean)
-    http_host: str = _setting("127.0.0.1", _loopback)
+    http_enabled: bool = setting(False, boolean_check)
+    http_host: str = setting("127.0.0.1", loopback_check)
     #: 0 lets the OS pick a free port (tests); reporting the bound port is the app's job.
-    http_port: int = _setting(8765, _integer(0, 65535))
+    http_port: int = setting(8765, integer_check(0, 65535))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuthConfig:
     profiles_path: Path = field(
-        default_factory=default_profiles_path, metadata={_CHECK: _path(default_profiles_path)}
+        default_factory=default_profiles_path,
+        metadata={CHECK_KEY: path_check(default_profiles_path)},
     )
 
 
@@ -334,18 +229,19 @@ class Settings:
 #: Table name → its dataclass → key → check, read off the dataclasses so they can never disagree.
 _TABLE_TYPES: dict[str, type[Any]] = get_type_hints(Settings)
 _SCHEMA = {
-    table: {f.name: f.metadata[_CHECK] for f in fields(cls)} for table, cls in _TABLE_TYPES.items()
+    table: {f.name: f.metadata[CHECK_KEY] for f in fields(cls)}
+    for table, cls in _TABLE_TYPES.items()
 }
 
 
-def _checked(dotted: str, check: _Check, value: Any, base: Path, origin: str) -> Any:
+def _checked(dotted: str, check: Check, value: Any, base: Path, origin: str) -> Any:
     try:
         return check(value, base)
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ConfigError(f"{dotted} must be {exc.expected}, got {value!r} ({origin})") from None
 
 
-def _table_checks(table: str, origin: str) -> dict[str, _Check]:
+def _table_checks(table: str, origin: str) -> dict[str, Check]:
     checks = _SCHEMA.get(table)
     if checks is None:
         known = ", ".join(_SCHEMA)
@@ -353,7 +249,7 @@ def _table_checks(table: str, origin: str) -> dict[str, _Check]:
     return checks
 
 
-def _key_check(table: str, key: str, origin: str) -> _Check:
+def _key_check(table: str, key: str, origin: str) -> Check:
     checks = _table_checks(table, origin)
     if key not in checks:
         known = ", ".join(checks)

@@ -1,0 +1,154 @@
+"""Typed checks for configuration values: each converts a file value or refuses it."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import re
+from collections.abc import Callable
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CHECK_KEY",
+    "LOG_LEVELS",
+    "POSITIVE",
+    "Check",
+    "Invalid",
+    "boolean_check",
+    "integer_check",
+    "log_level_check",
+    "loopback_check",
+    "mode_check",
+    "number_check",
+    "optional_text_check",
+    "path_check",
+    "setting",
+    "text_check",
+]
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class Invalid(Exception):
+    """A value does not have the expected form; the loader adds the key and origin."""
+
+    def __init__(self, expected: str) -> None:
+        super().__init__(expected)
+        self.expected = expected
+
+
+#: value, directory that relative paths resolve against → the converted value.
+Check = Callable[[Any, Path], Any]
+CHECK_KEY = "check"
+
+
+def number_check(expected: str, ok: Callable[[float], bool]) -> Check:
+    def check(value: Any, _base: Path) -> float:
+        # bool is an int subclass in Python, but `true` for a timeout is a mistake, not 1.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise Invalid(expected)
+        try:
+            number = float(value)
+        except OverflowError:
+            raise Invalid(expected) from None
+        # TOML allows inf and nan; neither is a usable interval, share or timeout.
+        if not math.isfinite(number) or not ok(number):
+            raise Invalid(expected)
+        return number
+
+    return check
+
+
+def integer_check(low: int, high: int | None = None) -> Check:
+    expected = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
+
+    def check(value: Any, _base: Path) -> int:
+        # A float is refused even when whole: counts and sizes are written as integers.
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise Invalid(expected)
+        if value < low or (high is not None and value > high):
+            raise Invalid(expected)
+        return value
+
+    return check
+
+
+def boolean_check(value: Any, _base: Path) -> bool:
+    if not isinstance(value, bool):
+        raise Invalid("true or false")
+    return value
+
+
+def optional_text_check(value: Any, _base: Path) -> str | None:
+    if not isinstance(value, str):
+        raise Invalid('a string ("" for none)')
+    # TOML has no null, so an empty string is how a file says "not set".
+    return value.strip() or None
+
+
+def text_check(value: Any, _base: Path) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise Invalid("a non-empty string")
+    return value.strip()
+
+
+def log_level_check(value: Any, _base: Path) -> str:
+    level = value.strip().lower() if isinstance(value, str) else None
+    if level not in LOG_LEVELS:
+        raise Invalid(f"one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def path_check(default: Callable[[], Path]) -> Check:
+    def check(value: Any, base: Path) -> Path:
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if not isinstance(value, str) or "\0" in value:
+            raise Invalid('a path string ("" for the default location)')
+        if not value:
+            return default()
+        path = Path(value).expanduser()
+        # A relative path in a file means "next to this file", not "wherever the daemon started".
+        return path if path.is_absolute() else base / path
+
+    return check
+
+
+_OCTAL = re.compile(r"[0-7]{1,4}")
+
+
+def mode_check(value: Any, _base: Path) -> int:
+    # A string, not a TOML integer: `mode = 600` would silently be decimal 600 = 0o1130.
+    expected = 'an octal permission string like "0600" (at most "0777")'
+    if not isinstance(value, str) or not _OCTAL.fullmatch(value):
+        raise Invalid(expected)
+    mode = int(value, 8)
+    if mode > 0o777:
+        raise Invalid(expected)
+    return mode
+
+
+def loopback_check(value: Any, _base: Path) -> str:
+    # Only IP literals: a name such as "localhost" can be re-pointed in /etc/hosts, and the
+    # HTTP surface must never be reachable from another machine.
+    expected = 'a loopback IP address such as "127.0.0.1" or "::1"'
+    if not isinstance(value, str):
+        raise Invalid(expected)
+    try:
+        address = ipaddress.ip_address(value.strip())
+    except ValueError:
+        raise Invalid(expected) from None
+    if not address.is_loopback:
+        raise Invalid(expected)
+    return str(address)
+
+
+POSITIVE = number_check("a finite number > 0", lambda x: x > 0)
+
+
+def setting(default: Any, check: Check) -> Any:
+    """A dataclass field that also carries how a file or override value for it is checked."""
+    return field(default=default, metadata={CHECK_KEY: check})
