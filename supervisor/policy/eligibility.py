@@ -62,6 +62,8 @@ __all__ = [
 
 
 _IDENTITY = attrgetter("worker_identity")
+_CANON_IDENTITY = attrgetter("canon_identity")
+_SCOPE_KEYS = attrgetter("scope_keys")
 _SLOT = attrgetter("slot")
 
 _ELIGIBLE_DETAIL = (
@@ -235,7 +237,10 @@ def plan_retirement(
         )
         # The scope's rows follow from the facts and the anchors; its token from
         # those rows' texts, which live rows beating between plans leave alone.
-        scope_rows = memo.reuse("scope_rows", (facts, anchors), lambda: _scope(facts, anchors))
+        # _scope reads only identities and identity keys, which a new heartbeat
+        # stamp leaves alone (with_beat keeps the very same objects).
+        scope_inputs = (list(map(_CANON_IDENTITY, facts)), list(map(_SCOPE_KEYS, facts)), anchors)
+        scope_rows = memo.reuse("scope_rows", scope_inputs, lambda: _scope(facts, anchors))
         scope_units = [units[i] for i in scope_rows]
         scope_fingerprint = memo.reuse(
             "scope", (scope_units, anchors), lambda: scope_token(scope_units, anchors)
