@@ -20,6 +20,7 @@ from actors.messages_control import (
     UpsertSession,
     UpsertWorkItem,
 )
+from supervisor.fast_init import fast_init
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.eligibility import ProtectedOwners
 from supervisor.policy.evidence import PidEvidence
@@ -94,6 +95,7 @@ class RegisterResult:
     registration: Mapping[str, Any] = field(default_factory=dict)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeartbeatResult:
     """``registration_not_active`` tells a worker to register again under a new identity."""
@@ -145,6 +147,7 @@ class ApplyOutcome:
 # --- registry writer ------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeartbeatWrite:
     """One coalesced beat: the identity it claims and the stamp to record."""
@@ -162,6 +165,7 @@ class InsertRegistration:
     reply: Reply[WriteAck]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TouchHeartbeats:
     beats: tuple[HeartbeatWrite, ...]

@@ -5,12 +5,20 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.messages import HeartbeatResult
 from supervisor.errors import ProtocolError
-from supervisor.surfaces.protocol import beat_answer, decode_request, encode, ok_frame, to_wire
+from supervisor.surfaces.protocol import (
+    _decoded,
+    _well_formed_heartbeat,
+    beat_answer,
+    decode_request,
+    encode,
+    ok_frame,
+    to_wire,
+)
 
 _text = st.text(max_size=40)
 
@@ -38,3 +46,78 @@ def test_blank_or_overlong_text_arguments_are_refused(value: str) -> None:
     frame = json.dumps({"op": "heartbeat", "args": args}).encode()
     with pytest.raises(ProtocolError, match="worker_identity"):
         decode_request(frame)
+
+
+@pytest.mark.parametrize("identity", [7, 1.5, None])
+def test_beat_answer_with_odd_field_types_still_matches_the_generic_encoding(
+    identity: object,
+) -> None:
+    result = HeartbeatResult(
+        ok=True,
+        code="ok",
+        detail="",
+        worker_identity=identity,  # type: ignore[arg-type]
+    )
+    assert beat_answer("r-1", result) == encode(ok_frame("r-1", to_wire(result)))
+
+
+_MISSING = object()
+_VALID_ARGS = {"worker_identity": "w-1", "generation_id": "g-1", "pid": 1, "fencing_epoch": 0}
+_VALID_FRAME = {"v": 1, "id": "r-1", "op": "heartbeat", "token": "fst_t", "args": _VALID_ARGS}
+_TEXTS = ("w-1", "", " ", "x" * 512, "x" * 513, 5, None, ["w"])
+#: Per field, values each path must accept or refuse alike (the valid ones included).
+_VARIANTS: dict[str, tuple[object, ...]] = {
+    "v": (1, 1.0, True, 2, "1", None),
+    "id": (None, "r-1", "x" * 128, "x" * 129, 5),
+    "op": ("heartbeat", "release", "Heartbeat", 1),
+    "token": (None, "fst_t", "t" * 512, "t" * 513, 7),
+    "args": (None, [], "args", {}),
+    "args.worker_identity": _TEXTS,
+    "args.generation_id": _TEXTS,
+    "args.pid": (1, 0, -1, True, 2**63, 2**63 - 1, 1.0, "1", None),
+    "args.fencing_epoch": (0, 1, -1, False, 2**63, 2**63 - 1, 1.5, "0", None),
+}
+
+
+@st.composite
+def _heartbeat_frames(draw: st.DrawFn) -> dict[str, object]:
+    """A valid heartbeat frame with up to three fields changed or removed."""
+    frame: dict[str, object] = {**_VALID_FRAME, "args": dict(_VALID_ARGS)}
+    for _ in range(draw(st.integers(min_value=0, max_value=3))):
+        where = draw(st.sampled_from(sorted(_VARIANTS)))
+        value = draw(st.sampled_from((_MISSING, *_VARIANTS[where])))
+        target: object = frame
+        name = where
+        if where.startswith("args."):
+            target, name = frame.get("args"), where.removeprefix("args.")
+        if not isinstance(target, dict):
+            continue
+        if value is _MISSING:
+            target.pop(name, None)
+        else:
+            target[name] = value
+    return frame
+
+
+@settings(max_examples=400)
+@given(data=_heartbeat_frames())
+def test_the_heartbeat_fast_path_decodes_exactly_like_the_general_one(
+    data: dict[str, object],
+) -> None:
+    frame = json.dumps(data).encode()
+    try:
+        expected: object = _decoded(json.loads(frame))
+    except ProtocolError as exc:
+        expected = (type(exc), exc.detail)
+    try:
+        got: object = decode_request(frame)
+    except ProtocolError as exc:
+        got = (type(exc), exc.detail)
+    assert got == expected
+    assert repr(got) == repr(expected)
+
+
+def test_a_well_formed_heartbeat_takes_the_fast_path() -> None:
+    request = _well_formed_heartbeat(json.loads(json.dumps(_VALID_FRAME)))
+    assert request is not None
+    assert request == _decoded(json.loads(json.dumps(_VALID_FRAME)))
