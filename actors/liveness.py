@@ -157,7 +157,7 @@ class LivenessActor:
         for start in range(0, len(records), chunk):
             verdicts.extend(_as_verdict(k, r) for k, r in records[start : start + chunk])
             if start + chunk < len(records):
-                await anyio.lowlevel.checkpoint()
+                await _let_others_run()
         return LivenessStatus(
             sweeps_completed=sweeps, watched_pids=watched, verdicts=tuple(verdicts)
         )
@@ -208,14 +208,14 @@ class LivenessActor:
                 else:
                     # Another machine's pid numbers mean nothing here.
                     self._verdicts[identity] = (pid, UNKNOWN, None, None, observed_at, _FOREIGN)
-            await anyio.lowlevel.checkpoint()
+            await _let_others_run()
         del rows
         for gone in [i for i in self._verdicts if i not in current]:
             del self._verdicts[gone]
         for gone in [i for i in watched if i not in current]:
             self._unwatch(gone)
         del current
-        await anyio.lowlevel.checkpoint()
+        await _let_others_run()
         verdicts = self._verdicts
         for start in range(0, len(local), chunk):
             part = local[start : start + chunk]
@@ -236,7 +236,7 @@ class LivenessActor:
                 )
                 if state == ALIVE:
                     self._watch(identity, pid, registered_start)
-            await anyio.lowlevel.checkpoint()
+            await _let_others_run()
         self._sweeps += 1
 
     def verdict(self, worker_identity: str) -> Verdict | None:
@@ -279,3 +279,12 @@ class LivenessActor:
 
 def _open_pidfd(pid: int, start_time: str | None) -> int | None:
     return os_probes.pidfd_open(pid, expected_start_time=start_time)
+
+
+async def _let_others_run() -> None:
+    # One checkpoint is not enough: this task's continuation is queued ahead of the
+    # timers and I/O callbacks that fall due meanwhile, so the next chunk would run
+    # before them and two chunks would block the loop as one. The second checkpoint
+    # lets everything that was ready run first.
+    await anyio.lowlevel.checkpoint()
+    await anyio.lowlevel.checkpoint()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
 
-from actors.liveness import LivenessSettings
+from actors.liveness import LivenessSettings, _let_others_run
 from actors.mailbox import ask
 from actors.messages import LivenessStatus, LivenessStatusQuery, ProbeNow, Verdict, Watch
 from supervisor.clock import FakeClock, MonotonicWall
@@ -367,3 +369,18 @@ async def test_a_watched_row_is_vouched_for_by_its_pidfd_and_not_probed_by_sweep
             assert status.sweeps_completed > swept
             assert 900 not in probes.probed
             assert [v.source for v in status.verdicts] == ["pidfd"]
+
+
+async def test_between_sweep_chunks_whatever_fell_due_runs_first() -> None:
+    # The reason for two checkpoints between chunks: after one, the sweep's own
+    # continuation is ahead of callbacks that fell due meanwhile, so the next chunk
+    # would run before them and two chunks would stall the loop as one.
+    loop = asyncio.get_running_loop()
+    order: list[str] = []
+    loop.call_later(0, order.append, "due")
+    await anyio.lowlevel.checkpoint()
+    order.append("after one checkpoint")
+    loop.call_later(0, order.append, "due")
+    await _let_others_run()
+    order.append("after _let_others_run")
+    assert order == ["after one checkpoint", "due", "due", "after _let_others_run"]
