@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import signal
+import json
+import subprocess
+import sys
+import tempfile
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 
+from bench.child import LIMIT_SECONDS
 from bench.report import Figure, format_table, machine_info, to_json, write_json
-from supervisor.logs import configure_logging
 
-__all__ = ["BENCHMARKS", "BenchmarkTimeout", "main"]
+__all__ = ["BENCHMARKS", "main"]
 
 #: Module of each benchmark, in the order they run; each exposes ``run(quick) -> [Figure]``.
 BENCHMARKS: tuple[str, ...] = (
@@ -29,19 +29,9 @@ BENCHMARKS: tuple[str, ...] = (
 )
 
 _DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
-
-#: Wall-clock ceiling per benchmark: a hung step fails that benchmark instead of the suite
-#: (SIGALRM raises in the main thread; the benchmark's ``finally`` blocks still stop the
-#: processes it started).
-_LIMIT_SECONDS = {False: 180, True: 60}
-
-
-class BenchmarkTimeout(Exception):
-    """A benchmark ran past its wall-clock ceiling."""
-
-
-def _on_alarm(signum: int, frame: FrameType | None) -> None:
-    raise BenchmarkTimeout("benchmark exceeded its time limit")
+_ROOT = Path(__file__).resolve().parent.parent
+#: Past the child's own alarm: only a child that ignores it is killed from here.
+_GRACE_SECONDS = 60
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,32 +49,40 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_child(name: str, *, quick: bool, workdir: Path) -> list[Figure]:
+    """``bench.child`` for one benchmark; its figures, or RuntimeError saying why none."""
+    out = workdir / f"{name}.json"
+    argv = [sys.executable, "-m", "bench.child", name, "--out", str(out)]
+    if quick:
+        argv.append("--quick")
+    try:
+        completed = subprocess.run(
+            argv, cwd=_ROOT, timeout=LIMIT_SECONDS[quick] + _GRACE_SECONDS, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"{name} did not finish within {exc.timeout:.0f}s") from None
+    if completed.returncode != 0:
+        raise RuntimeError(f"{name} exited with status {completed.returncode}")
+    return [Figure.from_dict(item) for item in json.loads(out.read_text(encoding="utf-8"))]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    # The in-process supervisors log through structlog; keep their info lines off the table.
-    configure_logging("error")
     selected = [name for name in BENCHMARKS if not args.only or name in args.only]
     figures: list[Figure] = []
     errors: dict[str, str] = {}
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    for name in selected:
-        module = importlib.import_module(f"bench.{name}")
-        run: Callable[[bool], list[Figure]] = module.run
-        began = time.perf_counter()
-        print(f"[bench] {name} ...", flush=True)
-        previous = signal.signal(signal.SIGALRM, _on_alarm)
-        signal.alarm(_LIMIT_SECONDS[args.quick])
-        try:
-            figures.extend(run(args.quick))
-        except Exception as exc:
-            traceback.print_exc()
-            errors[name] = f"{type(exc).__name__}: {exc}"
-        finally:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, previous)
-        timings[name] = time.perf_counter() - began
-        print(f"[bench] {name} done in {timings[name]:.1f}s", flush=True)
+    with tempfile.TemporaryDirectory(prefix="fsb-run-") as scratch:
+        for name in selected:
+            began = time.perf_counter()
+            print(f"[bench] {name} ...", flush=True)
+            try:
+                figures.extend(_run_child(name, quick=args.quick, workdir=Path(scratch)))
+            except (RuntimeError, OSError, ValueError, KeyError) as exc:
+                errors[name] = f"{type(exc).__name__}: {exc}"
+            timings[name] = time.perf_counter() - began
+            print(f"[bench] {name} done in {timings[name]:.1f}s", flush=True)
     meta = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "quick": args.quick,

@@ -69,9 +69,27 @@ class Figure:
             "unit": self.unit,
             "goal": self.goal,
             "op": self.op,
+            "judged": self.judged,
             "met": self.met,
             "detail": dict(self.detail),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Figure:
+        """The inverse of ``as_dict`` (``met`` is derived, so it is not read back)."""
+        op = data.get("op")
+        if op not in (None, "<=", ">="):
+            raise ValueError(f"figure {data.get('name')!r}: unknown op {op!r}")
+        return cls(
+            name=str(data["name"]),
+            label=str(data["label"]),
+            value=float(data["value"]),
+            unit=str(data["unit"]),
+            goal=None if data.get("goal") is None else float(data["goal"]),
+            op=op,
+            judged=bool(data.get("judged", True)),
+            detail=dict(data.get("detail") or {}),
+        )
 
 
 def _number(value: float) -> str:

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.__main__ import _run_child
+from bench.report import Figure
+
 pytestmark = pytest.mark.integration
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -82,3 +85,24 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
     # The table is printed too, one line per figure.
     for figure in figures.values():
         assert figure["label"] in completed.stdout
+
+
+def test_a_figure_survives_the_trip_through_json() -> None:
+    figure = Figure(
+        name="x.y",
+        label="a figure",
+        value=1.5,
+        unit="ms",
+        goal=2.0,
+        op="<=",
+        judged=False,
+        detail={"samples": [1, 2]},
+    )
+    again = Figure.from_dict(json.loads(json.dumps(figure.as_dict())))
+    assert again == figure
+    assert again.met is None
+
+
+def test_a_benchmark_that_fails_in_its_process_is_reported_not_raised(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="no_such_benchmark exited with status 1"):
+        _run_child("no_such_benchmark", quick=True, workdir=tmp_path)
