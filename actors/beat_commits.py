@@ -116,18 +116,24 @@ def beat_results(
     messages: Sequence[TouchHeartbeats], verdicts: Verdicts, newest: Mapping[str, str]
 ) -> list[tuple[TouchHeartbeats, tuple[HeartbeatResult, ...]]]:
     """Each message with its answer, one result per beat in the message's order."""
+    # A list per message, then a tuple: a generator feeding tuple() costs a resumption
+    # per beat, and every acknowledged heartbeat passes through here.
     return [
         (
             message,
             tuple(
-                HeartbeatResult(
-                    ok=code == "ok",
-                    code=code,
-                    detail=detail,
-                    worker_identity=beat.worker_identity,
-                    last_heartbeat_at=newest.get(beat.worker_identity) if code == "ok" else None,
-                )
-                for beat, (code, detail) in zip(message.beats, judged, strict=True)
+                [
+                    HeartbeatResult(
+                        ok=code == "ok",
+                        code=code,
+                        detail=detail,
+                        worker_identity=beat.worker_identity,
+                        last_heartbeat_at=newest.get(beat.worker_identity)
+                        if code == "ok"
+                        else None,
+                    )
+                    for beat, (code, detail) in zip(message.beats, judged, strict=True)
+                ]
             ),
         )
         for message, judged in zip(messages, verdicts, strict=True)

@@ -6,10 +6,11 @@ import dataclasses
 import functools
 import json
 import math
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from json.scanner import make_scanner
 from typing import Any, ClassVar
 
 from actors.messages import HeartbeatResult
@@ -274,10 +275,26 @@ _DECODER = json.JSONDecoder()
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
+# typeshed types make_scanner's argument as the scanner class itself; it takes a decoder.
+_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(_DECODER)  # type: ignore[arg-type]
+
+
 def _load(frame: bytes) -> Any:
     try:
         # Frames are UTF-8 by definition; bad bytes raise UnicodeDecodeError, a ValueError.
-        return _DECODER.decode(frame.decode("utf-8"))
+        text = frame.decode("utf-8")
+        # A bare object with nothing around it (what clients send) goes straight to the
+        # C scanner; anything else, and anything it refuses, takes the full decode so
+        # errors and surrounding whitespace are handled exactly as json.loads does.
+        if text[:1] == "{":
+            try:
+                value, end = _SCAN(text, 0)
+            except (ValueError, StopIteration, RecursionError):
+                pass
+            else:
+                if end == len(text):
+                    return value
+        return _DECODER.decode(text)
     # ValueError covers JSONDecodeError, bad UTF-8 and integers past the digit limit;
     # RecursionError is what deeply nested arrays raise.
     except (ValueError, RecursionError) as exc:

@@ -12,6 +12,7 @@ from actors.messages import HeartbeatResult
 from supervisor.errors import ProtocolError
 from supervisor.surfaces.protocol import (
     _decoded,
+    _load,
     _well_formed_heartbeat,
     beat_answer,
     decode_request,
@@ -121,3 +122,42 @@ def test_a_well_formed_heartbeat_takes_the_fast_path() -> None:
     request = _well_formed_heartbeat(json.loads(json.dumps(_VALID_FRAME)))
     assert request is not None
     assert request == _decoded(json.loads(json.dumps(_VALID_FRAME)))
+
+
+def _reference_load(frame: bytes) -> object:
+    """What frames decoded to before the scanner fast path: json.loads's decoder."""
+    try:
+        return json.JSONDecoder().decode(frame.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        return ("refused", f"frame is not valid JSON: {str(exc)[:200]}")
+
+
+def _loaded(frame: bytes) -> object:
+    try:
+        return _load(frame)
+    except ProtocolError as exc:
+        return ("refused", exc.detail)
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300)
+@given(
+    value=_json_values,
+    before=st.sampled_from(("", " ", "\t", "x", "[")),
+    after=st.sampled_from(("", " ", "\r", "}", ",", "x", " {}")),
+    cut=st.integers(min_value=0, max_value=3),
+)
+def test_loading_a_frame_matches_the_plain_decoder(
+    value: object, before: str, after: str, cut: int
+) -> None:
+    text = before + json.dumps(value) + after
+    for frame in (text.encode(), text.encode()[: len(text) - cut], b"\xff" + text.encode()):
+        assert repr(_loaded(frame)) == repr(_reference_load(frame))
