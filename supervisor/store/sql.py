@@ -15,6 +15,7 @@ from supervisor.store.schema import (
 __all__ = [
     "AUDIT_INSERT_COLUMNS",
     "MAX_IDS_PER_STATEMENT",
+    "TOUCH_BATCH_SIZES",
     "expire_due_leases",
     "insert_audit",
     "insert_registration",
@@ -26,6 +27,7 @@ __all__ = [
     "select_registrations",
     "set_status",
     "touch_heartbeats",
+    "touch_heartbeats_batch",
     "upsert_lease",
 ]
 
@@ -101,6 +103,27 @@ def touch_heartbeats(d: Dialect) -> str:
     return (
         f"UPDATE worker_registrations SET last_heartbeat_at = {d.param(2)} "
         f"WHERE worker_identity = {d.param(1)} AND status = 'active'"
+    )
+
+
+#: Sizes the set-based heartbeat UPDATE is prepared for; a batch is padded up to one, so
+#: the connection's statement cache holds five statements, not one per batch size.
+TOUCH_BATCH_SIZES: tuple[int, ...] = (1, 4, 16, 64, 256)
+
+
+@lru_cache(maxsize=16)
+def touch_heartbeats_batch(d: Dialect, size: int) -> str:
+    """One UPDATE stamping up to ``size`` active rows; parameters are identity, stamp pairs.
+
+    Unused pairs are NULL and match no row. Identities must be distinct (the rows
+    changed are counted, so a repeated identity would read as a missing row).
+    """
+    values = ", ".join(f"({d.param(2 * i + 1)}, {d.param(2 * i + 2)})" for i in range(size))
+    return (
+        "UPDATE worker_registrations SET last_heartbeat_at = v.column2 "
+        f"FROM (VALUES {values}) AS v "
+        "WHERE worker_registrations.worker_identity = v.column1 "
+        "AND worker_registrations.status = 'active'"
     )
 
 

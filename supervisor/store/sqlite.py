@@ -129,12 +129,7 @@ class SQLiteStore:
     ) -> Awaitable[bool]:
         """See ``Store.submit_heartbeats``: one thread hop for BEGIN, the batch and COMMIT."""
         self._check_open()
-        job = partial(
-            stamp_and_commit,
-            statement=sql.touch_heartbeats(SQLITE),
-            beats=list(beats),
-            chain=chain,
-        )
+        job = partial(stamp_and_commit, beats=list(beats), chain=chain)
         return submit(self._writer, job)
 
     async def close(self) -> None:

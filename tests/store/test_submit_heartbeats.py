@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store import SQLiteStore
+from supervisor.store import SQLiteStore, sqlite_beats
 from supervisor.store.base import CommitChain
 from supervisor.store.sqlite_exec import check_submit_support
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, raw_query, registration
@@ -80,3 +80,39 @@ async def test_store_open_refuses_an_aiosqlite_without_the_job_queue(store: SQLi
     check_submit_support(store._writer)  # the installed aiosqlite has it
     with pytest.raises(StoreError, match="no way to run a job"):
         check_submit_support(_Bare())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("set_based", [True, False], ids=["set-based", "row-by-row"])
+@pytest.mark.parametrize("count", [1, 2, 4, 5, 16, 17, 64, 65, 256, 257, 600])
+async def test_every_batch_size_stamps_exactly_its_rows(
+    store: SQLiteStore,
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    count: int,
+    set_based: bool,
+) -> None:
+    monkeypatch.setattr(sqlite_beats, "SET_BASED", set_based)
+    identities = [f"w{i:03d}" for i in range(count + 3)]
+    await _seed(store, *identities)
+    beats = [(identity, STAMP_2) for identity in identities[:count]]
+    assert await store.submit_heartbeats(beats, CommitChain()) is True
+    stamps = _stamps(db_path)
+    # The padding of a partly filled statement matched no row.
+    assert {i for i, s in stamps.items() if s == STAMP_2} == set(identities[:count])
+    assert {i for i, s in stamps.items() if s == STAMP_1} == set(identities[count:])
+
+
+@pytest.mark.parametrize("set_based", [True, False], ids=["set-based", "row-by-row"])
+async def test_an_inactive_row_in_a_later_statement_rolls_back_the_whole_job(
+    store: SQLiteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch, set_based: bool
+) -> None:
+    monkeypatch.setattr(sqlite_beats, "SET_BASED", set_based)
+    identities = [f"w{i:03d}" for i in range(300)]
+    await _seed(store, *identities)
+    await _seed(store, "gone", status="released")
+    beats = [(identity, STAMP_2) for identity in identities]
+    beats.insert(290, ("gone", STAMP_2))
+    chain = CommitChain()
+    assert await store.submit_heartbeats(beats, chain) is False
+    assert chain.broken
+    assert set(_stamps(db_path).values()) == {STAMP_1}
