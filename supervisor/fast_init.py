@@ -29,7 +29,7 @@ def fast_init(cls: type[T]) -> type[T]:
         raise TypeError(f"{cls.__name__} is not a frozen slots dataclass")
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"{cls.__name__} has __post_init__, which fast_init would skip")
-    namespace: dict[str, Any] = {"_new_cls": cls}
+    namespace: dict[str, Any] = {}
     positional: list[str] = []
     keyword: list[str] = []
     body: list[str] = []
