@@ -20,10 +20,10 @@ from actors.messages_control import (
     UpsertSession,
     UpsertWorkItem,
 )
-from supervisor.fast_init import fast_init
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.eligibility import ProtectedOwners
 from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.fast_init import fast_init
 from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry
 

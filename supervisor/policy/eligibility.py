@@ -24,7 +24,6 @@ from .plan_types import (
     PlanEntry,
     ProtectedOwners,
     RetirementPlan,
-    build_entry,
     protected_from_leases,
 )
 from .reasons import (
@@ -214,11 +213,23 @@ def plan_retirement(
         entry_evidence["ownership_state"] = ownership
         if verdict is None:
             candidates.append(
-                build_entry(f.worker_identity, REASON_ELIGIBLE, _ELIGIBLE_DETAIL, entry_evidence)
+                PlanEntry(
+                    worker_identity=f.worker_identity,
+                    reason_code=REASON_ELIGIBLE,
+                    detail=_ELIGIBLE_DETAIL,
+                    evidence=entry_evidence,
+                )
             )
             candidate_indices.append(index)
         else:
-            preserved.append(build_entry(f.worker_identity, verdict[0], verdict[1], entry_evidence))
+            preserved.append(
+                PlanEntry(
+                    worker_identity=f.worker_identity,
+                    reason_code=verdict[0],
+                    detail=verdict[1],
+                    evidence=entry_evidence,
+                )
+            )
 
     candidates.sort(key=lambda e: e.worker_identity or "")
     preserved.sort(key=lambda e: (e.worker_identity or "", e.reason_code))

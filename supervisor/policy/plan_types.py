@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .canonical import canon
+from .fast_init import fast_init
 
 __all__ = [
     "FencingContext",
     "PlanEntry",
     "ProtectedOwners",
     "RetirementPlan",
-    "build_entry",
     "protected_from_leases",
 ]
 
@@ -35,6 +35,7 @@ class FencingContext:
     boot_id: str | None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanEntry:
     """The verdict on one row."""
@@ -74,28 +75,6 @@ class RetirementPlan:
             if entry.worker_identity == worker_identity:
                 return entry
         return None
-
-
-# A frozen dataclass's __init__ goes through object.__setattr__ once per field,
-# which made entry construction a tenth of a 10k-row plan. The planner builds
-# one entry per row on every plan, so it fills the slots directly; the class,
-# its equality and its immutability are unchanged.
-_new_object = object.__new__
-_SET_IDENTITY = PlanEntry.__dict__["worker_identity"].__set__
-_SET_REASON = PlanEntry.__dict__["reason_code"].__set__
-_SET_DETAIL = PlanEntry.__dict__["detail"].__set__
-_SET_EVIDENCE = PlanEntry.__dict__["evidence"].__set__
-
-
-def build_entry(
-    identity: str | None, reason: str, detail: str, evidence: Mapping[str, Any]
-) -> PlanEntry:
-    entry: PlanEntry = _new_object(PlanEntry)
-    _SET_IDENTITY(entry, identity)
-    _SET_REASON(entry, reason)
-    _SET_DETAIL(entry, detail)
-    _SET_EVIDENCE(entry, evidence)
-    return entry
 
 
 def protected_from_leases(leases: Sequence[Mapping[str, Any]]) -> ProtectedOwners:

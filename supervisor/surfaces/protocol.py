@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from actors.messages import HeartbeatResult
 from supervisor.errors import PermissionDenied, ProtocolError
-from supervisor.fast_init import fast_init
+from supervisor.policy.fast_init import fast_init
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.protocol_control import CONTROL_OPS, ControlArgs, parse_control_args
 

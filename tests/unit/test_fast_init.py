@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats
-from supervisor.fast_init import fast_init
+from supervisor.policy.fast_init import fast_init
+from supervisor.policy.plan_types import PlanEntry
 from supervisor.surfaces.protocol import FencedArgs, Request
 
-_DECORATED = (HeartbeatResult, HeartbeatWrite, TouchHeartbeats, FencedArgs, Request)
+_DECORATED = (HeartbeatResult, HeartbeatWrite, TouchHeartbeats, FencedArgs, Request, PlanEntry)
 
 
 def _shape(init: object) -> list[tuple[str, object, object]]:

@@ -1,4 +1,4 @@
-"""A cheaper ``__init__`` for the frozen slots dataclasses built once or more per heartbeat."""
+"""A cheaper ``__init__`` for the frozen slots dataclasses built per heartbeat or per plan row."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ def fast_init(cls: type[T]) -> type[T]:
     Why: the generated ``__init__`` of a frozen dataclass goes through
     ``object.__setattr__`` once per field, which is half the cost of building the
     small messages and results every heartbeat creates (a request, its arguments,
-    the write and the result: four per beat). This one calls each slot's
+    the write and the result: four per beat) and the entry a plan builds per row.
+    Pure (no I/O), so the policy layer uses it too. This one calls each slot's
     descriptor instead. Same parameters, order, keyword-only marker and defaults;
     the instance is the same frozen object. The dataclass's own ``__init__`` stays
     reachable as ``__init__.original`` (the tests compare the two).
