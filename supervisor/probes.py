@@ -48,15 +48,24 @@ _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 _STAT_READ_SIZE = 4096
 
 # Fields after the closing ')' of comm start at field 3 (state); these are offsets into them.
+_STATE_INDEX = 3 - 3
 _PPID_INDEX = 4 - 3
+_THREADS_INDEX = 20 - 3
 _STARTTIME_INDEX = 22 - 3
+
+# Task states of a process that has exited: zombie (exited, not yet reaped) and dead (being
+# released); kernels before 3.14 spelled the latter 'x'.
+_EXITED_STATES = frozenset({"Z", "X", "x"})
 
 _PEERCRED_FORMAT = "3i"
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessEvidence:
-    """One observation of a pid: alive (True/False/None = cannot tell) and incarnation token."""
+    """One observation of a pid: alive (True/False/None = cannot tell) and incarnation token.
+
+    ``alive`` False with a start time is a zombie: that incarnation exited and is not reaped.
+    """
 
     pid: int
     alive: bool | None
@@ -125,15 +134,31 @@ def _fields_after_comm(text: str) -> list[str] | None:
     return tail.split(None, _STARTTIME_INDEX + 1)
 
 
-def _start_ticks_from_stat(text: str) -> str | None:
-    """Start time (field 22, clock ticks since boot) of a /proc/<pid>/stat line as 'ticks-<n>'."""
-    fields = _fields_after_comm(text)
+def _start_ticks(fields: list[str] | None) -> str | None:
     if fields is None or len(fields) <= _STARTTIME_INDEX:
         return None
     raw = fields[_STARTTIME_INDEX]
     if not raw.isdigit():
         return None
     return f"ticks-{int(raw)}"
+
+
+def _start_ticks_from_stat(text: str) -> str | None:
+    """Start time (field 22, clock ticks since boot) of a /proc/<pid>/stat line as 'ticks-<n>'."""
+    return _start_ticks(_fields_after_comm(text))
+
+
+def _exited(fields: list[str] | None) -> bool:
+    """Whether a stat line says the whole process has exited; unparsable is 'not proven'."""
+    if fields is None or len(fields) <= _THREADS_INDEX:
+        return False
+    if fields[_STATE_INDEX] not in _EXITED_STATES:
+        return False
+    # The state is the thread-group leader's: a leader that called pthread_exit shows Z
+    # while its other threads run on, and those count here. Only a zombie left alone in
+    # its thread group is a process that has exited.
+    threads = fields[_THREADS_INDEX]
+    return threads.isdigit() and int(threads) <= 1
 
 
 def _ppid_from_stat(text: str) -> int | None:
@@ -175,7 +200,10 @@ def process_start_time(pid: int) -> str | None:
 
 
 def pid_alive(pid: int) -> bool | None:
-    """True if pid exists (zombies included), False if it surely does not, None if unclear."""
+    """True if pid exists (zombies included), False if it surely does not, None if unclear.
+
+    Existence, not liveness: ``probe_process`` is what tells a zombie from a running process.
+    """
     if not _valid_pid(pid):
         return None
     if os.name == "posix":
@@ -209,8 +237,11 @@ def _probe_linux(pid: int) -> ProcessEvidence:
         # errs on the safe side.
         return ProcessEvidence(pid=pid, alive=pid_alive(pid), start_time=None)
     # A successful read of the stat file proves existence at that instant, and the start
-    # time in it belongs to that same incarnation: liveness and incarnation in one syscall.
-    return ProcessEvidence(pid=pid, alive=True, start_time=_start_ticks_from_stat(text))
+    # time and state in it belong to that same incarnation: liveness and incarnation in one
+    # syscall. A zombie has exited and will never run again, however long its parent leaves
+    # it unreaped, so it is dead; its start time still names the incarnation that died.
+    fields = _fields_after_comm(text)
+    return ProcessEvidence(pid=pid, alive=not _exited(fields), start_time=_start_ticks(fields))
 
 
 def _probe_portable(pid: int) -> ProcessEvidence:

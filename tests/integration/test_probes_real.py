@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import anyio
@@ -80,7 +81,9 @@ async def test_pidfd_reports_exit(sleeper: subprocess.Popen[bytes]) -> None:
 
 @needs_pidfd
 @pytest.mark.anyio
-async def test_zombie_counts_as_alive_until_reaped(sleeper: subprocess.Popen[bytes]) -> None:
+async def test_zombie_is_dead_with_its_incarnation_before_it_is_reaped(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
     pid = sleeper.pid
     start = process_start_time(pid)
     fd = pidfd_open(pid)
@@ -91,13 +94,73 @@ async def test_zombie_counts_as_alive_until_reaped(sleeper: subprocess.Popen[byt
         sleeper.kill()
         with anyio.fail_after(10):
             assert await watches.exited() == ["sleeper"]
-        # Exited but not yet waited for: the pid is still taken, so it must not read as dead.
+        # Exited but not waited for: the pid is still taken (kill(2) finds it), yet the
+        # process will never run again, so the probe calls that same incarnation dead.
         assert pid_alive(pid) is True
-        assert probe_process(pid) == ProcessEvidence(pid=pid, alive=True, start_time=start)
+        assert process_start_time(pid) == start
+        assert probe_process(pid) == ProcessEvidence(pid=pid, alive=False, start_time=start)
+        assert probe_many([pid]) == [ProcessEvidence(pid=pid, alive=False, start_time=start)]
     finally:
         watches.close()
     sleeper.wait()
     assert probe_process(pid) == ProcessEvidence(pid=pid, alive=False, start_time=None)
+
+
+def test_orphaned_zombie_grandchild_is_dead() -> None:
+    # The middle process forks a grandchild that exits at once, reports its pid, and never
+    # waits for it: the grandchild stays a zombie for as long as the middle process lives.
+    script = (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0)\n"
+        "print(pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE) as parent:
+        try:
+            assert parent.stdout is not None
+            grandchild = int(parent.stdout.readline())
+            assert parent_pid(grandchild) == parent.pid
+            seen = _wait_for_state(grandchild, "Z")
+            assert seen.alive is False
+            assert seen.start_time is not None
+            assert pid_alive(grandchild) is True  # still occupies its pid
+        finally:
+            parent.kill()
+            parent.wait()
+
+
+def test_process_whose_main_thread_exited_is_alive() -> None:
+    # The leader shows state Z once its own thread has gone, but the process runs on in its
+    # other thread: a zombie *leader* is not a dead process.
+    script = (
+        "import ctypes, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+        "print('ready', flush=True)\n"
+        "ctypes.CDLL(None).pthread_exit(None)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE) as proc:
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == b"ready"
+            seen = _wait_for_state(proc.pid, "Z")
+            assert seen == ProcessEvidence(
+                pid=proc.pid, alive=True, start_time=process_start_time(proc.pid)
+            )
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_for_state(pid: int, state: str) -> ProcessEvidence:
+    """Probe pid once its /proc state letter is ``state`` (a hang guard, not a timing)."""
+    for _ in range(10_000):
+        with open(f"/proc/{pid}/stat", encoding="latin-1") as handle:
+            if handle.read().rpartition(")")[2].split()[0] == state:
+                return probe_process(pid)
+        time.sleep(0.001)
+    raise AssertionError(f"pid {pid} never reached state {state!r}")
 
 
 @needs_pidfd

@@ -174,6 +174,40 @@ def test_unreadable_stat_and_kill_denied_is_unknown(monkeypatch: pytest.MonkeyPa
     assert pid_alive(me) is None
 
 
+def _stat_line(state: str, threads: str) -> str:
+    fields = _TAIL.split()
+    fields[0], fields[17] = state, threads  # fields 3 (state) and 20 (num_threads)
+    return f"77 (worker) {' '.join(fields)}\n"
+
+
+@linux_only
+@pytest.mark.parametrize(
+    ("state", "threads", "alive"),
+    [
+        ("S", "1", True),
+        ("R", "4", True),
+        ("D", "1", True),
+        ("T", "1", True),
+        ("Z", "1", False),  # exited, waiting to be reaped
+        ("X", "1", False),
+        ("x", "1", False),
+        ("Z", "2", True),  # only the leader thread exited; the process runs on
+        ("Z", "?", True),  # cannot prove the process exited
+    ],
+)
+def test_probe_reads_the_state_field(
+    monkeypatch: pytest.MonkeyPatch, state: str, threads: str, alive: bool
+) -> None:
+    monkeypatch.setattr(probes, "_read_stat", lambda pid: _stat_line(state, threads))
+    assert probe_process(77) == ProcessEvidence(pid=77, alive=alive, start_time="ticks-8675309")
+
+
+@linux_only
+def test_truncated_stat_line_is_not_proof_of_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probes, "_read_stat", lambda pid: "77 (worker) Z 1 77")
+    assert probe_process(77) == ProcessEvidence(pid=77, alive=True, start_time=None)
+
+
 # --- portable (psutil) path, exercised on this platform ---
 
 
