@@ -102,6 +102,8 @@ class LivenessActor:
         self._verdicts: dict[str, _Record] = {}
         # Identity -> pid of every process whose exit is watched.
         self._watched: dict[str, int] = {}
+        # (pid, start time) of every incarnation a pidfd saw exit -> the identities it ran.
+        self._exited: dict[tuple[int, str], set[str]] = {}
         self._sweeps = 0
         use_pidfd = self._settings.use_pidfd and os_probes.pidfd_supported()
         self._pidfd_open = pidfd_open or (_open_pidfd if use_pidfd else None)
@@ -121,6 +123,7 @@ class LivenessActor:
                 self._exits.close()
                 self._exits = None
             self._watched.clear()
+            self._exited.clear()
 
     async def _serve(self, task_status: TaskStatus[None]) -> None:
         async with anyio.create_task_group() as tg:
@@ -163,11 +166,21 @@ class LivenessActor:
         )
 
     def probe_now(self, pids: Sequence[int]) -> dict[int, PidEvidence]:
-        """Fresh evidence, straight from the OS: used by plan and by apply's re-probe."""
-        return {
-            seen.pid: PidEvidence(alive=seen.alive, start_time=seen.start_time)
-            for seen in self._probes.probe_many(sorted(set(pids)))
-        }
+        """Fresh evidence from the OS, overruled only by an observed exit of that incarnation.
+
+        Snapshot and plan read this. A probe that still finds the incarnation a pidfd saw
+        exit (a stat read racing the exit, an OS whose probe cannot see zombies) is wrong
+        about it: that process has gone for good. A probe that cannot tell, or finds another
+        incarnation under the pid, keeps its answer.
+        """
+        exited = self._exited
+        evidence: dict[int, PidEvidence] = {}
+        for seen in self._probes.probe_many(sorted(set(pids))):
+            alive, start = seen.alive, seen.start_time
+            if alive and start is not None and (seen.pid, start) in exited:
+                alive = False
+            evidence[seen.pid] = PidEvidence(alive=alive, start_time=start)
+        return evidence
 
     async def _sweeper(self) -> None:
         while True:
@@ -211,7 +224,7 @@ class LivenessActor:
             await _let_others_run()
         del rows
         for gone in [i for i in self._verdicts if i not in current]:
-            del self._verdicts[gone]
+            self._forget_exit(gone, self._verdicts.pop(gone))
         for gone in [i for i in watched if i not in current]:
             self._unwatch(gone)
         del current
@@ -255,6 +268,16 @@ class LivenessActor:
         # worker is alive; sweeps skip watched rows on the strength of this.
         self._verdicts[identity] = (pid, ALIVE, True, start_time, self._clock.monotonic(), _PIDFD)
 
+    def _forget_exit(self, identity: str, record: _Record) -> None:
+        pid, state, _, start_time, _, source = record
+        if state != DEAD or source != _PIDFD or start_time is None:
+            return
+        identities = self._exited.get((pid, start_time))
+        if identities is not None:
+            identities.discard(identity)
+            if not identities:
+                del self._exited[(pid, start_time)]
+
     def _unwatch(self, identity: str) -> None:
         self._watched.pop(identity, None)
         if self._exits is not None:
@@ -266,11 +289,17 @@ class LivenessActor:
                 pid = self._watched.pop(identity, None)
                 if pid is None:
                     continue
+                # The watch was opened on the registered incarnation (its record says
+                # which); the exit is a fact about that start time, kept for probe_now.
+                watched = self._verdicts.get(identity)
+                start = watched[3] if watched is not None and watched[0] == pid else None
+                if start is not None:
+                    self._exited.setdefault((pid, start), set()).add(identity)
                 self._verdicts[identity] = (
                     pid,
                     DEAD,
                     False,
-                    None,
+                    start,
                     self._clock.monotonic(),
                     _PIDFD,
                 )

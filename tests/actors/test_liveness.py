@@ -285,7 +285,7 @@ async def test_exit_watch_reports_death_without_a_sweep_and_it_is_final(tmp_path
             assert status.watched_pids == 0
             (verdict,) = status.verdicts
             assert (verdict.worker_identity, verdict.state) == (row["worker_identity"], "dead")
-            assert verdict.evidence == PidEvidence(alive=False)
+            assert verdict.evidence == PidEvidence(alive=False, start_time=start)
             assert exits.reader_closed(800)
             # A later sweep still sees the pid (a zombie, say): the observed exit stands.
             await fake.advance(SWEEP)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -19,7 +21,15 @@ from supervisor.app import Supervisor, running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.probes import LocalProbes, pidfd_supported
 from supervisor.store.sqlite import open_sqlite_store
-from tests.actors.harness import INSTANCE, REPO, START, Profiles, default_settings
+from tests.actors.harness import (
+    INSTANCE,
+    READER,
+    REPO,
+    RETIRER,
+    START,
+    Profiles,
+    default_settings,
+)
 from tests.actors.helpers_actors import until
 from tests.actors.helpers_app import settle
 from tests.actors.helpers_store import RecordingStore
@@ -159,3 +169,71 @@ async def test_without_pidfd_the_next_sweep_sees_the_death(tmp_path: Path) -> No
         assert verdict is not None
         assert (verdict.state, verdict.source) == ("dead", "sweep")
         assert verdict.evidence.alive is False
+
+
+@pytest.mark.parametrize("use_pidfd", [False, True], ids=["sweep", "pidfd"])
+async def test_unreaped_zombie_worker_is_not_live_and_does_not_block_retirement(
+    tmp_path: Path, use_pidfd: bool
+) -> None:
+    if use_pidfd and not pidfd_supported():
+        pytest.skip("pidfd_open unavailable")
+    async with live_supervisor(tmp_path, use_pidfd=use_pidfd) as live:
+        handle = live.supervisor.handle
+        # Popen, not anyio: the event loop's child watcher would reap the child, and the
+        # point is a parent that never does (until the test is over).
+        with subprocess.Popen(_SLEEPER) as child:
+            try:
+                identity = await register(live, child.pid)
+                await live.settle()
+                assert _worker(await handle.snapshot(READER), identity)["live"] is True
+
+                child.kill()  # and not waited for: a zombie from here on
+                await until(partial(_became_zombie, child.pid))
+                if use_pidfd:
+
+                    async def exit_seen() -> bool:
+                        verdict = await live.verdict(identity)
+                        return verdict is not None and verdict.state == "dead"
+
+                    await until(exit_seen)
+
+                # The heartbeat is still fresh, but the pid is known dead: not live.
+                snapshot = await handle.snapshot(READER)
+                worker = _worker(snapshot, identity)
+                assert (worker["live"], worker["liveness"]["pid_alive"]) == (False, False)
+                assert snapshot["live_worker_count"] == 0
+                plan = await handle.plan(READER)
+                (preserved,) = plan["preserved"]
+                assert preserved["reason_code"] == "heartbeat_not_expired"
+
+                # Past its TTL the zombie's row is a stale orphan: it no longer blocks
+                # retirement, and apply's own re-probe agrees the incarnation is gone.
+                await live.clock.advance(SWEEP * 10)
+                await live.settle()
+                plan = await handle.plan(READER)
+                assert plan["candidate_worker_identities"] == [identity]
+                applied = await handle.apply(
+                    RETIRER,
+                    scope_fingerprint=plan["scope_fingerprint"],
+                    candidate_fingerprint=plan["candidate_fingerprint"],
+                    worker_identities=[identity],
+                )
+                assert (applied["outcome"], applied["retired_count"]) == ("applied", 1)
+                assert _zombie(child.pid)  # still unreaped throughout
+            finally:
+                child.kill()
+                child.wait()
+
+
+def _worker(snapshot: Mapping[str, Any], identity: str) -> Mapping[str, Any]:
+    (worker,) = [w for w in snapshot["workers"] if w["worker_identity"] == identity]
+    return dict(worker)
+
+
+async def _became_zombie(pid: int) -> bool:
+    return _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat", encoding="latin-1") as handle:
+        return handle.read().rpartition(")")[2].split()[0] == "Z"
