@@ -24,6 +24,7 @@ BENCHMARKS: tuple[str, ...] = (
     "plan",
     "sweep",
     "exit_detect",
+    "exit_snapshot",
     "apply",
     "rss",
 )

@@ -24,7 +24,7 @@ from supervisor.policy.identity import mint_instance_id
 from supervisor.probes import LocalProbes
 from supervisor.store.sqlite import open_sqlite_store
 
-__all__ = ["run"]
+__all__ = ["run", "worker_claims"]
 
 SWEEP_INTERVAL = 0.1
 #: A kill not seen within this long counts as this long (and as a miss).
@@ -32,7 +32,8 @@ _GIVE_UP = 5.0
 _POLL = 0.0005
 
 
-def _claims(index: int) -> dict[str, Any]:
+def worker_claims(index: int) -> dict[str, Any]:
+    """Registration claims of the index-th benchmark worker (one trusted launch each)."""
     return {
         "client_name": "codex",
         "client_instance_id": mint_instance_id(
@@ -74,7 +75,7 @@ async def _one_kill(
     killed = False
     try:
         watched_before = (await supervisor.handle.liveness_status()).watched_pids
-        result = await supervisor.handle.register(process.pid, _claims(index))
+        result = await supervisor.handle.register(process.pid, worker_claims(index))
         if not result.ok:
             raise RuntimeError(f"registration refused: {result.code} {result.detail}")
         identity = str(result.registration["worker_identity"])

@@ -50,6 +50,8 @@ EXPECTED = (
     "exit.pidfd_p99_ms",
     "exit.sweep_p50_ms",
     "exit.sweep_p99_ms",
+    "exit.snapshot_p50_ms",
+    "exit.snapshot_p99_ms",
     "apply.writer_1k_ms",
     "apply.handle_1k_ms",
     "rss.peak_10k_live_mb",
