@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import grp
 import os
 import shutil
@@ -18,6 +17,7 @@ from typing import ClassVar
 
 from supervisor.config import SocketConfig
 from supervisor.errors import ConfigError, SupervisorError
+from supervisor.lockfile import acquire, holder
 from supervisor.logs import get_logger
 
 __all__ = ["SocketInUse", "bound_listener", "lock_path_for"]
@@ -52,26 +52,15 @@ def _check_length(path: Path) -> None:
 
 
 def _lock(path: Path) -> int:
-    """Hold an exclusive lock for the server's life: the probe-then-bind below is then race-free.
-
-    The lock file is left in place on exit; unlinking a lock file that another
-    process may be about to open would let two servers hold "the" lock at once.
-    """
+    """Hold an exclusive lock for the server's life: the probe-then-bind below is then race-free."""
     lock = lock_path_for(path)
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise ConfigError(f"cannot open socket lock file {lock}: {exc.strerror or exc}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    fd = acquire(lock)
+    if fd is None:
+        pid = holder(lock)
+        by = f" (pid {pid})" if pid is not None else ""
         raise SocketInUse(
-            f"another supervisor holds {lock}; refusing to start a second server on {path}"
-        ) from None
-    except OSError as exc:
-        os.close(fd)
-        raise ConfigError(f"cannot lock {lock}: {exc.strerror or exc}") from None
+            f"another supervisor{by} holds {lock}; refusing to start a second server on {path}"
+        )
     return fd
 
 

@@ -1,0 +1,88 @@
+"""Lock files held for a daemon's lifetime: one server per socket path, one daemon per database."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ClassVar
+
+from supervisor.errors import ConfigError, SupervisorError
+
+__all__ = ["DatabaseLocked", "acquire", "database_lock", "database_lock_path", "holder"]
+
+#: The recorded pid is one short line; anything longer is not ours.
+_HOLDER_READ_SIZE = 32
+
+
+class DatabaseLocked(SupervisorError):
+    """Another daemon already runs on this registry database."""
+
+    code: ClassVar[str] = "database_locked"
+
+
+def acquire(path: Path) -> int | None:
+    """A descriptor holding an exclusive lock on ``path``, or None if another process holds it.
+
+    The lock lives as long as the descriptor (and dies with the process, however it dies).
+    The file is left in place on release: unlinking a lock file another process may be
+    about to open would let two of them hold "the" lock at once. Raises ``ConfigError``
+    when the file cannot be opened or locked at all.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"cannot open lock file {path}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError as exc:
+        os.close(fd)
+        raise ConfigError(f"cannot lock {path}: {exc.strerror or exc}") from None
+    # Our pid in the file lets the refusal of a second process name the holder; the lock,
+    # not this content, is what excludes, so a failed write changes nothing.
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
+
+
+def holder(path: Path) -> int | None:
+    """The pid the current holder wrote into ``path``, if it can be read."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(_HOLDER_READ_SIZE).strip()
+    except OSError:
+        return None
+    return int(raw) if raw.isdigit() else None
+
+
+def database_lock_path(db_path: Path) -> Path:
+    """The lock file beside a registry database: ``<db>.lock``."""
+    return db_path.with_name(db_path.name + ".lock")
+
+
+@contextmanager
+def database_lock(db_path: Path) -> Iterator[Path]:
+    """Hold the database's lock file for the block; ``DatabaseLocked`` if another daemon does.
+
+    SQLite in WAL mode lets a second daemon open the same file without complaint, and two
+    daemons would then probe, expire and retire over each other's shoulders.
+    """
+    lock = database_lock_path(db_path)
+    fd = acquire(lock)
+    if fd is None:
+        pid = holder(lock)
+        by = f" (pid {pid})" if pid is not None else ""
+        raise DatabaseLocked(
+            f"another supervisor{by} is already running on the database {db_path}; it holds {lock}"
+        )
+    try:
+        yield lock
+    finally:
+        os.close(fd)
