@@ -244,12 +244,40 @@ def _token_create(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _run(settings: Settings) -> int:
+    """The daemon; a start-up failure is one line on stderr (a bad setting exits 2, else 1)."""
+    from supervisor.service import run_service
+
+    try:
+        return anyio.run(run_service, settings)
+    except ConfigError:
+        raise
+    except SupervisorError as exc:
+        failure = exc
+    except BaseExceptionGroup as group:
+        # Start-up claims its resources outside any task group; this covers one that
+        # fails inside one anyway, so it still reads as one line, not a traceback.
+        failure = _only_supervisor_error(group)
+    sys.stderr.write(f"fleet-supervisor: cannot start: {failure.code}: {failure.detail}\n")
+    return EXIT_REFUSED
+
+
+def _only_supervisor_error(group: BaseExceptionGroup[BaseException]) -> SupervisorError:
+    """The first supervisor error in ``group``; the group itself if anything else is in it."""
+    matched, rest = group.split(SupervisorError)
+    if matched is None or rest is not None:
+        raise group
+    found: BaseException = matched
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    assert isinstance(found, SupervisorError)
+    return found
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.command == "run":
-        from supervisor.service import run_service
-
-        return anyio.run(run_service, settings)
+        return _run(settings)
     if args.command in ("status", "snapshot", "plan", "apply"):
         return _operator(args, settings)
     if args.command == "work":

@@ -5,9 +5,12 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 
@@ -15,14 +18,16 @@ from actors.retirement import RetirementSettings
 from supervisor.app import AppSettings, RestartBudgetExceeded, Supervisor, running_supervisor
 from supervisor.clock import Clock, MonotonicWall, SystemClock
 from supervisor.config import Settings
-from supervisor.errors import SupervisorError
+from supervisor.errors import ConfigError, SupervisorError, Unavailable
+from supervisor.lockfile import database_lock
 from supervisor.logs import configure_logging, get_logger
 from supervisor.probes import LocalProbes, ProbeBackend
 from supervisor.profiles import ProfileBook
 from supervisor.store.sqlite import open_sqlite_store
+from supervisor.surfaces.socket_bind import bound_listener
 from supervisor.surfaces.socket_server import serve_socket
 
-__all__ = ["app_settings", "freeze_startup_heap", "run_service"]
+__all__ = ["McpPortUnavailable", "app_settings", "freeze_startup_heap", "run_service"]
 
 _log = get_logger()
 
@@ -55,6 +60,20 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
+class McpPortUnavailable(SupervisorError):
+    """The MCP HTTP endpoint cannot listen on its configured loopback port."""
+
+    code: ClassVar[str] = "mcp_port_unavailable"
+
+
+@dataclass(frozen=True, slots=True)
+class _Listeners:
+    """What start-up claimed for the surfaces, before anything else started."""
+
+    unix: tuple[socket.socket, Path]
+    mcp_http: socket.socket | None
+
+
 async def run_service(
     settings: Settings,
     *,
@@ -62,26 +81,33 @@ async def run_service(
     probes: ProbeBackend | None = None,
     on_ready: Callable[[Path], None] | None = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT; returns the process exit code."""
+    """Serve until SIGTERM/SIGINT; returns the process exit code.
+
+    What can only fail at start-up is claimed before any actor starts: the database's
+    lock, the socket path, the MCP HTTP port, then the store itself. A failure raises one
+    plain ``SupervisorError`` (never an exception group) with nothing left running, so the
+    command line can report it in one line.
+    """
     configure_logging(settings.supervisor.log_level)
     probe_backend = probes or LocalProbes(host_override=settings.supervisor.host_id)
     protocol_clock = clock or MonotonicWall(SystemClock())
-    db_path = settings.database.path
-    db_path.parent.mkdir(parents=True, exist_ok=True)
     profiles = ProfileBook(settings.auth.profiles_path)
     if profiles.error:
         _log.warning(
             "profiles_unavailable", path=str(settings.auth.profiles_path), error=profiles.error
         )
-    try:
-        store = await open_sqlite_store(db_path, busy_timeout_ms=settings.database.busy_timeout_ms)
-    except SupervisorError as exc:
-        _log.error("store_open_failed", path=str(db_path), error=exc.detail)
-        return 1
-    try:
-        # The handler is installed before anything starts, so a SIGTERM during
-        # start-up drains like any other instead of killing the process.
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    # The handler is installed before anything starts, so a SIGTERM during start-up
+    # drains like any other instead of killing the process (and a SIGHUP is ignored).
+    with (
+        anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals,
+        ExitStack() as claims,
+        ExitStack() as surface_claims,
+    ):
+        listeners = _claim(settings, claims, surface_claims)
+        store = await open_sqlite_store(
+            settings.database.path, busy_timeout_ms=settings.database.busy_timeout_ms
+        )
+        try:
             async with running_supervisor(
                 store=store,
                 clock=protocol_clock,
@@ -92,26 +118,57 @@ async def run_service(
                 await _serve_until_signal(
                     supervisor,
                     settings,
+                    listeners=listeners,
                     profiles=profiles,
                     probes=probe_backend,
                     signals=signals,
                     on_ready=on_ready,
                 )
-    except* RestartBudgetExceeded as group:
-        for failure in group.exceptions:
-            _log.error("supervisor_failed", error=str(failure))
-        failed = True
-    else:
-        failed = False
-    finally:
-        await store.close()
+                # The socket file goes before the actors drain: a client must find no
+                # server rather than one that will never answer.
+                surface_claims.close()
+        except* RestartBudgetExceeded as group:
+            for failure in group.exceptions:
+                _log.error("supervisor_failed", error=str(failure))
+            failed = True
+        else:
+            failed = False
+        finally:
+            await store.close()
     return 1 if failed else 0
+
+
+def _claim(settings: Settings, daemon: ExitStack, surfaces: ExitStack) -> _Listeners:
+    """The database's lock (held on ``daemon``), then the socket and MCP port (``surfaces``)."""
+    db_path = settings.database.path
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the database directory {db_path.parent}: {exc.strerror or exc}"
+        ) from None
+    # First, so a second daemon on the same registry is refused whatever socket it names.
+    daemon.enter_context(database_lock(db_path))
+    bound = surfaces.enter_context(bound_listener(settings.socket))
+    http: socket.socket | None = None
+    if settings.mcp.http_enabled:
+        # Imported only when enabled: the MCP/HTTP stack (pydantic,
+        # starlette, uvicorn) is about half of an idle daemon's memory.
+        from supervisor.surfaces.mcp_bridge import mcp_http_listener
+
+        try:
+            http = mcp_http_listener(settings.mcp.http_host, settings.mcp.http_port)
+        except Unavailable as exc:
+            raise McpPortUnavailable(exc.detail) from None
+        surfaces.callback(http.close)
+    return _Listeners(unix=bound, mcp_http=http)
 
 
 async def _serve_until_signal(
     supervisor: Supervisor,
     settings: Settings,
     *,
+    listeners: _Listeners,
     profiles: ProfileBook,
     probes: ProbeBackend,
     signals: AsyncIterator[int],
@@ -124,20 +181,18 @@ async def _serve_until_signal(
                 settings=settings.socket,
                 profiles=profiles,
                 probes=probes,
+                bound=listeners.unix,
                 task_status=task_status,
             )
         )
-        if settings.mcp.http_enabled:
-            # Imported only when enabled: the MCP/HTTP stack (pydantic,
-            # starlette, uvicorn) is about half of an idle daemon's memory.
+        if listeners.mcp_http is not None:
             from supervisor.surfaces.mcp_bridge import serve_mcp_http
 
             await surfaces.start(
                 lambda task_status: serve_mcp_http(
                     supervisor.handle,
                     profiles=profiles,
-                    host=settings.mcp.http_host,
-                    port=settings.mcp.http_port,
+                    sock=listeners.mcp_http,
                     task_status=task_status,
                 )
             )
@@ -146,6 +201,15 @@ async def _serve_until_signal(
         if on_ready is not None:
             on_ready(Path(path))
         async for signum in signals:
+            if signum == signal.SIGHUP:
+                # Settings are read once, at start-up; a terminal hanging up must not
+                # kill the daemon and leave its socket behind.
+                _log.info(
+                    "signal_ignored",
+                    signal="SIGHUP",
+                    detail="configuration is read at start-up; restart the daemon to apply",
+                )
+                continue
             _log.info("signal", signal=signal.Signals(signum).name)
             break
         # Stop taking requests before the actors drain, so nothing new arrives

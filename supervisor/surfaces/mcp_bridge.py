@@ -32,6 +32,7 @@ __all__ = [
     "ProfileTokenVerifier",
     "SocketToolBackend",
     "main",
+    "mcp_http_listener",
     "run_stdio_bridge",
     "serve_mcp_http",
     "serve_mcp_stdio",
@@ -186,6 +187,11 @@ def _loopback(host: str) -> str:
     return str(address)
 
 
+def mcp_http_listener(host: str, port: int) -> socket.socket:
+    """A socket bound to loopback ``host:port``; ``ConfigError`` or ``Unavailable`` if not."""
+    return _listen(_loopback(host), port)
+
+
 def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -226,6 +232,7 @@ async def serve_mcp_http(
     profiles: ProfileBook,
     host: str = "127.0.0.1",
     port: int = 8765,
+    sock: socket.socket | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the tools over streamable HTTP at ``http://host:port/mcp`` until cancelled.
@@ -235,10 +242,11 @@ async def serve_mcp_http(
     profiles file on each request and again on each tool call (so a token whose
     hash is removed stops working at once), and the profile it proves is the
     caller the supervisor authorizes. Reports the endpoint URL (with the bound
-    port, so ``port=0`` works) once it accepts connections.
+    port, so ``port=0`` works) once it accepts connections. ``sock`` is a listener from
+    ``mcp_http_listener`` to serve instead of binding ``host:port`` here (it is closed on exit).
     """
-    address = _loopback(host)
-    sock = _listen(address, port)
+    if sock is None:
+        sock = mcp_http_listener(host, port)
     try:
         await _serve_http(handle, profiles, sock, task_status)
     finally:

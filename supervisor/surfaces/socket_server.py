@@ -77,23 +77,25 @@ async def serve_socket(
     profiles: ProfileLookupWithAuth,
     probes: ProbeBackend,
     credentials: CredentialsReader = peer_credentials,
+    bound: tuple[socket.socket, Path] | None = None,
     task_status: TaskStatus[Path] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the local socket until cancelled; reports the bound path once listening.
 
-    Raises ``SocketInUse`` when a live server already owns the path and
-    ``ConfigError`` when the path cannot be used; removes the socket on exit.
+    With ``bound`` (from ``bound_listener``, which the caller keeps open) it serves that
+    listener: the daemon claims its socket before starting anything, so a taken path stops
+    start-up before the store is opened. Otherwise it claims ``settings.path`` itself,
+    raising ``SocketInUse`` when a live server already owns the path and ``ConfigError``
+    when the path cannot be used, and removes the socket on exit.
     """
+    server = _SocketServer(
+        handle, settings=settings, profiles=profiles, probes=probes, credentials=credentials
+    )
+    if bound is not None:
+        await server.serve_logged(*bound, task_status=task_status)
+        return
     with bound_listener(settings) as (listener, path):
-        server = _SocketServer(
-            handle, settings=settings, profiles=profiles, probes=probes, credentials=credentials
-        )
-        _log.info("socket_listening", path=str(path), mode=f"{settings.mode:04o}")
-        task_status.started(path)
-        try:
-            await server.serve(listener, path)
-        finally:
-            _log.info("socket_closed", path=str(path))
+        await server.serve_logged(listener, path, task_status=task_status)
 
 
 class _SocketServer:
@@ -117,6 +119,16 @@ class _SocketServer:
         self._idle = settings.request_timeout_seconds * _IDLE_FACTOR
         self._active = 0
         self._path = Path(settings.path)
+
+    async def serve_logged(
+        self, listener: socket.socket, path: Path, *, task_status: TaskStatus[Path]
+    ) -> None:
+        _log.info("socket_listening", path=str(path), mode=f"{self._settings.mode:04o}")
+        task_status.started(path)
+        try:
+            await self.serve(listener, path)
+        finally:
+            _log.info("socket_closed", path=str(path))
 
     async def serve(self, listener: socket.socket, path: Path) -> None:
         self._path = path
