@@ -23,14 +23,14 @@ from bench.fixtures import (
     READER,
     REPO,
     RETIRER,
-    StaticProfiles,
+    local_supervisor,
     make_db,
     registration_row,
     wait_until,
 )
 from bench.processes import free_pids, short_tempdir
 from bench.report import Figure
-from supervisor.app import AppSettings, running_supervisor
+from supervisor.app import AppSettings
 from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.policy.eligibility import FencingContext, ProtectedOwners, plan_retirement
 from supervisor.policy.evidence import PidEvidence
@@ -107,13 +107,7 @@ async def _handle_apply(db: Path) -> tuple[float, Mapping[str, Any]]:
         retirement=RetirementSettings(canonical_repository=REPO),
     )
     try:
-        async with running_supervisor(
-            store=store,
-            clock=MonotonicWall(SystemClock()),
-            probes=LocalProbes(),
-            profiles=StaticProfiles(),
-            settings=settings,
-        ) as supervisor:
+        async with local_supervisor(store, settings) as supervisor:
             # As the daemon does once it is up (supervisor/service.py); undone below so
             # later benchmarks in this process start from an ordinary heap.
             freeze_startup_heap()

@@ -15,13 +15,11 @@ import anyio
 from anyio.abc import Process
 
 from actors.liveness import LivenessSettings
-from bench.fixtures import REPO, StaticProfiles
+from bench.fixtures import REPO, local_supervisor
 from bench.processes import short_tempdir, sleeper_argv
 from bench.report import Figure, percentile
-from supervisor.app import AppSettings, Supervisor, running_supervisor
-from supervisor.clock import MonotonicWall, SystemClock
+from supervisor.app import AppSettings, Supervisor
 from supervisor.policy.identity import mint_instance_id
-from supervisor.probes import LocalProbes
 from supervisor.store.sqlite import open_sqlite_store
 
 __all__ = ["run", "worker_claims"]
@@ -125,13 +123,7 @@ async def _measure(db: Path, *, pidfd: bool, kills: int) -> dict[str, Any]:
         settings = AppSettings(
             liveness=LivenessSettings(sweep_interval_seconds=SWEEP_INTERVAL, use_pidfd=pidfd)
         )
-        async with running_supervisor(
-            store=store,
-            clock=MonotonicWall(SystemClock()),
-            probes=LocalProbes(),
-            profiles=StaticProfiles(),
-            settings=settings,
-        ) as supervisor:
+        async with local_supervisor(store, settings) as supervisor:
             latencies: list[float] = []
             sources: Counter[str] = Counter()
             misses = 0

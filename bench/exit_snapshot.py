@@ -15,12 +15,10 @@ import anyio
 
 from actors.liveness import LivenessSettings
 from bench.exit_detect import worker_claims
-from bench.fixtures import READER, StaticProfiles
+from bench.fixtures import READER, local_supervisor
 from bench.processes import short_tempdir, sleeper_argv
 from bench.report import Figure, percentile
-from supervisor.app import AppSettings, Supervisor, running_supervisor
-from supervisor.clock import MonotonicWall, SystemClock
-from supervisor.probes import LocalProbes
+from supervisor.app import AppSettings, Supervisor
 from supervisor.store.sqlite import open_sqlite_store
 
 __all__ = ["run"]
@@ -98,14 +96,8 @@ async def _measure(workdir: Path, *, kills: int) -> dict[str, Any]:
         # in the snapshot, and the figure would grow with the benchmark's own history.
         store = await open_sqlite_store(workdir / f"registry-{index}.sqlite3")
         try:
-            async with running_supervisor(
-                store=store,
-                clock=MonotonicWall(SystemClock()),
-                probes=LocalProbes(),
-                profiles=StaticProfiles(),
-                settings=AppSettings(
-                    liveness=LivenessSettings(sweep_interval_seconds=SWEEP_INTERVAL)
-                ),
+            async with local_supervisor(
+                store, AppSettings(liveness=LivenessSettings(sweep_interval_seconds=SWEEP_INTERVAL))
             ) as supervisor:
                 latency, seen, zombie = await _one_kill(supervisor, index)
         finally:

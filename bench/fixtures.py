@@ -5,16 +5,21 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 
+from supervisor.app import AppSettings, Supervisor, running_supervisor
+from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.identity import mint_instance_id
 from supervisor.policy.permissions import OP_READ, OP_RETIRE, Profile
 from supervisor.policy.stamps import format_stamp
+from supervisor.probes import LocalProbes, ProbeBackend
+from supervisor.store.base import Store
 from supervisor.store.schema import REGISTRATION_COLUMNS
 from supervisor.store.sqlite import migrate
 
@@ -27,6 +32,7 @@ __all__ = [
     "StaticProfiles",
     "insert_rows",
     "live_rows",
+    "local_supervisor",
     "make_db",
     "mixed_fleet",
     "mixed_kind",
@@ -55,6 +61,19 @@ class StaticProfiles:
 
     def get(self, name: str) -> Profile | None:
         return {p.name: p for p in (READER, RETIRER)}.get(name)
+
+
+def local_supervisor(
+    store: Store, settings: AppSettings | None = None, *, probes: ProbeBackend | None = None
+) -> AbstractAsyncContextManager[Supervisor]:
+    """Every actor as the daemon runs them: the real clock, this machine's probes."""
+    return running_supervisor(
+        store=store,
+        clock=MonotonicWall(SystemClock()),
+        probes=probes or LocalProbes(),
+        profiles=StaticProfiles(),
+        settings=settings,
+    )
 
 
 # --- rows -------------------------------------------------------------------------------

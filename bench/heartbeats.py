@@ -11,13 +11,10 @@ from pathlib import Path
 import anyio
 
 from bench.beat_load import Load, beat_frames, drive, register_sleepers, worker_claims
-from bench.fixtures import StaticProfiles, live_rows, make_db, sqlite_connect
+from bench.fixtures import live_rows, local_supervisor, make_db, sqlite_connect
 from bench.processes import Daemon, EchoServer, Sleepers, short_tempdir
 from bench.report import Figure, percentile
-from supervisor.app import running_supervisor
-from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.policy.stamps import format_stamp
-from supervisor.probes import LocalProbes
 from supervisor.store import sql
 from supervisor.store.dialect import SQLITE
 from supervisor.store.sqlite import open_sqlite_store
@@ -94,12 +91,7 @@ async def _through_handle(
     """The same beats without the socket: ``callers`` tasks calling ``handle.heartbeat``."""
     store = await open_sqlite_store(db)
     try:
-        async with running_supervisor(
-            store=store,
-            clock=MonotonicWall(SystemClock()),
-            probes=LocalProbes(),
-            profiles=StaticProfiles(),
-        ) as supervisor:
+        async with local_supervisor(store) as supervisor:
             handle = supervisor.handle
             registrations = []
             for index, pid in enumerate(sleepers.pids):

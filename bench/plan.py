@@ -14,7 +14,7 @@ import anyio
 from bench.fixtures import (
     READER,
     REPO,
-    StaticProfiles,
+    local_supervisor,
     make_db,
     mixed_fleet,
     mixed_kind,
@@ -22,8 +22,7 @@ from bench.fixtures import (
 )
 from bench.processes import Sleepers, free_pids, short_tempdir
 from bench.report import Figure
-from supervisor.app import AppSettings, running_supervisor
-from supervisor.clock import MonotonicWall, SystemClock
+from supervisor.app import AppSettings
 from supervisor.gc_pause import gc_paused
 from supervisor.policy.eligibility import (
     FencingContext,
@@ -141,13 +140,7 @@ async def _time_actor(
     await make_db(db, rows)
     store = await open_sqlite_store(db)
     try:
-        async with running_supervisor(
-            store=store,
-            clock=MonotonicWall(SystemClock()),
-            probes=probes,
-            profiles=StaticProfiles(),
-            settings=AppSettings(),
-        ) as supervisor:
+        async with local_supervisor(store, AppSettings(), probes=probes) as supervisor:
             samples: list[float] = []
             result: Mapping[str, Any] = {}
             for _ in range(reps):

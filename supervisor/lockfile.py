@@ -5,14 +5,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
 from supervisor.errors import ConfigError, SupervisorError
 
-__all__ = ["DatabaseLocked", "acquire", "database_lock", "database_lock_path", "holder"]
+__all__ = [
+    "DatabaseLocked",
+    "acquire",
+    "acquire_or_refuse",
+    "database_lock",
+    "database_lock_path",
+    "holder",
+]
 
 #: The recorded pid is one short line; anything longer is not ours.
 _HOLDER_READ_SIZE = 32
@@ -67,6 +74,18 @@ def database_lock_path(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".lock")
 
 
+def acquire_or_refuse(path: Path, refusal: Callable[[str], SupervisorError]) -> int:
+    """``acquire``, raising ``refusal(by)`` when another process holds the lock.
+
+    ``by`` is `` (pid N)`` when the holder recorded its pid, else empty.
+    """
+    fd = acquire(path)
+    if fd is None:
+        pid = holder(path)
+        raise refusal(f" (pid {pid})" if pid is not None else "")
+    return fd
+
+
 @contextmanager
 def database_lock(db_path: Path) -> Iterator[Path]:
     """Hold the database's lock file for the block; ``DatabaseLocked`` if another daemon does.
@@ -75,13 +94,12 @@ def database_lock(db_path: Path) -> Iterator[Path]:
     daemons would then probe, expire and retire over each other's shoulders.
     """
     lock = database_lock_path(db_path)
-    fd = acquire(lock)
-    if fd is None:
-        pid = holder(lock)
-        by = f" (pid {pid})" if pid is not None else ""
-        raise DatabaseLocked(
+    fd = acquire_or_refuse(
+        lock,
+        lambda by: DatabaseLocked(
             f"another supervisor{by} is already running on the database {db_path}; it holds {lock}"
-        )
+        ),
+    )
     try:
         yield lock
     finally:

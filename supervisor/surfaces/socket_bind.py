@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from supervisor.config import SocketConfig
 from supervisor.errors import ConfigError, SupervisorError
-from supervisor.lockfile import acquire, holder
+from supervisor.lockfile import acquire_or_refuse
 from supervisor.logs import get_logger
 
 __all__ = ["SocketInUse", "bound_listener", "lock_path_for"]
@@ -54,14 +54,12 @@ def _check_length(path: Path) -> None:
 def _lock(path: Path) -> int:
     """Hold an exclusive lock for the server's life: the probe-then-bind below is then race-free."""
     lock = lock_path_for(path)
-    fd = acquire(lock)
-    if fd is None:
-        pid = holder(lock)
-        by = f" (pid {pid})" if pid is not None else ""
-        raise SocketInUse(
+    return acquire_or_refuse(
+        lock,
+        lambda by: SocketInUse(
             f"another supervisor{by} holds {lock}; refusing to start a second server on {path}"
-        )
-    return fd
+        ),
+    )
 
 
 def _clear_stale(path: Path) -> None:
