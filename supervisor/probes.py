@@ -251,12 +251,21 @@ def _probe_portable(pid: int) -> ProcessEvidence:
         return ProcessEvidence(pid=pid, alive=False, start_time=None)
     if before is None:
         return ProcessEvidence(pid=pid, alive=alive, start_time=None)
+    zombie = _psutil_zombie(pid)
     # Re-read so the token and the liveness answer describe one incarnation: a pid reused
     # between the reads would otherwise pair a new process's liveness with an old start.
     after = process_start_time(pid)
     if after != before:
         return ProcessEvidence(pid=pid, alive=alive, start_time=None)
-    return ProcessEvidence(pid=pid, alive=True, start_time=before)
+    return ProcessEvidence(pid=pid, alive=not zombie, start_time=before)
+
+
+def _psutil_zombie(pid: int) -> bool:
+    """psutil's word that pid has exited and awaits reaping; any doubt is 'not proven'."""
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return False
 
 
 def probe_process(pid: int) -> ProcessEvidence:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
+from supervisor import probes
 from supervisor.exit_watch import ExitWatchSet
 from supervisor.probes import (
     ProcessEvidence,
@@ -81,9 +82,11 @@ async def test_pidfd_reports_exit(sleeper: subprocess.Popen[bytes]) -> None:
 
 @needs_pidfd
 @pytest.mark.anyio
+@pytest.mark.parametrize("linux", [True, False], ids=["proc-stat", "portable-psutil"])
 async def test_zombie_is_dead_with_its_incarnation_before_it_is_reaped(
-    sleeper: subprocess.Popen[bytes],
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch, linux: bool
 ) -> None:
+    monkeypatch.setattr(probes, "_LINUX", linux)
     pid = sleeper.pid
     start = process_start_time(pid)
     fd = pidfd_open(pid)
