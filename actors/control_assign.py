@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, assert_never
 
+from actors.control_links import namespace_gate
 from actors.messages import CheckAssignment, WriteAck
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
-from supervisor.policy.control_decisions import check_mutation, decide_assign
+from supervisor.policy.control_decisions import GateVerdict, check_mutation, decide_assign
 from supervisor.policy.control_plane import WorkRef, role_actions
 from supervisor.policy.control_render import (
     ASSIGN_OUTCOME_ASSIGNED,
@@ -19,6 +20,7 @@ from supervisor.policy.control_render import (
     assignment_view,
     gate_view,
 )
+from supervisor.policy.namespace_health import GATE_NAMESPACE_UNHEALTHY
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
 
@@ -246,6 +248,14 @@ async def check_gate(
         lease=lease,
         now_stamp=stamp,
     )
+    gated: dict[str, Any] = {}
+    if verdict.allowed:
+        # Review and merge also need the namespace they go through to be proven healthy
+        # for this session; read in the same serialized step as the lease.
+        task, reasons = await namespace_gate(control, message.session_id, message.action)
+        if reasons:
+            verdict = GateVerdict(allowed=False, code=GATE_NAMESPACE_UNHEALTHY, reason=reasons[0])
+            gated = {"reasons": reasons, "gate_task": task}
     data = gate_view(
         verdict,
         ref=ref,
@@ -255,4 +265,6 @@ async def check_gate(
         lease=lease,
         item=item,
     )
-    return WriteAck(ok=verdict.allowed, code=verdict.code, detail=verdict.reason, data=data)
+    return WriteAck(
+        ok=verdict.allowed, code=verdict.code, detail=verdict.reason, data={**data, **gated}
+    )

@@ -10,14 +10,19 @@ from typing import Any, assert_never
 
 from actors.control_assign import AssignSpec, assign_in, check_gate, item_row, refusal
 from actors.control_lifecycle import heartbeat, release, set_lock
+from actors.control_links import handle_link_op
 from actors.messages import (
     AssignAndLease,
     CheckAssignment,
     ControlOp,
+    GetIncidentLinks,
     GetTerminalLock,
     HeartbeatLease,
+    NamespaceHealthGate,
+    RecordNamespaceHealth,
     ReleaseLease,
     SetTerminalLock,
+    UpsertIncidentLink,
     UpsertSession,
     UpsertWorkItem,
     WriteAck,
@@ -107,6 +112,13 @@ class ControlWrites:
                         remote=message.remote, org=message.org, repo=message.repo
                     )
                     return WriteAck(ok=True, data={"success": True, "terminal_lock": lock})
+                case (
+                    RecordNamespaceHealth()
+                    | NamespaceHealthGate()
+                    | UpsertIncidentLink()
+                    | GetIncidentLinks()
+                ):
+                    return await handle_link_op(self, control, message)
                 case _:
                     assert_never(message)
         except ControlPlaneRefusal as refused:

@@ -1,13 +1,15 @@
-"""Control-plane messages to the registry writer: sessions, items, leases, locks, allocation."""
+"""Control-plane messages to the writer: sessions, items, leases, locks, links, allocation."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from actors.mailbox import Reply
 from supervisor.policy.allocation import Candidate
 from supervisor.policy.control_plane import WorkRef
+from supervisor.policy.incident_links import IncidentLinkSpec
 
 if TYPE_CHECKING:
     # Type-only: actors.messages defines WriteAck and re-exports this module's classes.
@@ -19,10 +21,15 @@ __all__ = [
     "CheckAssignment",
     "ControlOp",
     "ControlWrite",
+    "GetIncidentLinks",
     "GetTerminalLock",
     "HeartbeatLease",
+    "LinkOp",
+    "NamespaceHealthGate",
+    "RecordNamespaceHealth",
     "ReleaseLease",
     "SetTerminalLock",
+    "UpsertIncidentLink",
     "UpsertSession",
     "UpsertWorkItem",
 ]
@@ -140,6 +147,45 @@ class AllocateWork:
     reply: Reply[WriteAck]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordNamespaceHealth:
+    """Store a classified probe as the session's latest verdict for its namespace."""
+
+    session_id: str
+    #: The classifier's result (policy.namespace_health.classify_namespace_probe).
+    assessment: Mapping[str, Any]
+    profile: str | None = None
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespaceHealthGate:
+    """Read-only: would the session's recorded verdicts let ``task`` run now?"""
+
+    session_id: str
+    task: str
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpsertIncidentLink:
+    """Create or update the link for one provider key; never touches work items."""
+
+    spec: IncidentLinkSpec
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetIncidentLinks:
+    gitea_org: str
+    gitea_repo: str
+    gitea_issue_number: int
+    reply: Reply[WriteAck]
+
+
+#: Namespace health and incident links (handled in actors/control_links.py).
+LinkOp = RecordNamespaceHealth | NamespaceHealthGate | UpsertIncidentLink | GetIncidentLinks
+
 #: What ``ControlWrites.handle`` carries out; the allocator has a module of its own.
 ControlOp = (
     UpsertSession
@@ -150,5 +196,6 @@ ControlOp = (
     | ReleaseLease
     | SetTerminalLock
     | GetTerminalLock
+    | LinkOp
 )
 ControlWrite = ControlOp | AllocateWork

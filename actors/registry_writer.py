@@ -33,14 +33,18 @@ from actors.messages import (
     CheckAssignment,
     ControlWrite,
     ExpireLeases,
+    GetIncidentLinks,
     GetTerminalLock,
     HeartbeatLease,
     HeartbeatWrite,
     InsertRegistration,
+    NamespaceHealthGate,
+    RecordNamespaceHealth,
     ReleaseLease,
     ReleaseRegistration,
     SetTerminalLock,
     TouchHeartbeats,
+    UpsertIncidentLink,
     UpsertLease,
     UpsertSession,
     UpsertWorkItem,
@@ -303,6 +307,10 @@ class RegistryWriter:
                 | ReleaseLease()
                 | SetTerminalLock()
                 | GetTerminalLock()
+                | RecordNamespaceHealth()
+                | NamespaceHealthGate()
+                | UpsertIncidentLink()
+                | GetIncidentLinks()
             ):
                 return await self._control.handle(tx, message)
             case _:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from actors.messages import WriteAck
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.mailbox import Reply, ask
+from actors.messages import WriteAck, WriterInbox
 from supervisor.policy.allocation import OUTCOME_ROLE_INELIGIBLE
 from supervisor.policy.control_plane import (
     MAX_LEASE_TTL_SECONDS,
@@ -13,9 +16,12 @@ from supervisor.policy.control_plane import (
     check_actions,
     check_ttl,
 )
+from supervisor.policy.permissions import Profile, decide
 from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.policy.render import decision_dict
 
 __all__ = [
+    "WriterCalls",
     "actions_arg",
     "control_answer",
     "ineligible",
@@ -92,3 +98,22 @@ def ineligible(reason: str, role: object) -> dict[str, Any]:
         "skipped": [],
         "assignment": None,
     }
+
+
+class WriterCalls:
+    """What every control-plane call shares: the grant check and one message to the writer."""
+
+    _writer: MemoryObjectSendStream[WriterInbox]
+
+    async def _send(self, build: Callable[[Reply[WriteAck]], WriterInbox]) -> dict[str, Any]:
+        ack: WriteAck = await ask(self._writer, build, actor="registry_writer")
+        return control_answer(ack)
+
+    @staticmethod
+    def _deny(profile: Profile | None, task: str) -> dict[str, Any] | None:
+        decision = decide(profile, task)
+        if decision.allowed:
+            return None
+        return refused(
+            f"{task} refused: {decision.reason}", permission=decision_dict(decision), denied=True
+        )

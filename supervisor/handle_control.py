@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from anyio.streams.memory import MemoryObjectSendStream
-
-from actors.mailbox import Reply, ask
 from actors.messages import (
     AllocateWork,
     AssignAndLease,
@@ -18,18 +15,16 @@ from actors.messages import (
     SetTerminalLock,
     UpsertSession,
     UpsertWorkItem,
-    WriteAck,
-    WriterInbox,
 )
 from supervisor.handle_checks import (
     actions_arg,
-    control_answer,
     ineligible,
     optional_text,
     pid_arg,
     refused,
     ttl_arg,
 )
+from supervisor.handle_links import HealthLinkCalls
 from supervisor.policy.allocation import candidates_from_mappings
 from supervisor.policy.control_plane import (
     ControlPlaneRefusal,
@@ -41,31 +36,16 @@ from supervisor.policy.control_plane import (
     check_state,
     work_ref,
 )
-from supervisor.policy.permissions import Profile, decide
-from supervisor.policy.render import decision_dict
+from supervisor.policy.permissions import Profile
 
 __all__ = ["ControlPlaneCalls"]
 
 
-class ControlPlaneCalls:
+class ControlPlaneCalls(HealthLinkCalls):
     """Mixed into SupervisorHandle. Each call checks its input with the policy's validators
     and the caller's grant with ``permissions.decide``, then sends one message to the
-    writer; nothing is sent for a refused call."""
-
-    _writer: MemoryObjectSendStream[WriterInbox]
-
-    async def _send(self, build: Callable[[Reply[WriteAck]], WriterInbox]) -> dict[str, Any]:
-        ack: WriteAck = await ask(self._writer, build, actor="registry_writer")
-        return control_answer(ack)
-
-    @staticmethod
-    def _deny(profile: Profile | None, task: str) -> dict[str, Any] | None:
-        decision = decide(profile, task)
-        if decision.allowed:
-            return None
-        return refused(
-            f"{task} refused: {decision.reason}", permission=decision_dict(decision), denied=True
-        )
+    writer; nothing is sent for a refused call. Namespace health and incident link calls
+    come from ``HealthLinkCalls``."""
 
     async def upsert_session(
         self,

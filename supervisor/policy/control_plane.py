@@ -25,6 +25,7 @@ __all__ = [
     "check_actions",
     "check_head_sha",
     "check_kind",
+    "check_name",
     "check_repository",
     "check_role",
     "check_session_id",
@@ -141,6 +142,11 @@ def _name(value: object, what: str) -> str:
             f"{what} {str(value)[:64]!r} must be 1-128 letters, digits, '.', '_' or '-'",
         )
     return value
+
+
+def check_name(value: object, what: str) -> str:
+    """A Gitea owner, repository or remote name under the work-reference rules."""
+    return _name(value, what)
 
 
 def _number(value: object) -> int:

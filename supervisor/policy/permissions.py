@@ -78,6 +78,12 @@ TASKS: Mapping[str, TaskRule] = {
     "terminal_lock_set": TaskRule(
         operation=OP_LEASE, roles=frozenset({*_OPERATOR_ROLES, "reviewer"})
     ),
+    # Any session may report and read its own namespace health. An incident link is
+    # written by the monitoring bridge, an operator boundary; anyone may read it.
+    "namespace_health_assess": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
+    "namespace_health_gate": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
+    "incident_link_upsert": TaskRule(operation=OP_LEASE, roles=_OPERATOR_ROLES),
+    "incident_link_read": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
 }
 
 

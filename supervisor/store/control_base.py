@@ -11,8 +11,9 @@ Row = dict[str, Any]
 
 
 class ControlTx(Protocol):
-    """Sessions, work items, leases, assignments, terminal locks and events, in the
-    enclosing transaction (reads see its uncommitted writes; failures are StoreError).
+    """Sessions, work items, leases, assignments, terminal locks, events, namespace health
+    verdicts and incident links, in the enclosing transaction (reads see its uncommitted
+    writes; failures are StoreError).
 
     Every status change is a guarded update that names the status it expects, so a
     transition is a compare-and-swap even when several supervisors share a database.
@@ -82,4 +83,30 @@ class ControlTx(Protocol):
 
     async def events(self, *, work_item_key: str | None = None, limit: int = 100) -> list[Row]:
         """The newest ``limit`` events (optionally of one item), oldest of them first."""
+        ...
+
+    # --- namespace health verdicts and incident links (schema version 4) --------------
+
+    async def namespace_health(self, session_id: str) -> list[Row]:
+        """The session's latest verdict per namespace (flags as bools, assessment decoded)."""
+        ...
+
+    async def put_namespace_health(self, row: Mapping[str, Any]) -> None:
+        """Store a verdict, replacing the session's previous one for that namespace."""
+        ...
+
+    async def incident_link(self, key: Mapping[str, Any]) -> Row | None:
+        """The link with this provider key (provider, the three scope fields, issue id)."""
+        ...
+
+    async def insert_incident_link(self, row: Mapping[str, Any]) -> int:
+        """A new link; answers its store-generated link_id."""
+        ...
+
+    async def update_incident_link(self, link_id: int, changes: Mapping[str, Any]) -> bool: ...
+
+    async def incident_links_for_issue(
+        self, *, gitea_org: str, gitea_repo: str, gitea_issue_number: int
+    ) -> list[Row]:
+        """Every link pointing at this Gitea issue, lowest link_id first."""
         ...

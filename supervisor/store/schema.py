@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from supervisor.store.schema_control import V3_DESCRIPTION, V3_STATEMENTS
+from supervisor.store.schema_links import (
+    V4_DESCRIPTION,
+    V4_STATEMENTS,
+    MigrationConn,
+    migrate_incident_links,
+)
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -18,6 +25,7 @@ __all__ = [
     "SCHEMA_MIGRATIONS_DDL",
     "V1_REGISTRATION_COLUMNS",
     "Migration",
+    "MigrationConn",
 ]
 
 # Portability rules for every statement below (they must also run on PostgreSQL):
@@ -119,6 +127,9 @@ class Migration(NamedTuple):
     version: int
     description: str
     statements: tuple[str, ...]
+    #: Runs after ``statements`` in the same transaction, for steps that depend on what
+    #: the database already holds; raising rolls the whole version back.
+    hook: Callable[[MigrationConn], Awaitable[None]] | None = None
 
 
 SCHEMA_MIGRATIONS_DDL = (
@@ -184,5 +195,14 @@ _V2 = Migration(
 # rather than choosing which holder to drop.
 _V3 = Migration(version=3, description=V3_DESCRIPTION, statements=V3_STATEMENTS)
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3)
+# Version 4 adds the namespace health table and builds incident_links, adopting a
+# legacy nullable-scope incident_links table when one is there (see schema_links.py).
+_V4 = Migration(
+    version=4,
+    description=V4_DESCRIPTION,
+    statements=V4_STATEMENTS,
+    hook=migrate_incident_links,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4)
 CURRENT_VERSION = MIGRATIONS[-1].version

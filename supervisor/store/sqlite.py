@@ -221,6 +221,25 @@ async def schema_version(conn: aiosqlite.Connection) -> int:
     return int(value) if value is not None else 0
 
 
+class _MigrationConn:
+    """The SQLite side of ``schema.MigrationConn``, on the migrating connection."""
+
+    dialect = SQLITE
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def query(self, statement: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
+        return await fetchall(self._conn, SQLITE.render(statement), params)
+
+    async def run(self, statement: str, params: Sequence[Any] = ()) -> None:
+        await execute(self._conn, SQLITE.render(statement), params)
+
+    async def table_columns(self, table: str) -> list[str]:
+        found = await fetchall(self._conn, "SELECT name FROM pragma_table_info(?1)", (table,))
+        return [str(row[0]) for row in found]
+
+
 async def _apply(conn: aiosqlite.Connection, migration: Migration) -> bool:
     """Apply one migration in its own transaction; False if someone else already did."""
     await begin_immediate(conn)
@@ -234,6 +253,8 @@ async def _apply(conn: aiosqlite.Connection, migration: Migration) -> bool:
         if not done:
             for statement in migration.statements:
                 await execute(conn, SQLITE.render(statement))
+            if migration.hook is not None:
+                await migration.hook(_MigrationConn(conn))
             # Bookkeeping time, not protocol time: no Clock is involved in migrations.
             applied_at = format_stamp(datetime.now(UTC))
             await execute(

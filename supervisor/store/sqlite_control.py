@@ -15,6 +15,7 @@ from supervisor.store.dialect import SQLITE
 from supervisor.store.schema_control import CONTROL_EVENT_COLUMNS
 from supervisor.store.sql import MAX_IDS_PER_STATEMENT
 from supervisor.store.sqlite_exec import execute, fetchall
+from supervisor.store.sqlite_links import SQLiteLinkOps
 
 __all__ = ["SQLiteControlTx"]
 
@@ -32,8 +33,11 @@ def _chunks(values: Sequence[str]) -> list[list[str]]:
     ]
 
 
-class SQLiteControlTx:
-    """Bound to one SQLiteWriteTx: ``live`` raises once that transaction has ended."""
+class SQLiteControlTx(SQLiteLinkOps):
+    """Bound to one SQLiteWriteTx: ``live`` raises once that transaction has ended.
+
+    Namespace health and incident link operations come from ``SQLiteLinkOps``.
+    """
 
     def __init__(self, live: Callable[[], aiosqlite.Connection]) -> None:
         self._live = live

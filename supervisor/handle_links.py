@@ -1,0 +1,193 @@
+"""Namespace health and incident link calls of the handle: validate, authorize, send."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from actors.messages import (
+    GetIncidentLinks,
+    NamespaceHealthGate,
+    RecordNamespaceHealth,
+    UpsertIncidentLink,
+)
+from supervisor.handle_checks import WriterCalls, optional_text, refused
+from supervisor.policy.control_plane import ControlPlaneRefusal, check_session_id
+from supervisor.policy.incident_links import check_incident_link, check_issue_target
+from supervisor.policy.namespace_health import classify_namespace_probe
+from supervisor.policy.permissions import Profile
+
+__all__ = ["HealthLinkCalls"]
+
+_MAX_TOOLS = 1000
+_MAX_PATH = 1024
+
+
+def _invalid(detail: str) -> ControlPlaneRefusal:
+    return ControlPlaneRefusal("invalid_argument", detail)
+
+
+def _tools(value: object) -> str | list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if (
+        not isinstance(value, list | tuple | set | frozenset)
+        or len(value) > _MAX_TOOLS
+        or not all(isinstance(v, str) and len(v) <= 200 for v in value)
+    ):
+        raise _invalid("registered_tools must be a tool name or a list of tool names")
+    return sorted(value) if isinstance(value, set | frozenset) else list(value)
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _invalid(f"{what} must be an object")
+    return value
+
+
+def _path(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= _MAX_PATH:
+        raise _invalid(f"config_path must be 1-{_MAX_PATH} characters")
+    return value
+
+
+class HealthLinkCalls(WriterCalls):
+    """Mixed into ControlPlaneCalls. The classification is pure and runs here; the writer
+    stores the verdict, so every surface and a restarted daemon see the same gate."""
+
+    async def assess_namespace_health(
+        self,
+        profile: Profile | None,
+        *,
+        session_id: str,
+        namespace: str,
+        required_tool: str | None = None,
+        registered_tools: Sequence[str] | str | None = None,
+        probe_result: Mapping[str, Any] | None = None,
+        process: Mapping[str, Any] | None = None,
+        config_path: str | None = None,
+        configured: bool = True,
+        probe_source: str | None = None,
+    ) -> Mapping[str, Any]:
+        """Classify the probe evidence and record it as the session's verdict for ``namespace``."""
+        if (denied := self._deny(profile, "namespace_health_assess")) is not None:
+            return denied
+        try:
+            sid = check_session_id(session_id)
+            ns = optional_text(namespace, "namespace")
+            if ns is None:
+                raise _invalid("namespace is required")
+            if not isinstance(configured, bool):
+                raise _invalid("configured must be true or false")
+            if probe_source is not None and not isinstance(probe_source, str):
+                raise _invalid("probe_source must be a string")
+            verdict = classify_namespace_probe(
+                ns,
+                required_tool=optional_text(required_tool, "required_tool"),
+                registered_tools=_tools(registered_tools),
+                probe_result=_mapping(probe_result, "probe_result"),
+                process=_mapping(process, "process"),
+                config_path=_path(config_path),
+                configured=configured,
+                probe_source=probe_source,
+            )
+        except ControlPlaneRefusal as exc:
+            return refused(exc.detail, code=exc.code)
+        return await self._send(
+            lambda reply: RecordNamespaceHealth(
+                session_id=sid,
+                assessment=verdict,
+                profile=profile.name if profile else None,
+                reply=reply,
+            )
+        )
+
+    async def namespace_health_gate(
+        self, profile: Profile | None, *, session_id: str, task: str
+    ) -> Mapping[str, Any]:
+        """Whether the session's recorded verdicts let ``task`` (merge_pr, ...) run now."""
+        if (denied := self._deny(profile, "namespace_health_gate")) is not None:
+            return denied
+        try:
+            sid = check_session_id(session_id)
+            checked_task = optional_text(task, "task")
+            if checked_task is None:
+                raise _invalid("task is required")
+        except ControlPlaneRefusal as exc:
+            return refused(exc.detail, code=exc.code, allowed=False)
+        return await self._send(
+            lambda reply: NamespaceHealthGate(session_id=sid, task=checked_task, reply=reply)
+        )
+
+    async def upsert_incident_link(
+        self,
+        profile: Profile | None,
+        *,
+        provider: str,
+        provider_issue_id: str,
+        gitea_org: str,
+        gitea_repo: str,
+        gitea_issue_number: int,
+        provider_base_url: str | None = None,
+        provider_org: str | None = None,
+        provider_project: str | None = None,
+        provider_short_id: str | None = None,
+        provider_permalink: str | None = None,
+        fingerprint: str | None = None,
+        linked_pr_numbers: Sequence[int] | None = None,
+        first_seen: str | None = None,
+        last_seen: str | None = None,
+        event_count: int | None = None,
+        status: str | None = None,
+        release_resolved_at: str | None = None,
+        last_sync_at: str | None = None,
+    ) -> Mapping[str, Any]:
+        """Create or update the one link for this provider key; it is never a work item."""
+        if (denied := self._deny(profile, "incident_link_upsert")) is not None:
+            return denied
+        try:
+            spec = check_incident_link(
+                provider=provider,
+                provider_issue_id=provider_issue_id,
+                gitea_org=gitea_org,
+                gitea_repo=gitea_repo,
+                gitea_issue_number=gitea_issue_number,
+                provider_base_url=provider_base_url,
+                provider_org=provider_org,
+                provider_project=provider_project,
+                provider_short_id=provider_short_id,
+                provider_permalink=provider_permalink,
+                fingerprint=fingerprint,
+                linked_pr_numbers=linked_pr_numbers,
+                first_seen=first_seen,
+                last_seen=last_seen,
+                event_count=event_count,
+                status=status,
+                release_resolved_at=release_resolved_at,
+                last_sync_at=last_sync_at,
+            )
+        except ControlPlaneRefusal as exc:
+            return refused(exc.detail, code=exc.code)
+        return await self._send(lambda reply: UpsertIncidentLink(spec=spec, reply=reply))
+
+    async def get_incident_link_for_gitea_issue(
+        self, profile: Profile | None, *, gitea_org: str, gitea_repo: str, gitea_issue_number: int
+    ) -> Mapping[str, Any]:
+        """The link (lowest link_id) and every link pointing at this Gitea issue."""
+        if (denied := self._deny(profile, "incident_link_read")) is not None:
+            return denied
+        try:
+            org, repo, number = check_issue_target(gitea_org, gitea_repo, gitea_issue_number)
+        except ControlPlaneRefusal as exc:
+            return refused(exc.detail, code=exc.code)
+        return await self._send(
+            lambda reply: GetIncidentLinks(
+                gitea_org=org, gitea_repo=repo, gitea_issue_number=number, reply=reply
+            )
+        )
