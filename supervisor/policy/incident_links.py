@@ -105,11 +105,11 @@ def _count(value: object, what: str, *, minimum: int) -> int:
 
 def check_issue_target(org: object, repo: object, number: object) -> tuple[str, str, int]:
     """The Gitea issue a link points at, under the work-reference name rules."""
-    return (
-        check_name(org, "gitea_org"),
-        check_name(repo, "gitea_repo"),
-        _count(number, "gitea_issue_number", minimum=1),
-    )
+    try:
+        names = check_name(org, "gitea_org"), check_name(repo, "gitea_repo")
+    except ControlPlaneRefusal as exc:
+        raise _bad(exc.detail) from None
+    return (*names, _count(number, "gitea_issue_number", minimum=1))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,18 +238,19 @@ def plan_legacy_collapse(rows: Sequence[Mapping[str, Any]]) -> LegacyCollapse:
     drop: list[int] = []
     conflicts: list[str] = []
     for key, group in groups.items():
-        label = "/".join(key)
+        label = ", ".join(f"{f}={v!r}" for f, v in zip(INCIDENT_KEY_FIELDS, key, strict=True))
         first = group[0]
         targets = {tuple(r.get(f) for f in INCIDENT_TARGET_FIELDS) for r in group}
         if len(targets) > 1:
             conflicts.append(
-                f"conflicting Gitea targets for incident link {label}: {sorted(targets, key=str)}"
+                f"conflicting Gitea targets for incident link ({label}): "
+                f"{sorted(targets, key=str)}"
             )
             continue
         differing = [f for f in INCIDENT_OBSERVATION_FIELDS if len({r.get(f) for r in group}) > 1]
         if differing:
             conflicts.append(
-                f"conflicting observation metadata for incident link {label}: "
+                f"conflicting observation metadata for incident link ({label}): "
                 f"{', '.join(differing)} differ"
             )
             continue

@@ -183,9 +183,7 @@ async def test_review_actions_consult_the_reviewer_namespace(tmp_path: Path, act
         await assess(h, "r1", probe=EOF_PROBE)
         args = {**WHERE, "session_id": "r1", "kind": "pr", "number": 5, "action": action}
         assert (await h.handle.require_valid_assignment(REVIEWER_P, **args))["allowed"] is True
-        await assess(
-            h, "r1", namespace="gitea-reviewer", probe=OK_PROBE, source="  OFFLINE_SPAWN "
-        )
+        await assess(h, "r1", namespace="gitea-reviewer", probe=OK_PROBE, source="  OFFLINE_SPAWN ")
         refused = await h.handle.require_valid_assignment(REVIEWER_P, **args)
         assert refused["code"] == "namespace_unhealthy"
         assert "gitea-reviewer" in refused["reasons"][0]
