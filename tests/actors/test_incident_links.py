@@ -23,7 +23,7 @@ from tests.store.rowdata import raw_query
 
 pytestmark = pytest.mark.anyio
 
-TARGET = {"gitea_org": "Scaled-Tech-Consulting", "gitea_repo": "Gitea-Tools"}
+TARGET: dict[str, Any] = {"gitea_org": "Scaled-Tech-Consulting", "gitea_repo": "Gitea-Tools"}
 
 
 async def upsert(h: Harness, **fields: Any) -> Mapping[str, Any]:
@@ -66,7 +66,7 @@ async def test_a_link_is_found_by_its_gitea_issue_and_is_not_work(tmp_path: Path
         # A link is no work item, and an incident cannot be filed as one.
         assert count(h, "work_items") == 0
         refused = await h.handle.upsert_work_item(
-            CONTROLLER_P, remote="prgs", **{"org": "o", "repo": "r"}, kind="sentry", number=1
+            CONTROLLER_P, remote="prgs", org="o", repo="r", kind="sentry", number=1
         )
         assert (refused["success"], refused["code"]) == (False, "invalid_work_kind")
         assert count(h, "work_items") == 0

@@ -241,7 +241,7 @@ def test_env_diagnostics_are_an_allowlist_of_non_empty_strings(env: dict[str, An
 
 
 _SOURCES = st.sampled_from(["client_namespace", "offline_spawn", "unknown", None, "IDE"])
-_PROBES = st.one_of(
+_PROBES: st.SearchStrategy[dict[str, Any] | None] = st.one_of(
     st.none(),
     st.just({}),
     st.fixed_dictionaries({"success": st.booleans()}, optional={"error": st.text(max_size=20)}),
