@@ -20,6 +20,7 @@ from supervisor.cli_work import add_work_parser, format_work, succeeded, work_re
 from supervisor.config import Settings, default_config_path, load_settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.launcher import build_launch_config
+from supervisor.namespace_probe import add_probe_parser
 from supervisor.policy.identity import UntrustedInstanceError
 
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
@@ -95,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     add_work_parser(
         commands, parser_class=_Parser, token_help=f"profile token (default: ${TOKEN_ENV})"
     )
+    add_probe_parser(commands)
     return parser
 
 
@@ -284,6 +286,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _work(args, settings)
     if args.command == "launch-config":
         return _launch_config(args, settings)
+    if args.command == "namespace-probe":
+        from supervisor.namespace_probe import run_probe_command
+
+        return run_probe_command(args)
     if args.command == "token":
         return _token_create(args, settings)
     if args.command == "exec":

@@ -9,6 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from supervisor.cli_links import (
+    LINK_COMMANDS,
+    add_link_parsers,
+    format_links,
+    link_request,
+    link_succeeded,
+)
 from supervisor.errors import ProtocolError
 
 __all__ = ["add_work_parser", "format_work", "succeeded", "work_request"]
@@ -87,6 +94,8 @@ def add_work_parser(
     lock.add_argument("--decision")
     lock.add_argument("--review-id")
 
+    add_link_parsers(sub)
+
 
 def _actions(text: str | None) -> list[str] | None:
     return None if text is None else [a.strip() for a in text.split(",") if a.strip()]
@@ -103,6 +112,8 @@ def _candidates(source: str) -> Any:
 def work_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The socket op and its arguments for a parsed ``work`` command."""
     command = args.work_command
+    if command in LINK_COMMANDS:
+        return link_request(args)
     where = {"remote": getattr(args, "remote", None), "org": getattr(args, "org", None)}
     where["repo"] = getattr(args, "repo", None)
     if command == "allocate":
@@ -154,6 +165,8 @@ def work_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 def succeeded(command: str, result: Mapping[str, Any]) -> bool:
     """Whether the command got what it asked for (the exit status scripts branch on)."""
+    if command in LINK_COMMANDS:
+        return link_succeeded(command, result)
     if not result.get("success"):
         return False
     if command == "allocate":
@@ -202,5 +215,6 @@ def format_work(result: Mapping[str, Any]) -> str:
         f"skipped {s.get('kind')}#{s.get('number')}: {s.get('reason')}"
         for s in result.get("skipped") or []
     )
+    lines.extend(format_links(result))
     lines.extend(f"reason: {r}" for r in result.get("reasons") or [])
     return "\n".join(lines) or json.dumps(result, default=str)

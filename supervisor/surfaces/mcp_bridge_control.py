@@ -9,6 +9,7 @@ from typing import Any
 from supervisor.client import AsyncClient, RemoteError
 from supervisor.errors import ProtocolError, Unavailable
 from supervisor.policy.permissions import Profile
+from supervisor.surfaces.mcp_bridge_health import SocketHealthCalls
 
 __all__ = ["SocketControlCalls", "unanswered_as_unavailable"]
 
@@ -26,9 +27,10 @@ def unanswered_as_unavailable() -> Iterator[None]:
         raise Unavailable(f"the supervisor's answer could not be read: {exc.detail}") from exc
 
 
-class SocketControlCalls:
+class SocketControlCalls(SocketHealthCalls):
     """Mixed into SocketToolBackend: the MCP-side profile is ignored, the daemon
-    authenticates the token that travels with every request."""
+    authenticates the token that travels with every request. The namespace health and
+    incident link calls come from ``SocketHealthCalls``."""
 
     _client: AsyncClient
 

@@ -8,9 +8,9 @@ from typing import Any, Protocol, runtime_checkable
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
-from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
 from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.surfaces.mcp_answers import tool_answer
+from supervisor.surfaces.mcp_health_tools import HealthToolBackend, register_health_tools
 
 __all__ = [
     "ALLOCATE_TOOL",
@@ -29,8 +29,10 @@ RELEASE_TOOL = "gitea_release_work_lease"
 CHECK_TOOL = "gitea_require_valid_assignment"
 CONTROL_TOOL_NAMES = (ALLOCATE_TOOL, HEARTBEAT_TOOL, RELEASE_TOOL, CHECK_TOOL)
 
-_OUTCOME_FAILED = "failed"
-_OUTCOME_UNKNOWN = "outcome_unknown"
+_LOST_LEASE_ANSWER = (
+    "no answer came back, so whether the lease changed is unknown; asking again is "
+    "safe (a session asking for what it holds gets its own lease back)"
+)
 
 
 @runtime_checkable
@@ -81,26 +83,7 @@ class ControlToolBackend(Protocol):
 
 
 async def _answer(call: Awaitable[Mapping[str, Any]], *, mutating: bool) -> dict[str, Any]:
-    try:
-        return dict(await call)
-    except SupervisorError as exc:
-        refused = isinstance(exc, ProtocolError | PermissionDenied)
-        body: dict[str, Any] = {
-            "success": False,
-            "outcome": OUTCOME_REFUSED if refused else _OUTCOME_FAILED,
-            "error": exc.to_dict()["error"],
-            "reasons": [exc.detail],
-        }
-        if refused or not mutating:
-            body["mutation_performed"] = False
-            return body
-        # The request may have reached the writer before the answer was lost.
-        body["outcome"] = _OUTCOME_UNKNOWN
-        body["reasons"].append(
-            "no answer came back, so whether the lease changed is unknown; asking again is "
-            "safe (a session asking for what it holds gets its own lease back)"
-        )
-        return body
+    return await tool_answer(call, mutating=mutating, lost=_LOST_LEASE_ANSWER)
 
 
 def register_control_tools(
@@ -109,7 +92,8 @@ def register_control_tools(
     *,
     profile_resolver: Callable[[], Profile | None],
 ) -> None:
-    """Add the allocator and lease tools to ``server``; every decision is the backend's."""
+    """Add the allocator and lease tools (and, when the backend has them, the namespace
+    health and incident link tools) to ``server``; every decision is the backend's."""
 
     @server.tool(
         name=ALLOCATE_TOOL,
@@ -251,3 +235,6 @@ def register_control_tools(
             ),
             mutating=False,
         )
+
+    if isinstance(backend, HealthToolBackend):
+        register_health_tools(server, backend, profile_resolver=profile_resolver)

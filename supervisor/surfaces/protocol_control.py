@@ -21,6 +21,9 @@ _NUMBER = "a finite number"
 _BOOL = "true or false"
 _TEXTS = "a list of strings"
 _OBJECTS = "a list of objects"
+_OBJECT = "an object"
+_INTS = "a list of integers"
+_TEXT_OR_TEXTS = "a string or a list of strings"
 
 _MAX_TEXT = 512
 _MAX_ITEMS = 1000
@@ -28,6 +31,24 @@ _MAX_ITEMS = 1000
 _REPO = {"remote": (_TEXT, True), "org": (_TEXT, True), "repo": (_TEXT, True)}
 _ITEM = {**_REPO, "kind": (_TEXT, True), "number": (_INT, True)}
 _LEASE = {"session_id": (_TEXT, True), "lease_id": (_TEXT, True)}
+_ISSUE = {
+    "gitea_org": (_TEXT, True),
+    "gitea_repo": (_TEXT, True),
+    "gitea_issue_number": (_INT, True),
+}
+_LINK_TEXTS = (
+    "provider_base_url",
+    "provider_org",
+    "provider_project",
+    "provider_short_id",
+    "provider_permalink",
+    "fingerprint",
+    "first_seen",
+    "last_seen",
+    "status",
+    "release_resolved_at",
+    "last_sync_at",
+)
 
 #: op -> argument -> (expected shape, required). Unknown arguments are refused.
 CONTROL_SCHEMAS: Mapping[str, Mapping[str, tuple[str, bool]]] = {
@@ -77,6 +98,27 @@ CONTROL_SCHEMAS: Mapping[str, Mapping[str, tuple[str, bool]]] = {
         "decision": (_TEXT, False),
     },
     "terminal_lock_get": dict(_REPO),
+    "namespace_health_assess": {
+        "session_id": (_TEXT, True),
+        "namespace": (_TEXT, True),
+        "required_tool": (_TEXT, False),
+        "registered_tools": (_TEXT_OR_TEXTS, False),
+        "probe_result": (_OBJECT, False),
+        "process": (_OBJECT, False),
+        "config_path": (_TEXT, False),
+        "configured": (_BOOL, False),
+        "probe_source": (_TEXT, False),
+    },
+    "namespace_health_gate": {"session_id": (_TEXT, True), "task": (_TEXT, True)},
+    "incident_link_upsert": {
+        **_ISSUE,
+        "provider": (_TEXT, True),
+        "provider_issue_id": (_TEXT, True),
+        **dict.fromkeys(_LINK_TEXTS, (_TEXT, False)),
+        "linked_pr_numbers": (_INTS, False),
+        "event_count": (_INT, False),
+    },
+    "incident_link_get": dict(_ISSUE),
 }
 CONTROL_OPS: frozenset[str] = frozenset(CONTROL_SCHEMAS)
 
@@ -109,6 +151,16 @@ def _fits(shape: str, value: object) -> bool:
             and len(value) <= _MAX_ITEMS
             and all(isinstance(v, str) and len(v) <= _MAX_TEXT for v in value)
         )
+    if shape == _OBJECT:
+        return isinstance(value, dict)
+    if shape == _INTS:
+        return (
+            isinstance(value, list)
+            and len(value) <= _MAX_ITEMS
+            and all(_fits(_INT, v) for v in value)
+        )
+    if shape == _TEXT_OR_TEXTS:
+        return _fits(_TEXT, value) or _fits(_TEXTS, value)
     if shape == _OBJECTS:
         return (
             isinstance(value, list)

@@ -37,4 +37,12 @@ async def dispatch_control(
             return await handle.set_terminal_lock(profile, **v)
         case "terminal_lock_get":
             return await handle.get_terminal_lock(profile, **v)
+        case "namespace_health_assess":
+            return await handle.assess_namespace_health(profile, **v)
+        case "namespace_health_gate":
+            return await handle.namespace_health_gate(profile, **v)
+        case "incident_link_upsert":
+            return await handle.upsert_incident_link(profile, **v)
+        case "incident_link_get":
+            return await handle.get_incident_link_for_gitea_issue(profile, **v)
     raise ProtocolError(f"op {args.op!r} has no handler")

@@ -1,0 +1,40 @@
+"""How an MCP tool reports a backend answer, or a failure that says whether anything changed."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
+from supervisor.policy.reasons import OUTCOME_REFUSED
+
+__all__ = ["OUTCOME_FAILED", "OUTCOME_UNKNOWN", "tool_answer"]
+
+OUTCOME_FAILED = "failed"
+OUTCOME_UNKNOWN = "outcome_unknown"
+
+
+async def tool_answer(
+    call: Awaitable[Mapping[str, Any]], *, mutating: bool, lost: str
+) -> dict[str, Any]:
+    """The backend's answer; an error becomes a structured refusal or failure.
+
+    ``lost`` is what to tell the caller when a mutating call's answer never came back.
+    """
+    try:
+        return dict(await call)
+    except SupervisorError as exc:
+        refused = isinstance(exc, ProtocolError | PermissionDenied)
+        body: dict[str, Any] = {
+            "success": False,
+            "outcome": OUTCOME_REFUSED if refused else OUTCOME_FAILED,
+            "error": exc.to_dict()["error"],
+            "reasons": [exc.detail],
+        }
+        if refused or not mutating:
+            body["mutation_performed"] = False
+            return body
+        # The request may have reached the writer before the answer was lost.
+        body["outcome"] = OUTCOME_UNKNOWN
+        body["reasons"].append(lost)
+        return body
