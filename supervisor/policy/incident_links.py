@@ -243,8 +243,7 @@ def plan_legacy_collapse(rows: Sequence[Mapping[str, Any]]) -> LegacyCollapse:
         targets = {tuple(r.get(f) for f in INCIDENT_TARGET_FIELDS) for r in group}
         if len(targets) > 1:
             conflicts.append(
-                f"conflicting Gitea targets for incident link ({label}): "
-                f"{sorted(targets, key=str)}"
+                f"conflicting Gitea targets for incident link ({label}): {sorted(targets, key=str)}"
             )
             continue
         differing = [f for f in INCIDENT_OBSERVATION_FIELDS if len({r.get(f) for r in group}) > 1]
