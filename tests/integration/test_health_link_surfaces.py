@@ -42,10 +42,10 @@ allowed_operations = ["gitea.read", "gitea.workflow.lease"]
 role_kind = "controller"
 allowed_operations = ["gitea.read", "gitea.workflow.lease"]
 """
-WHERE = {"remote": "prgs", "org": "org", "repo": "repo"}
-PR = {**WHERE, "kind": "pr", "number": 12}
+WHERE: dict[str, Any] = {"remote": "prgs", "org": "org", "repo": "repo"}
+PR: dict[str, Any] = {**WHERE, "kind": "pr", "number": 12}
 EOF_PROBE = {"success": False, "error": "client is closing: EOF"}
-LINK = {
+LINK: dict[str, Any] = {
     "provider": "sentry",
     "provider_issue_id": "12345",
     "gitea_org": "org",
