@@ -32,8 +32,12 @@ def test_every_control_op_has_a_permission_task() -> None:
         "work_item_upsert",
         "terminal_lock_read",
         "terminal_lock_set",
+        "namespace_health_assess",
+        "namespace_health_gate",
+        "incident_link_upsert",
+        "incident_link_read",
     } <= set(TASKS)
-    assert len(CONTROL_OPS) == 9
+    assert len(CONTROL_OPS) == 13
 
 
 def test_a_minimal_frame_of_each_op_decodes() -> None:
@@ -90,3 +94,37 @@ def test_nulls_are_dropped_but_a_null_terminal_pr_clears() -> None:
 def test_bad_shapes_are_protocol_errors(op: str, args: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ProtocolError, match=fragment):
         decode_request(frame(op, **args))
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "ok"),
+    [
+        ("namespace_health_assess", {"registered_tools": "gitea_whoami"}, True),
+        ("namespace_health_assess", {"registered_tools": ["a", "b"]}, True),
+        ("namespace_health_assess", {"registered_tools": [1]}, False),
+        ("namespace_health_assess", {"probe_result": {"success": True}}, True),
+        ("namespace_health_assess", {"probe_result": "ok"}, False),
+        ("namespace_health_assess", {"configured": "no"}, False),
+        ("incident_link_upsert", {"linked_pr_numbers": [1, 2]}, True),
+        ("incident_link_upsert", {"linked_pr_numbers": [True]}, False),
+        ("incident_link_upsert", {"kind": "sentry"}, False),
+    ],
+)
+def test_namespace_health_and_link_shapes(op: str, args: dict[str, Any], ok: bool) -> None:
+    base: dict[str, Any] = (
+        {"session_id": "s", "namespace": "gitea-merger"}
+        if op == "namespace_health_assess"
+        else {
+            "provider": "sentry",
+            "provider_issue_id": "1",
+            "gitea_org": "o",
+            "gitea_repo": "r",
+            "gitea_issue_number": 1,
+        }
+    )
+    if ok:
+        request = decode_request(frame(op, **base, **args))
+        assert isinstance(request.args, ControlArgs)
+    else:
+        with pytest.raises(ProtocolError):
+            decode_request(frame(op, **base, **args))
