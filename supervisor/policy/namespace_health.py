@@ -189,7 +189,8 @@ def _remediation(*, ns: str, tool: str, proven: bool, source: str, pid: object) 
     ]
     if pid and source != PROBE_SOURCE_OFFLINE:
         steps.append(
-            f"PID {pid} is reported for information only; recovery is a client-side reconnect."
+            f"PID {pid} is informational only; recovery is a client-side reconnect, "
+            "not an action on the process."
         )
     return steps
 

@@ -71,7 +71,7 @@ def test_registered_but_eof_through_the_client_blocks_and_names_the_path() -> No
     assert (diagnostics["process_pid"], diagnostics["profile"]) == (4321, "prgs-reviewer")
     assert diagnostics["env"] == {"GITEA_MCP_PROFILE": "prgs-reviewer"}
     assert "must-not-leak" not in repr(result)
-    assert any("4321" in step for step in result["remediation"])
+    assert any("4321" in step and "informational" in step for step in result["remediation"])
 
 
 def test_a_client_success_is_proven() -> None:
