@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .control_plane import ControlPlaneRefusal, check_name
-from .stamps import format_stamp, parse_stamp
+from .stamps import parse_stamp
 
 __all__ = [
     "INCIDENT_KEY_FIELDS",
@@ -129,10 +129,11 @@ class IncidentLinkSpec:
 
 def _observation(name: str, value: object) -> Any:
     if name in _STAMP_FIELDS:
-        moment = parse_stamp(value)
-        if moment is None:
-            raise _bad(f"{name} must be a UTC timestamp")
-        return format_stamp(moment)
+        # Checked, then kept as the provider wrote it: a reader comparing what it sent
+        # with what it reads back must find the same text.
+        if parse_stamp(value) is None or len(str(value)) > _MAX_TEXT:
+            raise _bad(f"{name} must be an ISO 8601 timestamp with a UTC offset")
+        return str(value).strip()
     if name == "event_count":
         return _count(value, name, minimum=0)
     if name == "linked_pr_numbers":

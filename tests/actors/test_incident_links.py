@@ -53,7 +53,7 @@ async def test_a_link_is_found_by_its_gitea_issue_and_is_not_work(tmp_path: Path
         assert made["success"] is True
         assert (link["gitea_issue_number"], link["status"]) == (9001, "open")
         assert link["linked_pr_numbers"] == [12, 14]
-        assert link["first_seen"] == "2026-01-01T00:00:00.000000Z"
+        assert link["first_seen"] == "2026-01-01T00:00:00Z"
         found = await h.handle.get_incident_link_for_gitea_issue(
             LOOKER_P, **TARGET, gitea_issue_number=9001
         )

@@ -32,13 +32,13 @@ def test_scope_normalization_makes_every_blank_the_same_key() -> None:
     assert keys == {("sentry", "", "", "", "42")}
 
 
-def test_only_given_observations_are_carried_and_stamps_are_normalized() -> None:
+def test_only_given_observations_are_carried_and_stamps_kept_as_given() -> None:
     spec = check_incident_link(
         **BASE, fingerprint="fp", last_seen="2026-01-01T01:00:00+00:00", event_count=0
     )
     assert dict(spec.observations) == {
         "fingerprint": "fp",
-        "last_seen": "2026-01-01T01:00:00.000000Z",
+        "last_seen": "2026-01-01T01:00:00+00:00",
         "event_count": 0,
     }
     assert spec.target == ("org", "repo", 7)
