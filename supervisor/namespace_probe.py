@@ -14,8 +14,8 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 from supervisor.policy.namespace_health import (
+    DEFAULT_NAMESPACES,
     PROBE_SOURCE_OFFLINE,
-    REQUIRED_NAMESPACE_TOOLS,
     classify_namespace_probe,
     required_tool_for,
 )
@@ -46,7 +46,7 @@ def add_probe_parser(commands: Any) -> None:
         "--namespace",
         action="append",
         dest="namespaces",
-        help=f"repeatable (default: {', '.join(REQUIRED_NAMESPACE_TOOLS)})",
+        help=f"repeatable (default: {', '.join(DEFAULT_NAMESPACES)})",
     )
     probe.add_argument("--timeout", type=float, default=30.0, help="seconds per namespace")
     probe.add_argument("--json", action="store_true", help="machine-readable output")
@@ -158,7 +158,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
     if not isinstance(servers, dict):
         sys.stderr.write(f"namespace-probe: {path} has no mcpServers object\n")
         return 2
-    names = args.namespaces or list(REQUIRED_NAMESPACE_TOOLS)
+    names = args.namespaces or list(DEFAULT_NAMESPACES)
     results = anyio.run(_probe_all, servers, names, str(path), args.timeout)
     if args.json:
         sys.stdout.write(json.dumps(results, indent=2, default=str) + "\n")

@@ -7,6 +7,7 @@ from typing import Any, Final
 
 __all__ = [
     "ACTION_GATE_TASKS",
+    "DEFAULT_NAMESPACES",
     "DEFAULT_REQUIRED_TOOL",
     "EOF_PATTERNS",
     "GATED_TASKS",
@@ -35,6 +36,8 @@ REQUIRED_NAMESPACE_TOOLS: Mapping[str, str] = {
     "gitea-tools": "gitea_list_profiles",
 }
 DEFAULT_REQUIRED_TOOL: Final = "gitea_whoami"
+#: What an offline probe checks when no namespace is named.
+DEFAULT_NAMESPACES: tuple[str, ...] = tuple(REQUIRED_NAMESPACE_TOOLS)
 
 #: Which namespace a mutation task goes through; every other task needs none.
 TASK_REQUIRED_NAMESPACES: Mapping[str, str] = {
