@@ -55,14 +55,14 @@ def test_apply_needs_exactly_one_fencing_token(capsys: pytest.CaptureFixture[str
 
 
 def test_launch_config_prints_five_servers(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["launch-config", "--client", "codex", "--", "srv", "--flag"]) == EXIT_OK
+    assert main(["launch-config", "--client", "codex", "--", "sh", "--flag"]) == EXIT_OK
     config = json.loads(capsys.readouterr().out)
     assert len(config["mcpServers"]) == 5
     assert config["mcpServers"]["gitea-reviewer"]["args"] == ["--flag"]
 
 
 def test_launch_config_refuses_an_untrusted_instance_id(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["launch-config", "--client", "codex", "--instance-id", "pid-42", "--", "srv"])
+    code = main(["launch-config", "--client", "codex", "--instance-id", "pid-42", "--", "sh"])
     assert code == EXIT_USAGE
     assert "untrusted" in capsys.readouterr().err
 
