@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from supervisor.errors import ConfigError
-from supervisor.exec_sidecar import claims_from_env, exit_status
+from supervisor.exec_sidecar import claims_from_env, exit_status, releases_on_exit
 from supervisor.launcher import build_launch_config, resolve_server_command
 from supervisor.policy.identity import (
     NAMESPACES,
@@ -115,3 +116,12 @@ def test_server_command_paths_become_absolute_and_bare_names_stay_when_on_path(
 def test_a_bare_server_name_not_on_path_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not on PATH"):
         resolve_server_command("no-such-server", search_path=str(tmp_path))
+
+
+def test_only_a_crash_leaves_the_row_to_go_stale() -> None:
+    assert releases_on_exit(0, stop_requested=False)
+    assert releases_on_exit(1, stop_requested=True)
+    assert releases_on_exit(-signal.SIGTERM, stop_requested=False)
+    assert not releases_on_exit(1, stop_requested=False)
+    assert not releases_on_exit(-signal.SIGKILL, stop_requested=False)
+    assert not releases_on_exit(-signal.SIGSEGV, stop_requested=False)
