@@ -253,27 +253,11 @@ async def test_allocate_through_the_mcp_tools(tmp_path: Path) -> None:
             assert (waiting["outcome"], waiting["owner_session_id"]) == ("wait", "s-1")
             lease = {"session_id": "s-1", "lease_id": taken["lease_proof"]["lease_id"]}
             assert (await call(author, HEARTBEAT_TOOL, **lease))["success"] is True
-            gate = await call(
-                author,
-                CHECK_TOOL,
-                session_id="s-1",
-                kind="issue",
-                number=600,
-                action="push",
-                **WHERE,
-            )
-            assert gate["allowed"] is True
+            push = {"session_id": "s-1", "kind": "issue", "number": 600, "action": "push"}
+            assert (await call(author, CHECK_TOOL, **push, **WHERE))["allowed"] is True
             assert (await call(author, RELEASE_TOOL, **lease))["status"] == "released"
             # The gate's "no" is a denial: flagged, so a caller that reads only isError stops.
-            closed = await call_error(
-                author,
-                CHECK_TOOL,
-                session_id="s-1",
-                kind="issue",
-                number=600,
-                action="push",
-                **WHERE,
-            )
+            closed = await call_error(author, CHECK_TOOL, **push, **WHERE)
             assert closed["allowed"] is False
             assert closed["code"]
             incident = await call_error(
