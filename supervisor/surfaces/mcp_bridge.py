@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol, Self, runtime_checkable
 
 import anyio
 import uvicorn
@@ -29,6 +29,7 @@ from supervisor.surfaces.mcp_tools import ToolBackend, build_mcp_server
 
 __all__ = [
     "TOKEN_ENV",
+    "AuthAudit",
     "ProfileTokenVerifier",
     "SocketToolBackend",
     "main",
@@ -154,15 +155,35 @@ def run_stdio_bridge(socket_path: str | Path, token: str) -> int:
 # --- streamable HTTP in the daemon ------------------------------------------------------
 
 
-class ProfileTokenVerifier:
-    """Bearer tokens are profile tokens: accepted when the profiles file lists their hash."""
+@runtime_checkable
+class AuthAudit(Protocol):
+    """What records a request whose token proved no profile (SupervisorHandle does)."""
 
-    def __init__(self, profiles: ProfileBook) -> None:
+    async def audit_unauthenticated(
+        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
+    ) -> None: ...
+
+
+class ProfileTokenVerifier:
+    """Bearer tokens are profile tokens: accepted when the profiles file lists their hash.
+
+    A token that proves no profile is logged and audited through ``audit`` (when
+    given) before the SDK answers 401.
+    """
+
+    def __init__(self, profiles: ProfileBook, *, audit: AuthAudit | None = None) -> None:
         self._profiles = profiles
+        self._audit = audit
 
     async def verify_token(self, token: str) -> AccessToken | None:
         profile = self._profiles.authenticate(token)
         if profile is None:
+            if self._audit is not None:
+                await self._audit.audit_unauthenticated(
+                    surface="mcp_http",
+                    action="mcp_http_request",
+                    reason="the bearer token proves no profile",
+                )
             return None
         return AccessToken(token=token, client_id=profile.name, scopes=[])
 
@@ -261,7 +282,9 @@ async def _serve_http(
     server = build_mcp_server(
         handle,
         profile_resolver=_http_profile(profiles),
-        token_verifier=ProfileTokenVerifier(profiles),
+        token_verifier=ProfileTokenVerifier(
+            profiles, audit=handle if isinstance(handle, AuthAudit) else None
+        ),
         issuer_url=base,
     )
     # host= makes the SDK reject Host/Origin headers that are not loopback (DNS rebinding).

@@ -119,8 +119,16 @@ async def test_requests_without_a_known_token_get_401(tmp_path: Path) -> None:
         unknown = await raw_post(url, {"Authorization": "Bearer not-a-token"})
         known = await raw_post(url, {"Authorization": f"Bearer {TOKENS[READER.name]}"})
 
+        audit = await h.store.read_audit()
+
     assert (missing, unknown) == (401, 401)
     assert known == 200
+    # The wrong token is a denial like any other: audited, without the token itself.
+    (event,) = [e for e in audit if e["outcome"] == "unauthenticated"]
+    assert event["action"] == "mcp_http_request"
+    assert event["actor"] is None
+    assert event["detail"]["surface"] == "mcp_http"
+    assert "not-a-token" not in str(event)
 
 
 async def test_a_token_removed_from_the_file_stops_working(tmp_path: Path) -> None:
