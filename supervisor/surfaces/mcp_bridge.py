@@ -17,6 +17,7 @@ import uvicorn
 from anyio.abc import TaskStatus
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.client import AsyncClient
 from supervisor.errors import ConfigError, Unavailable
@@ -188,6 +189,27 @@ class ProfileTokenVerifier:
         return AccessToken(token=token, client_id=profile.name, scopes=[])
 
 
+def _has_bearer(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            return bool(value.decode("latin-1").lower().startswith("bearer "))
+    return False
+
+
+def _audit_missing_bearer(app: ASGIApp, audit: AuthAudit) -> ASGIApp:
+    """The SDK answers 401 to a request without a bearer token before any verifier sees
+    it; record that like a wrong token (CORS preflights carry no token by design)."""
+
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") != "OPTIONS" and not _has_bearer(scope):
+            await audit.audit_unauthenticated(
+                surface="mcp_http", action="mcp_http_request", reason="no bearer token was given"
+            )
+        await app(scope, receive, send)
+
+    return asgi
+
+
 def _http_profile(profiles: ProfileBook) -> Callable[[], Profile | None]:
     def resolve() -> Profile | None:
         access = get_access_token()
@@ -279,16 +301,17 @@ async def _serve_http(
 ) -> None:
     host, port = sock.getsockname()[:2]
     base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    audit = handle if isinstance(handle, AuthAudit) else None
     server = build_mcp_server(
         handle,
         profile_resolver=_http_profile(profiles),
-        token_verifier=ProfileTokenVerifier(
-            profiles, audit=handle if isinstance(handle, AuthAudit) else None
-        ),
+        token_verifier=ProfileTokenVerifier(profiles, audit=audit),
         issuer_url=base,
     )
     # host= makes the SDK reject Host/Origin headers that are not loopback (DNS rebinding).
-    app = server.streamable_http_app(host=host)
+    app: ASGIApp = server.streamable_http_app(host=host)
+    if audit is not None:
+        app = _audit_missing_bearer(app, audit)
     config = uvicorn.Config(
         app,
         http="h11",
