@@ -11,7 +11,6 @@ from anyio.abc import TaskStatus
 
 from actors.mailbox import Inbox, Outbox, Reply, ask
 from actors.messages import (
-    AppendAudit,
     ApplyOutcome,
     ApplyRequest,
     ApplyRetirement,
@@ -26,11 +25,10 @@ from actors.messages import (
     ProbeNow,
     RetirementInbox,
     SnapshotRequest,
-    WriteAck,
     WriterInbox,
 )
 from actors.retirement_records import Refused as _Refused
-from actors.retirement_records import audit_event, post_apply_view
+from actors.retirement_records import audit_event, post_apply_view, write_audit
 from actors.retirement_records import refusal as _refusal
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
@@ -189,16 +187,7 @@ class RetirementActor:
         event = audit_event(profile, action, result, at=self._clock.now())
         detail = event["detail"]
         _log.info("audit", **{**detail, **{k: v for k, v in event.items() if k != "detail"}})
-        try:
-            ack: WriteAck = await ask(
-                self._writer,
-                lambda reply: AppendAudit(event=event, reply=reply),
-                actor="registry_writer",
-            )
-            if not ack.ok:
-                _log.error("audit_write_failed", detail=ack.detail)
-        except SupervisorError as exc:
-            _log.error("audit_write_failed", detail=exc.detail)
+        await write_audit(self._writer, event)
 
     # --- requests -------------------------------------------------------------------
 

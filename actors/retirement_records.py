@@ -6,6 +6,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.mailbox import ask
+from actors.messages import AppendAudit, WriteAck, WriterInbox
+from supervisor.errors import SupervisorError
+from supervisor.logs import get_logger
 from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.permissions import Profile
 from supervisor.policy.reasons import OUTCOME_REFUSED
@@ -13,7 +19,16 @@ from supervisor.policy.render import finding_dict
 from supervisor.policy.snapshot import FleetSnapshot
 from supervisor.policy.stamps import format_stamp
 
-__all__ = ["AUDITED_KEYS", "Refused", "audit_event", "post_apply_view", "refusal"]
+__all__ = [
+    "AUDITED_KEYS",
+    "Refused",
+    "audit_event",
+    "post_apply_view",
+    "refusal",
+    "write_audit",
+]
+
+_log = get_logger()
 
 #: Result fields worth keeping in the audit trail: tokens, counts, outcome.
 #: Profiles' secrets never reach a result, so none can reach the audit log.
@@ -50,6 +65,22 @@ def audit_event(
         "outcome": result.get("outcome") or ("allowed" if result.get("success") else "refused"),
         "detail": detail,
     }
+
+
+async def write_audit(
+    writer: MemoryObjectSendStream[WriterInbox], event: Mapping[str, Any]
+) -> None:
+    """Append ``event`` through the registry writer; a failure is logged, never raised,
+    because the answer it records goes out either way."""
+    try:
+        ack: WriteAck = await ask(
+            writer, lambda reply: AppendAudit(event=event, reply=reply), actor="registry_writer"
+        )
+    except SupervisorError as exc:
+        _log.error("audit_write_failed", action=event.get("action"), detail=exc.detail)
+        return
+    if not ack.ok:
+        _log.error("audit_write_failed", action=event.get("action"), detail=ack.detail)
 
 
 def post_apply_view(

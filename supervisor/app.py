@@ -108,6 +108,7 @@ class Supervisor:
             liveness=self._liveness_tx,
             lease_watch=self._leases_tx,
             writer=self._writer_tx,
+            clock=clock,
         )
         self._stop = anyio.Event()
         self.restarts: dict[str, int] = {}

@@ -19,9 +19,10 @@ from supervisor.cli_format import format_apply, format_plan, format_snapshot, fo
 from supervisor.cli_work import add_work_parser, format_work, succeeded, work_request
 from supervisor.config import Settings, default_config_path, load_settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
-from supervisor.launcher import build_launch_config
+from supervisor.launcher import build_launch_config, resolve_server_command, self_command
 from supervisor.namespace_probe import add_probe_parser
 from supervisor.policy.identity import UntrustedInstanceError
+from supervisor.version import package_version
 
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
 
@@ -44,6 +45,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fleet-supervisor", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     parser.add_argument("--config", type=Path, help="supervisor.toml (default: built-in defaults)")
     parser.add_argument("--socket", type=Path, help="override socket.path")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -203,14 +205,19 @@ def _launch_config(args: argparse.Namespace, settings: Settings) -> int:
     if not command:
         sys.stderr.write("launch-config: give the server command after --\n")
         return EXIT_USAGE
+    try:
+        server = resolve_server_command(command[0])
+    except ConfigError as exc:
+        sys.stderr.write(f"launch-config: {exc.detail}\n")
+        return EXIT_USAGE
     wrapper = None
     if args.wrap:
-        executable = shutil.which("fleet-supervisor") or sys.argv[0]
-        wrapper = [executable, "--socket", str(settings.socket.path), "exec"]
+        socket_path = os.path.abspath(settings.socket.path)
+        wrapper = [*self_command(), "--socket", socket_path, "exec"]
     try:
         config = build_launch_config(
             client_type=args.client,
-            command=command[0],
+            command=server,
             args=command[1:],
             instance_id=args.instance_id,
             session_id=args.session_id,

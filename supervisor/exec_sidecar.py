@@ -6,10 +6,12 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import Process
 
 from supervisor.client import keep_registered
@@ -23,7 +25,14 @@ from supervisor.policy.identity import (
     NAMESPACES,
 )
 
-__all__ = ["FORWARDED_SIGNALS", "claims_from_env", "exit_status", "run_exec"]
+__all__ = [
+    "FORWARDED_SIGNALS",
+    "STOP_SIGNALS",
+    "claims_from_env",
+    "exit_status",
+    "releases_on_exit",
+    "run_exec",
+]
 
 _log = get_logger()
 
@@ -37,6 +46,10 @@ FORWARDED_SIGNALS = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
+
+#: The ones that ask a server to stop: how an MCP client (or a shell's Ctrl-C, or
+#: a closing terminal) shuts down what it started.
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 
 
 def claims_from_env(
@@ -67,11 +80,34 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-async def _forward_signals(process: Process) -> None:
-    with anyio.open_signal_receiver(*FORWARDED_SIGNALS) as signals:
-        async for signum in signals:
-            if process.returncode is None:
-                process.send_signal(signum)
+def releases_on_exit(returncode: int, *, stop_requested: bool) -> bool:
+    """Whether the child's exit was a shutdown (release the row) rather than a crash.
+
+    After a stop signal was passed on, any exit is the child obeying it: servers exit
+    0, 128+N, -N or whatever their handler picks. A child killed by a stop signal
+    someone sent it directly was stopped too. Anything else that is not 0 is a crash,
+    and a crashed worker's row is left to go stale and be retired through the
+    evidence-checked path.
+    """
+    if returncode == 0 or stop_requested:
+        return True
+    return returncode < 0 and -returncode in STOP_SIGNALS
+
+
+@dataclass(slots=True)
+class _Forwarder:
+    """Passes signals on to the child and remembers whether one of them asked it to stop."""
+
+    process: Process
+    stop_requested: bool = False
+
+    async def run(self) -> None:
+        with anyio.open_signal_receiver(*FORWARDED_SIGNALS) as signals:
+            async for signum in signals:
+                if signum in STOP_SIGNALS:
+                    self.stop_requested = True
+                if self.process.returncode is None:
+                    self.process.send_signal(signum)
 
 
 async def _supervise_child(
@@ -82,16 +118,25 @@ async def _supervise_child(
     process = await anyio.open_process(
         list(argv), stdin=None, stdout=None, stderr=None, start_new_session=False
     )
+    forwarder = _Forwarder(process)
     async with process, anyio.create_task_group() as tg:
-        tg.start_soon(_forward_signals, process)
+        tg.start_soon(forwarder.run)
         async with keep_registered(socket_path, claims, pid=process.pid) as keeper:
             returncode = await process.wait()
-            if returncode != 0:
-                # A crashed worker is not released: its row goes stale and is
-                # retired through the normal, evidence-checked path.
+            # A signal sent to the whole process group reaches this process and the
+            # child together; let its delivery, already queued, be recorded first.
+            await anyio.lowlevel.checkpoint()
+            released = releases_on_exit(returncode, stop_requested=forwarder.stop_requested)
+            if not released:
                 keeper.abandon()
         tg.cancel_scope.cancel()
-    _log.info("child_exited", pid=process.pid, returncode=returncode)
+    _log.info(
+        "child_exited",
+        pid=process.pid,
+        returncode=returncode,
+        stop_requested=forwarder.stop_requested,
+        released=released,
+    )
     return exit_status(returncode)
 
 

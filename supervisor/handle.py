@@ -32,11 +32,19 @@ from actors.messages import (
     WriteAck,
     WriterInbox,
 )
+from actors.retirement_records import audit_event, write_audit
+from supervisor.clock import Clock, SystemClock
 from supervisor.handle_control import ControlPlaneCalls
+from supervisor.logs import get_logger
 from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry
 
-__all__ = ["SupervisorHandle"]
+__all__ = ["UNAUTHENTICATED_OUTCOME", "SupervisorHandle"]
+
+#: The audit outcome of a request whose token proved no profile.
+UNAUTHENTICATED_OUTCOME = "unauthenticated"
+
+_log = get_logger()
 
 
 class SupervisorHandle(ControlPlaneCalls):
@@ -54,7 +62,9 @@ class SupervisorHandle(ControlPlaneCalls):
         liveness: MemoryObjectSendStream[LivenessInbox],
         lease_watch: MemoryObjectSendStream[LeaseWatchInbox],
         writer: MemoryObjectSendStream[WriterInbox],
+        clock: Clock | None = None,
     ) -> None:
+        self._clock: Clock = clock or SystemClock()
         self._heartbeat = heartbeat
         self._retirement = retirement
         self._liveness = liveness
@@ -206,3 +216,24 @@ class SupervisorHandle(ControlPlaneCalls):
             actor="registry_writer",
         )
         return result
+
+    async def audit_unauthenticated(
+        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
+    ) -> None:
+        """Log and audit a request whose token proved no profile, before it is refused.
+
+        Written through the registry writer like every audit event and committed before
+        the refusal goes out. The token itself is never recorded. A failed write is
+        logged, not raised: the caller is refused either way.
+        """
+        result = {"outcome": UNAUTHENTICATED_OUTCOME, "mutation_performed": False}
+        event = audit_event(None, action, {**result, "reasons": [reason]}, at=self._clock.now())
+        event["detail"] = {**event["detail"], "surface": surface, "peer_pid": peer_pid}
+        _log.warning(
+            "unauthenticated_request",
+            surface=surface,
+            action=action,
+            reason=reason,
+            peer_pid=peer_pid,
+        )
+        await write_audit(self._writer, event)

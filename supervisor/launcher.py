@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from supervisor.errors import ConfigError
 from supervisor.policy.identity import (
     NAMESPACES,
     UntrustedInstanceError,
@@ -16,7 +20,57 @@ from supervisor.policy.identity import (
     normalize_client_name,
 )
 
-__all__ = ["build_launch_config"]
+__all__ = ["build_launch_config", "resolve_server_command", "self_command"]
+
+
+_SCRIPT = "fleet-supervisor"
+
+
+def resolve_server_command(
+    command: str, *, cwd: str | None = None, search_path: str | None = None
+) -> str:
+    """``command`` as an MCP client will find it from whatever directory it starts in.
+
+    A path (anything with a separator, e.g. ``.venv/bin/python``) becomes absolute
+    against ``cwd``. A bare name found on PATH stays a bare name, so the client
+    resolves it through its own PATH as a shell would; if the PATH entry that holds
+    it is itself relative, the name is replaced by the absolute file. A bare name
+    not on PATH is refused: the client could not start it either.
+    """
+    base = cwd if cwd is not None else os.getcwd()
+    separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    if any(sep in command for sep in separators):
+        return os.path.abspath(os.path.join(base, command))
+    entries = (os.environ.get("PATH", os.defpath) if search_path is None else search_path).split(
+        os.pathsep
+    )
+    for entry in entries:
+        # An empty entry is the current directory, as in a shell.
+        directory = os.path.join(base, entry or os.curdir)
+        found = shutil.which(command, path=directory)
+        if found is not None:
+            return command if os.path.isabs(entry) else os.path.abspath(found)
+    raise ConfigError(
+        f"{command!r} is not on PATH; give the server command as a path (e.g. ./{command})"
+    )
+
+
+def self_command() -> list[str]:
+    """An absolute argv prefix that runs this same ``fleet-supervisor`` installation.
+
+    ``sys.argv[0]`` is the script exactly as the shell found it, which is relative
+    when the user typed ``.venv/bin/fleet-supervisor``; a client started elsewhere
+    could not run that, so every form here is absolute.
+    """
+    invoked = sys.argv[0] if sys.argv else ""
+    if os.path.basename(invoked) == _SCRIPT and os.path.isfile(invoked):
+        return [os.path.abspath(invoked)]
+    interpreter = os.path.abspath(sys.executable)
+    # Not os.path.realpath: a venv's python is a symlink whose target is outside the venv.
+    beside = os.path.join(os.path.dirname(interpreter), _SCRIPT)
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return [beside]
+    return [interpreter, "-m", "supervisor.cli"]
 
 
 def build_launch_config(

@@ -10,13 +10,14 @@ import sys
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol, Self, runtime_checkable
 
 import anyio
 import uvicorn
 from anyio.abc import TaskStatus
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.client import AsyncClient
 from supervisor.errors import ConfigError, Unavailable
@@ -29,6 +30,7 @@ from supervisor.surfaces.mcp_tools import ToolBackend, build_mcp_server
 
 __all__ = [
     "TOKEN_ENV",
+    "AuthAudit",
     "ProfileTokenVerifier",
     "SocketToolBackend",
     "main",
@@ -154,17 +156,58 @@ def run_stdio_bridge(socket_path: str | Path, token: str) -> int:
 # --- streamable HTTP in the daemon ------------------------------------------------------
 
 
-class ProfileTokenVerifier:
-    """Bearer tokens are profile tokens: accepted when the profiles file lists their hash."""
+@runtime_checkable
+class AuthAudit(Protocol):
+    """What records a request whose token proved no profile (SupervisorHandle does)."""
 
-    def __init__(self, profiles: ProfileBook) -> None:
+    async def audit_unauthenticated(
+        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
+    ) -> None: ...
+
+
+class ProfileTokenVerifier:
+    """Bearer tokens are profile tokens: accepted when the profiles file lists their hash.
+
+    A token that proves no profile is logged and audited through ``audit`` (when
+    given) before the SDK answers 401.
+    """
+
+    def __init__(self, profiles: ProfileBook, *, audit: AuthAudit | None = None) -> None:
         self._profiles = profiles
+        self._audit = audit
 
     async def verify_token(self, token: str) -> AccessToken | None:
         profile = self._profiles.authenticate(token)
         if profile is None:
+            if self._audit is not None:
+                await self._audit.audit_unauthenticated(
+                    surface="mcp_http",
+                    action="mcp_http_request",
+                    reason="the bearer token proves no profile",
+                )
             return None
         return AccessToken(token=token, client_id=profile.name, scopes=[])
+
+
+def _has_bearer(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            return bool(value.decode("latin-1").lower().startswith("bearer "))
+    return False
+
+
+def _audit_missing_bearer(app: ASGIApp, audit: AuthAudit) -> ASGIApp:
+    """The SDK answers 401 to a request without a bearer token before any verifier sees
+    it; record that like a wrong token (CORS preflights carry no token by design)."""
+
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") != "OPTIONS" and not _has_bearer(scope):
+            await audit.audit_unauthenticated(
+                surface="mcp_http", action="mcp_http_request", reason="no bearer token was given"
+            )
+        await app(scope, receive, send)
+
+    return asgi
 
 
 def _http_profile(profiles: ProfileBook) -> Callable[[], Profile | None]:
@@ -258,14 +301,17 @@ async def _serve_http(
 ) -> None:
     host, port = sock.getsockname()[:2]
     base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    audit = handle if isinstance(handle, AuthAudit) else None
     server = build_mcp_server(
         handle,
         profile_resolver=_http_profile(profiles),
-        token_verifier=ProfileTokenVerifier(profiles),
+        token_verifier=ProfileTokenVerifier(profiles, audit=audit),
         issuer_url=base,
     )
     # host= makes the SDK reject Host/Origin headers that are not loopback (DNS rebinding).
-    app = server.streamable_http_app(host=host)
+    app: ASGIApp = server.streamable_http_app(host=host)
+    if audit is not None:
+        app = _audit_missing_bearer(app, audit)
     config = uvicorn.Config(
         app,
         http="h11",

@@ -21,10 +21,12 @@ from pydantic import AnyHttpUrl, ValidationError
 
 from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
 from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.mcp_control_tools import ControlToolBackend, register_control_tools
+from supervisor.surfaces.mcp_results import flag_error
 from supervisor.surfaces.protocol import parse_manifest, parse_worker_identities
+from supervisor.version import package_version
 
 __all__ = [
     "APPLY_TOOL",
@@ -43,6 +45,9 @@ SNAPSHOT_TOOL = "gitea_snapshot_instance_fleet"
 PLAN_TOOL = "gitea_plan_stale_worker_retirement"
 APPLY_TOOL = "gitea_apply_stale_worker_retirement"
 TOOL_NAMES = (SNAPSHOT_TOOL, PLAN_TOOL, APPLY_TOOL)
+#: Apply can answer ``success: true`` for a compare-and-swap that moved and wrote
+#: nothing; only these outcomes mean it did its job (see mcp_results).
+_APPLY_DONE = frozenset({OUTCOME_APPLIED, OUTCOME_ALREADY_RETIRED})
 
 #: Errors meaning the request was refused before anything ran, so an apply retired nothing.
 #: Backends must raise anything else (ActorStopped, Unavailable, ...) when the answer was lost.
@@ -137,13 +142,17 @@ def _validation_reasons(error: ValidationError) -> list[str]:
 
 
 class _FleetServer(MCPServer[Any]):
-    """Turns argument problems into the structured refusal every other failure already is."""
+    """Turns argument problems into the structured refusal every other failure already is,
+    and marks every refusal, denial and failure ``isError`` (one rule for every tool)."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
+            if isinstance(result, CallToolResult):
+                return flag_error(result, ok_outcomes=_APPLY_DONE if name == APPLY_TOOL else None)
+            return result
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, ToolArgumentError):
@@ -229,6 +238,7 @@ def build_mcp_server(
     )
     server = _FleetServer(
         "fleet-supervisor",
+        version=package_version(),
         instructions=(
             "Fleet supervisor tools: snapshot the worker fleet, plan the retirement of "
             "conclusively stale worker registrations, and apply a plan under compare-and-swap; "

@@ -312,19 +312,19 @@ class _SocketServer:
                 )
             case "snapshot", SnapshotArgs() as args:
                 return await self._handle.snapshot(
-                    self._authenticate(request.token),
+                    await self._authenticate(request, peer),
                     canonical_repository=args.canonical_repository,
                     expected_manifest=args.expected_manifest,
                     expected_live_revision=args.expected_live_revision,
                 )
             case "plan", PlanArgs() as args:
                 return await self._handle.plan(
-                    self._authenticate(request.token),
+                    await self._authenticate(request, peer),
                     canonical_repository=args.canonical_repository,
                 )
             case "apply", ApplyArgs() as args:
                 return await self._handle.apply(
-                    self._authenticate(request.token),
+                    await self._authenticate(request, peer),
                     candidate_fingerprint=args.candidate_fingerprint,
                     worker_identities=args.worker_identities,
                     registry_fingerprint=args.registry_fingerprint,
@@ -337,18 +337,28 @@ class _SocketServer:
                     active_connections=self._active,
                     max_connections=self._settings.max_connections,
                 )
-                return await status_report(self._handle, self._authenticate(request.token), figures)
+                profile = await self._authenticate(request, peer)
+                return await status_report(self._handle, profile, figures)
             case _, ControlArgs() as args:
-                return await dispatch_control(self._handle, self._authenticate(request.token), args)
+                profile = await self._authenticate(request, peer)
+                return await dispatch_control(self._handle, profile, args)
         raise ProtocolError(f"op {request.op!r} has no handler")
 
-    def _authenticate(self, token: str | None) -> Profile:
-        if not token:
-            raise Unauthenticated("this operation needs a profile token (token)")
-        profile = self._profiles.authenticate(token)
-        if profile is None:
-            raise Unauthenticated("the token proves no profile")
-        return profile
+    async def _authenticate(self, request: Request, peer: _Conversation) -> Profile:
+        token = request.token
+        if token:
+            profile = self._profiles.authenticate(token)
+            if profile is not None:
+                return profile
+            reason = "the token proves no profile"
+        else:
+            reason = "this operation needs a profile token (token)"
+        # A denial like any other: logged and audited (committed) before the refusal is sent.
+        peer_pid = peer.credentials[0] if peer.credentials is not None else None
+        await self._handle.audit_unauthenticated(
+            surface="socket", action=request.op, reason=reason, peer_pid=peer_pid
+        )
+        raise Unauthenticated(reason)
 
     def _authorize_pid(self, pid: int, peer: _Conversation, op: str) -> None:
         """A worker may act only for itself, or for its child (the exec sidecar's case)."""

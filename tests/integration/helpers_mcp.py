@@ -11,14 +11,25 @@ from mcp.types import CallToolResult
 from tests.actors.harness import Harness
 from tests.actors.helpers_retirement import PAST_TTL, enroll, ensure_swept
 
-__all__ = ["call", "plan_tokens", "refused_arguments", "stale_fleet"]
+__all__ = ["call", "call_error", "plan_tokens", "refused_arguments", "stale_fleet"]
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """The structured content of a call that ran (no argument error)."""
+    """The structured content of a call that did what it was asked (not flagged ``isError``)."""
+    return await _structured(client, tool, arguments, is_error=False)
+
+
+async def call_error(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """The structured content of a refused, denied or failed call, which must be flagged."""
+    return await _structured(client, tool, arguments, is_error=True)
+
+
+async def _structured(
+    client: Client, tool: str, arguments: dict[str, Any], *, is_error: bool
+) -> dict[str, Any]:
     result = await client.call_tool(tool, arguments)
     assert isinstance(result, CallToolResult)
-    assert result.is_error is False, result.content
+    assert result.is_error is is_error, result.content
     assert isinstance(result.structured_content, dict)
     return result.structured_content
 

@@ -28,7 +28,7 @@ from supervisor.surfaces.mcp_control_tools import (
 from supervisor.surfaces.mcp_tools import build_mcp_server
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.actors.helpers_control import AUTHOR_P, LOOKER_P, MERGER_P, active_leases, events
-from tests.integration.helpers_mcp import call
+from tests.integration.helpers_mcp import call, call_error
 from tests.integration.socket_helpers import serve, short_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -253,18 +253,14 @@ async def test_allocate_through_the_mcp_tools(tmp_path: Path) -> None:
             assert (waiting["outcome"], waiting["owner_session_id"]) == ("wait", "s-1")
             lease = {"session_id": "s-1", "lease_id": taken["lease_proof"]["lease_id"]}
             assert (await call(author, HEARTBEAT_TOOL, **lease))["success"] is True
-            gate = await call(
-                author,
-                CHECK_TOOL,
-                session_id="s-1",
-                kind="issue",
-                number=600,
-                action="push",
-                **WHERE,
-            )
-            assert gate["allowed"] is True
+            push = {"session_id": "s-1", "kind": "issue", "number": 600, "action": "push"}
+            assert (await call(author, CHECK_TOOL, **push, **WHERE))["allowed"] is True
             assert (await call(author, RELEASE_TOOL, **lease))["status"] == "released"
-            incident = await call(
+            # The gate's "no" is a denial: flagged, so a caller that reads only isError stops.
+            closed = await call_error(author, CHECK_TOOL, **push, **WHERE)
+            assert closed["allowed"] is False
+            assert closed["code"]
+            incident = await call_error(
                 author,
                 ALLOCATE_TOOL,
                 session_id="s-1",
@@ -272,12 +268,12 @@ async def test_allocate_through_the_mcp_tools(tmp_path: Path) -> None:
                 **WHERE,
             )
             assert incident["code"] == "invalid_work_kind"
-            other_role = await call(
+            other_role = await call_error(
                 author, ALLOCATE_TOOL, session_id="s-1", candidates=ISSUE, role="merger", **WHERE
             )
             assert other_role["outcome"] == "role_ineligible"
         async with tools_as(h, LOOKER_P) as looker:
-            denied = await call(
+            denied = await call_error(
                 looker, ALLOCATE_TOOL, session_id="s-3", candidates=ISSUE, apply=True, **WHERE
             )
             assert denied["denied"] is True
@@ -301,7 +297,7 @@ async def test_the_stdio_bridge_backend_forwards_control_calls(
         lease = {"session_id": "s-b", "lease_id": taken["lease_proof"]["lease_id"]}
         assert (await call(client, HEARTBEAT_TOOL, **lease))["success"] is True
         assert (await call(client, RELEASE_TOOL, **lease))["status"] == "released"
-        bad = await call(
+        bad = await call_error(
             client, ALLOCATE_TOOL, session_id="s-b", candidates=[], remote="", org="o", repo="r"
         )
         assert bad["success"] is False

@@ -31,7 +31,7 @@ def daemon() -> Iterator[Daemon]:
 
 
 def launch_env(daemon: Daemon) -> dict[str, dict[str, str]]:
-    result = daemon.cli("launch-config", "--client", "codex", "--", "unused-server")
+    result = daemon.cli("launch-config", "--client", "codex", "--", "sh")
     assert result.returncode == 0, result.stderr
     servers = json.loads(result.stdout)["mcpServers"]
     return {name.removeprefix("gitea-"): entry["env"] for name, entry in servers.items()}

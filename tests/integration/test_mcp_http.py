@@ -19,7 +19,7 @@ from supervisor.surfaces.mcp_bridge import serve_mcp_http
 from supervisor.surfaces.mcp_tools import APPLY_TOOL, PLAN_TOOL, TOOL_NAMES
 from tests.actors.harness import AUTHOR, READER, RETIRER, Harness, harness
 from tests.actors.helpers_retirement import status_of
-from tests.integration.helpers_mcp import call, stale_fleet
+from tests.integration.helpers_mcp import call, call_error, stale_fleet
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -91,7 +91,7 @@ async def test_each_token_acts_as_its_own_profile(tmp_path: Path) -> None:
             assert url.endswith("/mcp")
             async with client_for(url, TOKENS[AUTHOR.name]) as author:
                 names = {tool.name for tool in (await author.list_tools()).tools}
-                denied = await call(author, PLAN_TOOL)
+                denied = await call_error(author, PLAN_TOOL)
             async with client_for(url, TOKENS[RETIRER.name]) as retirer:
                 planned = await call(retirer, PLAN_TOOL)
                 applied = await call(
@@ -119,8 +119,20 @@ async def test_requests_without_a_known_token_get_401(tmp_path: Path) -> None:
         unknown = await raw_post(url, {"Authorization": "Bearer not-a-token"})
         known = await raw_post(url, {"Authorization": f"Bearer {TOKENS[READER.name]}"})
 
+        audit = await h.store.read_audit()
+
     assert (missing, unknown) == (401, 401)
     assert known == 200
+    # Both are denials like any other: audited, without the token itself.
+    events = [e for e in audit if e["outcome"] == "unauthenticated"]
+    assert [e["detail"]["reasons"] for e in events] == [
+        ["no bearer token was given"],
+        ["the bearer token proves no profile"],
+    ]
+    assert {(e["action"], e["actor"], e["detail"]["surface"]) for e in events} == {
+        ("mcp_http_request", None, "mcp_http")
+    }
+    assert "not-a-token" not in str(events)
 
 
 async def test_a_token_removed_from_the_file_stops_working(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from supervisor.surfaces.protocol import (
     ok_frame,
     to_wire,
 )
-from tests.integration.helpers_mcp import call
+from tests.integration.helpers_mcp import call, call_error
 
 # The daemon here is a stand-in speaking the socket protocol: these tests pin what the
 # bridge sends and how it relays answers. The run against the real daemon is the CLI's.
@@ -159,8 +159,8 @@ async def test_the_token_may_come_from_the_environment(socket_path: Path) -> Non
 
 async def test_a_refused_token_is_a_structured_refusal(socket_path: Path) -> None:
     async with fake_daemon(socket_path), bridge(socket_path, token="stolen") as client:
-        planned = await call(client, PLAN_TOOL)
-        applied = await call(
+        planned = await call_error(client, PLAN_TOOL)
+        applied = await call_error(
             client,
             APPLY_TOOL,
             candidate_fingerprint="candidatefp-1",
@@ -179,8 +179,8 @@ async def test_a_refused_token_is_a_structured_refusal(socket_path: Path) -> Non
 
 async def test_an_unreachable_daemon_is_reported_not_raised(socket_path: Path) -> None:
     async with bridge(socket_path) as client:
-        planned = await call(client, PLAN_TOOL)
-        applied = await call(
+        planned = await call_error(client, PLAN_TOOL)
+        applied = await call_error(
             client,
             APPLY_TOOL,
             candidate_fingerprint="candidatefp-1",
@@ -204,8 +204,8 @@ async def test_an_unreadable_answer_is_never_reported_as_a_refusal(socket_path: 
         SocketToolBackend(socket_path, TOKEN, timeout=10.0) as backend,
         Client(build_mcp_server(backend, profile_resolver=lambda: None)) as client,
     ):
-        planned = await call(client, PLAN_TOOL)
-        applied = await call(
+        planned = await call_error(client, PLAN_TOOL)
+        applied = await call_error(
             client,
             APPLY_TOOL,
             candidate_fingerprint="candidatefp-1",

@@ -20,7 +20,13 @@ from supervisor.surfaces.mcp_tools import (
 )
 from tests.actors.harness import AUTHOR, READER, REPO, RETIRER, Harness, harness
 from tests.actors.helpers_retirement import status_of
-from tests.integration.helpers_mcp import call, plan_tokens, refused_arguments, stale_fleet
+from tests.integration.helpers_mcp import (
+    call,
+    call_error,
+    plan_tokens,
+    refused_arguments,
+    stale_fleet,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -187,8 +193,8 @@ async def test_author_is_refused_with_a_structured_denial(tmp_path: Path) -> Non
         async with tools_as(h, RETIRER) as client:
             planned = await call(client, PLAN_TOOL)
         async with tools_as(h, AUTHOR) as client:
-            plan_denied = await call(client, PLAN_TOOL)
-            apply_denied = await call(
+            plan_denied = await call_error(client, PLAN_TOOL)
+            apply_denied = await call_error(
                 client,
                 APPLY_TOOL,
                 registry_fingerprint=planned["registry_fingerprint"],
@@ -211,7 +217,7 @@ async def test_reader_without_the_retire_grant_cannot_apply(tmp_path: Path) -> N
         dead, _ = await stale_fleet(h)
         async with tools_as(h, READER) as client:
             planned = await call(client, PLAN_TOOL)
-            denied = await call(
+            denied = await call_error(
                 client,
                 APPLY_TOOL,
                 registry_fingerprint=planned["registry_fingerprint"],
@@ -225,7 +231,7 @@ async def test_reader_without_the_retire_grant_cannot_apply(tmp_path: Path) -> N
 
 async def test_unauthenticated_caller_is_refused(tmp_path: Path) -> None:
     async with harness(tmp_path) as h, tools_as(h, None) as client:
-        result = await call(client, PLAN_TOOL)
+        result = await call_error(client, PLAN_TOOL)
 
     assert result["success"] is False
     assert result["denied"] is True
@@ -273,14 +279,14 @@ async def test_both_or_neither_registry_token_is_refused_by_the_supervisor(
         dead, _ = await stale_fleet(h)
         async with tools_as(h, RETIRER) as client:
             planned = await call(client, PLAN_TOOL)
-            both = await call(
+            both = await call_error(
                 client,
                 APPLY_TOOL,
                 registry_fingerprint=planned["registry_fingerprint"],
                 scope_fingerprint=planned["scope_fingerprint"],
                 **plan_tokens(planned),
             )
-            neither = await call(client, APPLY_TOOL, **plan_tokens(planned))
+            neither = await call_error(client, APPLY_TOOL, **plan_tokens(planned))
         assert await status_of(h, dead["worker_identity"]) == "active"
 
     for refused in (both, neither):

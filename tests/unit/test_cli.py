@@ -10,6 +10,7 @@ import pytest
 
 from supervisor.cli import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
 from supervisor.profiles import ProfileBook
+from supervisor.version import package_version
 
 
 @pytest.fixture(autouse=True)
@@ -55,14 +56,14 @@ def test_apply_needs_exactly_one_fencing_token(capsys: pytest.CaptureFixture[str
 
 
 def test_launch_config_prints_five_servers(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["launch-config", "--client", "codex", "--", "srv", "--flag"]) == EXIT_OK
+    assert main(["launch-config", "--client", "codex", "--", "sh", "--flag"]) == EXIT_OK
     config = json.loads(capsys.readouterr().out)
     assert len(config["mcpServers"]) == 5
     assert config["mcpServers"]["gitea-reviewer"]["args"] == ["--flag"]
 
 
 def test_launch_config_refuses_an_untrusted_instance_id(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["launch-config", "--client", "codex", "--instance-id", "pid-42", "--", "srv"])
+    code = main(["launch-config", "--client", "codex", "--instance-id", "pid-42", "--", "sh"])
     assert code == EXIT_USAGE
     assert "untrusted" in capsys.readouterr().err
 
@@ -93,3 +94,19 @@ def test_operator_command_without_a_daemon_exits_unreachable(
     code = main(["--socket", str(tmp_path / "none.sock"), "status", "--token", "t"])
     assert code == EXIT_UNREACHABLE
     assert "unreachable" in capsys.readouterr().err
+
+
+def test_version_is_the_installed_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == EXIT_OK
+    assert capsys.readouterr().out.strip() == f"fleet-supervisor {package_version()}"
+    assert package_version() != "0+unknown"
+
+
+def test_launch_config_refuses_a_bare_server_name_that_is_not_on_path(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["launch-config", "--client", "codex", "--", "no-such-mcp-server-here"])
+    assert code == EXIT_USAGE
+    assert "not on PATH" in capsys.readouterr().err

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from supervisor.exec_sidecar import claims_from_env, exit_status
-from supervisor.launcher import build_launch_config
+from supervisor.errors import ConfigError
+from supervisor.exec_sidecar import claims_from_env, exit_status, releases_on_exit
+from supervisor.launcher import build_launch_config, resolve_server_command
 from supervisor.policy.identity import (
     NAMESPACES,
     UntrustedInstanceError,
@@ -92,3 +95,33 @@ def test_claims_come_from_the_launcher_environment() -> None:
 @pytest.mark.parametrize(("returncode", "status"), [(0, 0), (3, 3), (-9, 137), (-15, 143)])
 def test_exit_status_is_shell_style(returncode: int, status: int) -> None:
     assert exit_status(returncode) == status
+
+
+def test_server_command_paths_become_absolute_and_bare_names_stay_when_on_path(
+    tmp_path: Path,
+) -> None:
+    assert resolve_server_command("bin/srv", cwd="/opt/app") == "/opt/app/bin/srv"
+    assert resolve_server_command("./srv", cwd="/opt/app") == "/opt/app/srv"
+    assert resolve_server_command("/usr/bin/env", cwd="/elsewhere") == "/usr/bin/env"
+    tool = tmp_path / "bin" / "my-server"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert resolve_server_command("my-server", search_path=str(tool.parent)) == "my-server"
+    # A relative PATH entry only works from this directory: name the file itself.
+    found = resolve_server_command("my-server", cwd=str(tmp_path), search_path="bin")
+    assert found == str(tool)
+
+
+def test_a_bare_server_name_not_on_path_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not on PATH"):
+        resolve_server_command("no-such-server", search_path=str(tmp_path))
+
+
+def test_only_a_crash_leaves_the_row_to_go_stale() -> None:
+    assert releases_on_exit(0, stop_requested=False)
+    assert releases_on_exit(1, stop_requested=True)
+    assert releases_on_exit(-signal.SIGTERM, stop_requested=False)
+    assert not releases_on_exit(1, stop_requested=False)
+    assert not releases_on_exit(-signal.SIGKILL, stop_requested=False)
+    assert not releases_on_exit(-signal.SIGSEGV, stop_requested=False)

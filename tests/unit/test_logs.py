@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,9 +20,16 @@ from supervisor.logs import bind_actor, configure_logging, get_logger
 
 @pytest.fixture(autouse=True)
 def _reset_structlog() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    own = {name: logging.getLogger(name).level for name in ("supervisor", "actors")}
     yield
     structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, own_level in own.items():
+        logging.getLogger(name).setLevel(own_level)
 
 
 def _lines(stream: io.StringIO) -> list[dict[str, Any]]:
@@ -116,3 +124,43 @@ async def test_actor_binding_is_per_task() -> None:
         tg.start_soon(actor, "liveness")
 
     assert sorted(line["actor"] for line in _lines(stream)) == ["heartbeat", "liveness"]
+
+
+def test_stdlib_records_become_json_lines_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("info")
+    logging.getLogger("mcp.server.lowlevel").warning("session %s crashed", "s-1")
+    logging.getLogger("uvicorn.error").info("Started server process")  # below the floor
+    logging.getLogger("supervisor.client").info("registered as %s", "wkr-1")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    foreign, own = (json.loads(line) for line in captured.err.splitlines())
+    assert foreign["event"] == "session s-1 crashed"
+    assert foreign["level"] == "warning"
+    assert foreign["logger"] == "mcp.server.lowlevel"
+    assert datetime.fromisoformat(foreign["timestamp"]).utcoffset() == timedelta(0)
+    assert own["event"] == "registered as wkr-1"
+    assert own["logger"] == "supervisor.client"
+
+
+def test_stdlib_exceptions_are_json_and_basic_config_adds_no_text_handler() -> None:
+    stream = io.StringIO()
+    configure_logging("info", stream=stream)
+    # What the MCP SDK does when a server is built: it must not add a plain-text handler.
+    logging.basicConfig(level="INFO", format="%(message)s")
+    try:
+        raise ValueError("bad frame")
+    except ValueError:
+        logging.getLogger("uvicorn.error").exception("request failed")
+    (line,) = _lines(stream)
+    assert line["event"] == "request failed"
+    assert line["level"] == "error"
+    assert "bad frame" in json.dumps(line["exception"])
+
+
+def test_reconfiguring_replaces_the_stdlib_handler() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    configure_logging("info", stream=first)
+    configure_logging("info", stream=second)
+    logging.getLogger("mcp").error("once")
+    assert first.getvalue() == ""
+    assert [line["event"] for line in _lines(second)] == ["once"]

@@ -14,6 +14,7 @@ from supervisor.errors import ActorStopped, PermissionDenied, SupervisorError, U
 from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.mcp_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL, build_mcp_server
+from supervisor.version import package_version
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +31,9 @@ class Recorder:
     """A ToolBackend that records each call and answers with ``answer`` (or raises ``error``)."""
 
     error: SupervisorError | None = None
-    answer: Mapping[str, Any] = field(default_factory=lambda: {"success": True})
+    answer: Mapping[str, Any] = field(
+        default_factory=lambda: {"success": True, "outcome": "applied"}
+    )
     calls: list[tuple[str, Profile | None, dict[str, Any]]] = field(default_factory=list)
 
     def _record(self, op: str, profile: Profile | None, **args: Any) -> Mapping[str, Any]:
@@ -81,11 +84,13 @@ class Recorder:
         )
 
 
-async def structured(backend: Recorder, tool: str, **arguments: Any) -> dict[str, Any]:
+async def structured(
+    backend: Recorder, tool: str, *, expect_error: bool = False, **arguments: Any
+) -> dict[str, Any]:
     async with Client(build_mcp_server(backend, profile_resolver=lambda: OPERATOR)) as client:
         result = await client.call_tool(tool, arguments)
     assert isinstance(result, CallToolResult)
-    assert result.is_error is False, result.content
+    assert result.is_error is expect_error, result.content
     assert isinstance(result.structured_content, dict)
     return result.structured_content
 
@@ -170,7 +175,9 @@ async def test_the_audit_context_is_echoed_with_the_repository_the_supervisor_us
 
 @pytest.mark.parametrize("tool", [SNAPSHOT_TOOL, PLAN_TOOL])
 async def test_a_lost_answer_to_a_read_is_a_structured_failure(tool: str) -> None:
-    result = await structured(Recorder(error=ActorStopped("retirement stopped")), tool)
+    result = await structured(
+        Recorder(error=ActorStopped("retirement stopped")), tool, expect_error=True
+    )
 
     assert result["success"] is False
     assert result["outcome"] == "failed"
@@ -181,7 +188,7 @@ async def test_a_lost_answer_to_a_read_is_a_structured_failure(tool: str) -> Non
 
 async def test_a_refused_apply_retired_nothing() -> None:
     result = await structured(
-        Recorder(error=PermissionDenied("no grant")), APPLY_TOOL, **APPLY_ARGS
+        Recorder(error=PermissionDenied("no grant")), APPLY_TOOL, expect_error=True, **APPLY_ARGS
     )
 
     assert result["outcome"] == "refused"
@@ -194,7 +201,7 @@ async def test_a_refused_apply_retired_nothing() -> None:
 async def test_a_lost_answer_to_an_apply_does_not_claim_nothing_was_retired(
     error: SupervisorError,
 ) -> None:
-    result = await structured(Recorder(error=error), APPLY_TOOL, **APPLY_ARGS)
+    result = await structured(Recorder(error=error), APPLY_TOOL, expect_error=True, **APPLY_ARGS)
 
     assert result["success"] is False
     assert result["outcome"] == "outcome_unknown"
@@ -202,3 +209,42 @@ async def test_a_lost_answer_to_an_apply_does_not_claim_nothing_was_retired(
     assert "retired_count" not in result
     assert result["error"] == error.code
     assert any("plan again" in reason for reason in result["reasons"])
+
+
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [
+        # A compare-and-swap that moved wrote nothing although the call itself went fine.
+        ({"success": True, "outcome": "registry_revision_moved", "retired_count": 0}, True),
+        ({"success": False, "outcome": "mass_retirement_guard", "retired_count": 0}, True),
+        ({"success": True, "outcome": "nothing_requested", "retired_count": 0}, True),
+        ({"success": True, "outcome": "already_retired", "retired_count": 0}, False),
+        ({"success": True, "outcome": "applied", "retired_count": 1}, False),
+    ],
+)
+async def test_apply_is_an_error_unless_it_applied(answer: dict[str, Any], flagged: bool) -> None:
+    result = await structured(
+        Recorder(answer=answer), APPLY_TOOL, expect_error=flagged, **APPLY_ARGS
+    )
+    # The structured answer travels either way, reason code included.
+    assert result["outcome"] == answer["outcome"]
+
+
+async def test_a_denied_read_is_flagged_and_an_unsafe_fleet_is_not() -> None:
+    denied = {"success": False, "outcome": "refused", "reasons": ["no grant"], "denied": True}
+    body = await structured(Recorder(answer=denied), PLAN_TOOL, expect_error=True)
+    assert body["reasons"] == ["no grant"]
+    unsafe = {"success": True, "live_fleet_safe": False, "blockers": ["duplicate"]}
+    assert (await structured(Recorder(answer=unsafe), SNAPSHOT_TOOL))["live_fleet_safe"] is False
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_server_info_names_the_package_version(mode: str) -> None:
+    """``legacy`` is the initialize handshake; ``auto`` discovers (2026-era servers)."""
+    server = build_mcp_server(Recorder(), profile_resolver=lambda: OPERATOR)
+    async with Client(server, mode=mode) as client:
+        info = client.server_info
+    assert info is not None
+    assert info.name == "fleet-supervisor"
+    assert info.version == package_version()
+    assert info.version != "0+unknown"

@@ -1,0 +1,70 @@
+"""A wrong or missing token at the real daemon's socket is refused, logged and audited."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+from contextlib import closing
+from typing import Any
+
+import pytest
+
+from supervisor.client import AsyncClient, RemoteError
+from tests.integration.daemon import running_daemon, wait_ready
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+async def _refused(client: AsyncClient, op: str) -> RemoteError:
+    with pytest.raises(RemoteError) as refused:
+        await client.request(op, {})
+    return refused.value
+
+
+async def test_a_wrong_token_leaves_an_audit_row_and_a_warning() -> None:
+    with running_daemon() as daemon:
+        await wait_ready(daemon)
+        wrong = AsyncClient(daemon.socket, token="not-a-token", timeout=30.0)
+        missing = AsyncClient(daemon.socket, token=None, timeout=30.0)
+        try:
+            plan = await _refused(wrong, "plan")
+            status = await _refused(missing, "status")
+        finally:
+            await wrong.aclose()
+            await missing.aclose()
+        # Committed before the refusal was sent: readable while the daemon still runs.
+        with closing(
+            sqlite3.connect(f"file:{daemon.workdir / 'registry.sqlite3'}?mode=ro", uri=True)
+        ) as db:
+            rows = db.execute(
+                "SELECT actor, role, action, outcome, detail FROM audit_events "
+                "WHERE outcome = 'unauthenticated' ORDER BY event_id"
+            ).fetchall()
+        # Stopped here, so its whole log is written and still on disk.
+        daemon.process.send_signal(signal.SIGTERM)
+        assert daemon.process.wait(timeout=30) == 0
+        log = (daemon.workdir / "daemon.log").read_text()
+
+    assert (plan.remote_code, status.remote_code) == ("unauthenticated", "unauthenticated")
+    assert [(actor, role, action) for actor, role, action, _, _ in rows] == [
+        (None, None, "plan"),
+        (None, None, "status"),
+    ]
+    details = [json.loads(detail) for *_, detail in rows]
+    assert [d["reasons"] for d in details] == [
+        ["the token proves no profile"],
+        ["this operation needs a profile token (token)"],
+    ]
+    assert {d["surface"] for d in details} == {"socket"}
+    assert {d["peer_pid"] for d in details} == {os.getpid()}
+    assert "not-a-token" not in log + json.dumps(details)
+
+    # Every line the daemon wrote is JSON, the SDK's and uvicorn's included.
+    lines: list[dict[str, Any]] = [json.loads(line) for line in log.splitlines()]
+    warnings = [line for line in lines if line["event"] == "unauthenticated_request"]
+    assert [(w["level"], w["action"]) for w in warnings] == [
+        ("warning", "plan"),
+        ("warning", "status"),
+    ]
