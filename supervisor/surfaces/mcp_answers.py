@@ -10,7 +10,9 @@ from supervisor.policy.reasons import OUTCOME_REFUSED
 
 __all__ = ["OUTCOME_FAILED", "OUTCOME_UNKNOWN", "tool_answer"]
 
+#: A call that got no usable answer.
 OUTCOME_FAILED = "failed"
+#: A mutation whose answer was lost: it may or may not have changed anything.
 OUTCOME_UNKNOWN = "outcome_unknown"
 
 

@@ -23,7 +23,9 @@ from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
 from supervisor.policy.permissions import Profile
 from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.policy.snapshot import ManifestEntry
+from supervisor.surfaces.mcp_answers import OUTCOME_FAILED, OUTCOME_UNKNOWN
 from supervisor.surfaces.mcp_control_tools import ControlToolBackend, register_control_tools
+from supervisor.surfaces.mcp_health_tools import ASSESS_HEALTH_TOOL
 from supervisor.surfaces.mcp_results import flag_error
 from supervisor.surfaces.protocol import parse_manifest, parse_worker_identities
 from supervisor.version import package_version
@@ -52,10 +54,6 @@ _APPLY_DONE = frozenset({OUTCOME_APPLIED, OUTCOME_ALREADY_RETIRED})
 #: Errors meaning the request was refused before anything ran, so an apply retired nothing.
 #: Backends must raise anything else (ActorStopped, Unavailable, ...) when the answer was lost.
 _REFUSALS = (ProtocolError, PermissionDenied)
-#: A read (snapshot, plan) that got no usable answer.
-OUTCOME_FAILED = "failed"
-#: An apply whose answer was lost: it may or may not have retired rows.
-OUTCOME_UNKNOWN = "outcome_unknown"
 _T = TypeVar("_T")
 
 ProfileResolver = Callable[[], Profile | None]
@@ -151,7 +149,11 @@ class _FleetServer(MCPServer[Any]):
         try:
             result = await super().call_tool(name, arguments, context)
             if isinstance(result, CallToolResult):
-                return flag_error(result, ok_outcomes=_APPLY_DONE if name == APPLY_TOOL else None)
+                return flag_error(
+                    result,
+                    ok_outcomes=_APPLY_DONE if name == APPLY_TOOL else None,
+                    success_is_verdict=name == ASSESS_HEALTH_TOOL,
+                )
             return result
         except ToolError as exc:
             cause = exc.__cause__

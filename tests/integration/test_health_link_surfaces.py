@@ -28,7 +28,7 @@ from supervisor.surfaces.mcp_health_tools import (
 from supervisor.surfaces.mcp_tools import build_mcp_server
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.actors.helpers_control import CONTROLLER_P, MERGER_P, SHA_1, events
-from tests.integration.helpers_mcp import call
+from tests.integration.helpers_mcp import call, call_error
 from tests.integration.socket_helpers import serve, short_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -186,7 +186,7 @@ async def test_the_tools_through_the_mcp_client(tmp_path: Path) -> None:
             assert (offline["healthy"], offline["ide_namespace_proven"]) == (True, False)
             gate = await call(merger, HEALTH_GATE_TOOL, session_id="s-t", task="merge_pr")
             assert "probe_source=offline_spawn" in gate["reasons"][0]
-            refused = await call(merger, CHECK_TOOL, session_id="s-t", action="merge", **PR)
+            refused = await call_error(merger, CHECK_TOOL, session_id="s-t", action="merge", **PR)
             assert refused["code"] == "namespace_unhealthy"
             proven = await call(
                 merger,
@@ -200,7 +200,7 @@ async def test_the_tools_through_the_mcp_client(tmp_path: Path) -> None:
             assert proven["ide_namespace_proven"] is True
             allowed = await call(merger, CHECK_TOOL, session_id="s-t", action="merge", **PR)
             assert allowed["allowed"] is True
-            denied = await call(merger, UPSERT_LINK_TOOL, **LINK)
+            denied = await call_error(merger, UPSERT_LINK_TOOL, **LINK)
             assert denied["denied"] is True
         async with tools(h, CONTROLLER_P) as controller:
             made = await call(controller, UPSERT_LINK_TOOL, **LINK, linked_pr_numbers=[12])
