@@ -120,11 +120,15 @@ def candidate_from_mapping(data: Mapping[str, Any]) -> Candidate:
     """A candidate from plain JSON values; unknown keys are refused, not ignored.
 
     A misspelt signal (``blokced: true``) silently dropped would route work that
-    its sender meant to hold back.
+    its sender meant to hold back. A null value means "not given" and takes the
+    field's default (``state`` open, ``priority`` 0, every signal false): an
+    inventory exported from a tracker writes nulls for fields it has no value for,
+    and one such field must not refuse the whole request.
     """
     unknown = sorted(set(data) - CANDIDATE_FIELDS)
     if unknown:
         raise _refuse(f"unknown candidate field(s): {', '.join(unknown)[:200]}")
+    data = {key: value for key, value in data.items() if value is not None}
     flags: dict[str, bool] = {}
     for name in _BOOL_FIELDS:
         value = data.get(name, False)

@@ -106,6 +106,35 @@ async def test_allocate_heartbeat_check_release_over_the_socket(
         ]
 
 
+async def test_allocate_over_the_socket_takes_defaults_for_null_candidate_fields(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    # The socket's own decoding (shape check, then the handle's candidate parsing)
+    # must not turn an exported inventory's nulls into a refusal of the request.
+    nulls = {"priority": None, "state": None, "blocked": None, "labels": None}
+    candidates = [
+        {"kind": "issue", "number": 600, **nulls},
+        {"kind": "issue", "number": 601, "priority": 2},
+    ]
+    async with (
+        daemon(tmp_path, sock_dir) as d,
+        AsyncClient(d.path, token=d.tokens["cp-author"]) as client,
+    ):
+        base = {**WHERE, "session_id": "s-nulls", "candidates": candidates}
+        preview = await client.request("allocate", base)
+        assert preview["outcome"] == "preview", preview
+        assert preview["selected"]["number"] == 601
+        taken = await client.request("allocate", {**base, "apply": True})
+        assert taken["outcome"] == "assigned_work", taken
+        again = await client.request(
+            "allocate",
+            {**WHERE, "session_id": "s-other", "candidates": candidates[:1]},
+        )
+        # The null-priority, null-state, null-blocked issue is open, unblocked work.
+        assert again["outcome"] == "preview", again
+        assert again["selected"]["number"] == 600
+
+
 async def test_socket_permissions_and_shapes(tmp_path: Path, sock_dir: Path) -> None:
     async with daemon(tmp_path, sock_dir) as d:
         async with AsyncClient(d.path) as anonymous:

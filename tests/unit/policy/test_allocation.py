@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from supervisor.policy.allocation import (
+    CANDIDATE_FIELDS,
     OUTCOME_ASSIGNED,
     OUTCOME_BLOCKED_TERMINAL,
     OUTCOME_NO_SAFE,
@@ -273,6 +274,34 @@ def test_candidates_parse_from_json_values() -> None:
     assert expected_role(parsed) == "merger"
     assert parsed.labels == ("status:ready",)
     assert parsed.created_at == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_null_fields_take_their_documented_defaults() -> None:
+    # What a tracker export writes for fields it has no value for.
+    nulls = dict.fromkeys(CANDIDATE_FIELDS - {"kind", "number"})
+    parsed = candidate_from_mapping({"kind": "issue", "number": 4, **nulls})
+    assert parsed == Candidate(kind="issue", number=4)
+    assert (parsed.state, parsed.priority, parsed.blocked) == ("open", 0, False)
+    assert parsed.labels == ()
+
+
+def test_null_signals_route_like_absent_ones() -> None:
+    with_nulls = candidates_from_mappings(
+        [
+            {"kind": "issue", "number": 1, "priority": None, "state": None, "blocked": None},
+            {"kind": "issue", "number": 2, "priority": 5},
+        ]
+    )
+    routing = route(with_nulls, role="author", session_id="s-1", terminal_pr=None, holders={})
+    assert routing.selected is not None
+    assert routing.selected.number == 2
+    assert routing.skipped == ()
+
+
+@pytest.mark.parametrize("field", ["kind", "number"])
+def test_null_kind_or_number_is_still_refused(field: str) -> None:
+    with pytest.raises(ControlPlaneRefusal):
+        candidate_from_mapping({"kind": "issue", "number": 1, field: None})
 
 
 @pytest.mark.parametrize(
