@@ -10,6 +10,8 @@ from actors.messages import ApplyRetirement
 from supervisor.clock import Clock
 from supervisor.gc_pause import gc_paused
 from supervisor.policy.apply_rules import (
+    MASS_GUARD_FLOOR_KEY,
+    MASS_GUARD_SHARE_KEY,
     TargetVerdict,
     check_mass_guard,
     precheck_apply,
@@ -251,6 +253,8 @@ async def _decide_and_write(
     result["idempotent"] = pre.outcome == "already_retired"
     if pre.outcome is not None:
         result["reasons"] = [pre.reason]
+        if pre.omitted_candidates:
+            result["omitted_candidates"] = list(pre.omitted_candidates)
         result["preserved"] = [_verdict_dict(v) for v in pre.preserved]
         result["preserved_count"] = len(pre.preserved)
         return result
@@ -271,6 +275,10 @@ async def _decide_and_write(
             "host_active_rows": guard.host_active_rows,
             "max_share": guard.max_share,
             "floor": guard.floor,
+            "settings": {
+                MASS_GUARD_SHARE_KEY: guard.max_share,
+                MASS_GUARD_FLOOR_KEY: guard.floor,
+            },
         }
         return result
 

@@ -13,6 +13,7 @@ from .fingerprints import candidate_fingerprint, registry_fingerprint, scope_fin
 from .liveness import STATUS_ACTIVE, STATUS_RETIRED
 from .reasons import (
     OUTCOME_ALREADY_RETIRED,
+    OUTCOME_CANDIDATE_SUBSET,
     OUTCOME_CANDIDATES_MOVED,
     OUTCOME_MASS_GUARD,
     OUTCOME_REGISTRY_MOVED,
@@ -23,6 +24,8 @@ from .reasons import (
 )
 
 __all__ = [
+    "MASS_GUARD_FLOOR_KEY",
+    "MASS_GUARD_SHARE_KEY",
     "OUTCOME_MASS_GUARD",
     "ApplyPrecheck",
     "MassGuard",
@@ -34,6 +37,10 @@ __all__ = [
 ]
 
 TokenMode = Literal["strict", "scoped"]
+
+#: The settings behind the mass guard, named as an operator finds them in supervisor.toml.
+MASS_GUARD_SHARE_KEY = "retirement.mass_guard_share"
+MASS_GUARD_FLOOR_KEY = "retirement.mass_guard_floor"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +69,8 @@ class ApplyPrecheck:
     target_entries: tuple[PlanEntry, ...]
     preserved: tuple[TargetVerdict, ...]
     reason: str
+    #: Candidates of the plan that the request left out (``candidate_subset_requested``).
+    omitted_candidates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,7 +108,12 @@ def precheck_apply(
     current = _token(mode, rows, requested)
     by_identity = {canon(row.get("worker_identity")): row for row in rows}
 
-    def stop(outcome: str, reason: str, candidate_fp: str | None = None) -> ApplyPrecheck:
+    def stop(
+        outcome: str,
+        reason: str,
+        candidate_fp: str | None = None,
+        omitted: tuple[str, ...] = (),
+    ) -> ApplyPrecheck:
         return ApplyPrecheck(
             outcome=outcome,
             compared_token=token_name,
@@ -112,6 +126,28 @@ def precheck_apply(
                 for w in requested
             ),
             reason=reason,
+            omitted_candidates=omitted,
+        )
+
+    def subset_stop() -> ApplyPrecheck | None:
+        # Only the whole candidate set a plan reviewed may be applied: the mass
+        # guard judges one request, so slicing a plan into small requests would walk
+        # past it, and the tokens vouch for the set, not for any part of it.
+        if fresh_plan.candidate_fingerprint != expected_candidate_fingerprint:
+            return None
+        wanted = set(requested)
+        omitted = tuple(c for c in fresh_plan.candidate_worker_identities if c not in wanted)
+        if not omitted:
+            return None
+        total = len(fresh_plan.candidates)
+        more = len(omitted) - 10
+        shown = ", ".join(omitted[:10]) + (f" and {more} more" if more > 0 else "")
+        return stop(
+            OUTCOME_CANDIDATE_SUBSET,
+            f"the request leaves out {len(omitted)} of the plan's {total} candidates ({shown}); "
+            "apply takes a plan's whole candidate set or nothing, so retiring nothing",
+            fresh_plan.candidate_fingerprint,
+            omitted,
         )
 
     if current != expected_token:
@@ -119,6 +155,10 @@ def precheck_apply(
             str((by_identity.get(w) or {}).get("status") or "") == STATUS_RETIRED for w in requested
         ):
             return stop(OUTCOME_ALREADY_RETIRED, "every requested row is already retired")
+        # A scope token is computed over the requested identities, so a subset moves it
+        # too; say what actually happened rather than blame the registry.
+        if mode == "scoped" and (subset := subset_stop()) is not None:
+            return subset
         moved = OUTCOME_REGISTRY_MOVED if mode == "strict" else OUTCOME_SCOPE_MOVED
         return stop(moved, f"{token_name} moved between plan and apply; retiring nothing")
 
@@ -137,6 +177,8 @@ def precheck_apply(
             "the candidate set changed between plan and apply; retiring nothing",
             current_candidates,
         )
+    if mode == "strict" and (subset := subset_stop()) is not None:
+        return subset
 
     eligible = {str(c.worker_identity): c for c in fresh_plan.candidates}
     targets: list[Mapping[str, Any]] = []
@@ -205,8 +247,12 @@ def check_mass_guard(
         max_share=max_share,
         floor=floor,
         reason=(
-            f"apply would retire {would_retire} of {host_active} active rows on this host, "
-            f"more than the allowed share {max_share:.0%}"
+            f"apply would retire {would_retire} of the {host_active} active rows on this host: "
+            f"more than {MASS_GUARD_SHARE_KEY} = {max_share:g} ({max_share:.0%}) of them and "
+            f"more than {MASS_GUARD_FLOOR_KEY} = {floor} rows. When this much of a fleet looks "
+            "dead at once the observer is more likely broken than the fleet; if these workers "
+            f"really are gone, raise {MASS_GUARD_SHARE_KEY} or {MASS_GUARD_FLOOR_KEY} in "
+            "supervisor.toml and restart the supervisor"
         ),
     )
 

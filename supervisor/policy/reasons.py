@@ -7,6 +7,7 @@ __all__ = [
     "OUTCOME_ALREADY_RETIRED",
     "OUTCOME_APPLIED",
     "OUTCOME_CANDIDATES_MOVED",
+    "OUTCOME_CANDIDATE_SUBSET",
     "OUTCOME_MASS_GUARD",
     "OUTCOME_NOTHING_REQUESTED",
     "OUTCOME_PLANNED",
@@ -66,6 +67,8 @@ OUTCOME_APPLIED = "applied"
 OUTCOME_REGISTRY_MOVED = "registry_revision_moved"
 OUTCOME_SCOPE_MOVED = "scope_moved"
 OUTCOME_CANDIDATES_MOVED = "candidate_set_moved"
+#: The request left out candidates of the plan its tokens came from.
+OUTCOME_CANDIDATE_SUBSET = "candidate_subset_requested"
 OUTCOME_ALREADY_RETIRED = "already_retired"
 OUTCOME_NOTHING_REQUESTED = "nothing_requested"
 OUTCOME_TRANSACTION_FAILED = "transaction_failed"
@@ -80,6 +83,7 @@ OUTCOMES = frozenset(
         OUTCOME_REGISTRY_MOVED,
         OUTCOME_SCOPE_MOVED,
         OUTCOME_CANDIDATES_MOVED,
+        OUTCOME_CANDIDATE_SUBSET,
         OUTCOME_ALREADY_RETIRED,
         OUTCOME_NOTHING_REQUESTED,
         OUTCOME_TRANSACTION_FAILED,

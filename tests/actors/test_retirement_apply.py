@@ -18,6 +18,7 @@ from supervisor.errors import StoreError
 from supervisor.policy.reasons import (
     OUTCOME_ALREADY_RETIRED,
     OUTCOME_APPLIED,
+    OUTCOME_CANDIDATE_SUBSET,
     OUTCOME_CANDIDATES_MOVED,
     OUTCOME_MASS_GUARD,
     OUTCOME_NOTHING_REQUESTED,
@@ -379,12 +380,19 @@ async def test_mass_retirement_guard_refuses_with_its_numbers(tmp_path: Path) ->
             "host_active_rows": 4,
             "max_share": 0.5,
             "floor": 2,
+            "settings": {"retirement.mass_guard_share": 0.5, "retirement.mass_guard_floor": 2},
         }
+        (reason,) = result["reasons"]
+        # The operator is told which knobs refused and what they are set to.
+        assert "retirement.mass_guard_share = 0.5 (50%)" in reason
+        assert "retirement.mass_guard_floor = 2 rows" in reason
         assert await _all_active(h)
-        # Within the guard (a subset of two) the same plan still applies.
+        # Slicing the plan into requests the guard would let through is refused too.
         subset = await apply_plan(h, planned, identities=planned["candidate_worker_identities"][:2])
-        assert subset["outcome"] == OUTCOME_APPLIED
-        assert subset["retired_count"] == 2
+        assert subset["outcome"] == OUTCOME_CANDIDATE_SUBSET
+        assert subset["omitted_candidates"] == planned["candidate_worker_identities"][2:]
+        _assert_nothing_retired(subset)
+        assert await _all_active(h)
 
 
 async def test_default_guard_lets_a_small_fleet_be_cleaned_up(tmp_path: Path) -> None:
@@ -526,18 +534,26 @@ async def test_an_unprobeable_pid_at_the_reprobe_is_refused(tmp_path: Path) -> N
 # --- narrowing and widening ------------------------------------------------------------
 
 
-async def test_strict_apply_of_a_subset_retires_only_that_subset(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_apply_of_a_subset_of_the_plan_is_refused_as_a_subset(
+    tmp_path: Path, mode: Mode
+) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 3)
+        await _stale_fleet(h, 3)
         planned = await plan(h)
         chosen = planned["candidate_worker_identities"][:1]
 
-        result = await apply_plan(h, planned, identities=chosen)
+        result = await apply_plan(h, planned, mode=mode, identities=chosen)
 
-        assert result["outcome"] == OUTCOME_APPLIED
-        assert [r["worker_identity"] for r in result["retired"]] == chosen
-        statuses = {i: await status_of(h, i) for i in _ids(gone)}
-        assert statuses == {i: ("retired" if i in chosen else "active") for i in _ids(gone)}
+        assert result["outcome"] == OUTCOME_CANDIDATE_SUBSET
+        assert result["omitted_candidates"] == planned["candidate_worker_identities"][1:]
+        (reason,) = result["reasons"]
+        assert "leaves out 2 of the plan's 3 candidates" in reason
+        assert [(p["worker_identity"], p["reason_code"]) for p in result["preserved"]] == [
+            (chosen[0], OUTCOME_CANDIDATE_SUBSET)
+        ]
+        _assert_nothing_retired(result)
+        assert await _all_active(h)
 
 
 async def test_strict_subset_is_refused_when_a_protection_appears_after_plan(
@@ -557,23 +573,26 @@ async def test_strict_subset_is_refused_when_a_protection_appears_after_plan(
         assert await _all_active(h)
 
 
-@pytest.mark.parametrize("change", ["subset", "superset", "swapped"])
-async def test_scoped_apply_of_a_different_set_than_planned_is_scope_moved(
-    tmp_path: Path, change: str
+@pytest.mark.parametrize(
+    ("change", "outcome"),
+    [("superset", OUTCOME_SCOPE_MOVED), ("swapped", OUTCOME_CANDIDATE_SUBSET)],
+)
+async def test_scoped_apply_of_a_different_set_than_planned_retires_nothing(
+    tmp_path: Path, change: str, outcome: str
 ) -> None:
     async with harness(tmp_path) as h:
         _, running = await _stale_fleet(h, 2, live=1)
         planned = await plan(h)
         candidates = list(planned["candidate_worker_identities"])
         chosen = {
-            "subset": candidates[:1],
+            # A wider request moves the scope token; one that drops a candidate is a subset.
             "superset": [*candidates, str(running[0]["worker_identity"])],
             "swapped": [candidates[0], str(running[0]["worker_identity"])],
         }[change]
 
         result = await apply_plan(h, planned, mode="scoped", identities=chosen)
 
-        assert result["outcome"] == OUTCOME_SCOPE_MOVED
+        assert result["outcome"] == outcome
         _assert_nothing_retired(result)
         assert await _all_active(h)
 

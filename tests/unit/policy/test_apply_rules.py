@@ -187,9 +187,9 @@ def test_scoped_candidate_check_ignores_verdicts_outside_the_scope() -> None:
 def test_missing_registration_and_fresh_reason_for_a_target_outside_the_plan() -> None:
     rows = _fleet()
     plan = make_plan(rows, evidence=EVIDENCE)
-    result = _precheck(plan, rows, "strict", requested=["w-1", "w-live", "w-ghost"])
+    result = _precheck(plan, rows, "strict", requested=["w-1", "w-2", "w-live", "w-ghost"])
     assert result.outcome is None
-    assert [t["worker_identity"] for t in result.targets] == ["w-1"]
+    assert [t["worker_identity"] for t in result.targets] == ["w-1", "w-2"]
     preserved = {p.worker_identity: p for p in result.preserved}
     assert preserved["w-live"].reason_code == R.REASON_WORKER_LIVE
     assert preserved["w-live"].evidence is not None
@@ -207,7 +207,7 @@ def test_target_absent_from_the_fresh_plan_is_not_in_current_plan() -> None:
         mode="strict",
         expected_token=plan.registry_fingerprint,
         expected_candidate_fingerprint=plan.candidate_fingerprint,
-        requested=["w-1", "w-live"],
+        requested=["w-1", "w-2", "w-live"],
         fresh_plan=make_plan(rows[:2], evidence=EVIDENCE),
     )
     assert result.outcome is None
@@ -221,6 +221,43 @@ def test_scoped_request_wider_than_the_plan_moves_the_scope() -> None:
     rows = _fleet()
     plan = make_plan(rows, evidence=EVIDENCE)
     result = _precheck(plan, rows, "scoped", requested=["w-1", "w-2", "w-live"])
+    assert result.outcome == R.OUTCOME_SCOPE_MOVED
+
+
+# --- the whole candidate set or nothing ------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "requested",
+    [["w-1"], ["w-2"], ["w-1", "w-live"], ["w-2", "w-ghost"]],
+    ids=["first", "second", "with a live row", "with a missing row"],
+)
+def test_a_subset_of_the_plans_candidates_is_refused_as_such(
+    mode: TokenMode, requested: list[str]
+) -> None:
+    rows = _fleet()
+    plan = make_plan(rows, evidence=EVIDENCE)
+    result = _precheck(plan, rows, mode, requested=requested)
+    assert result.outcome == R.OUTCOME_CANDIDATE_SUBSET
+    assert result.targets == ()
+    omitted = tuple(c for c in ("w-1", "w-2") if c not in requested)
+    assert result.omitted_candidates == omitted
+    assert f"leaves out 1 of the plan's 2 candidates ({omitted[0]})" in result.reason
+    assert "whole candidate set" in result.reason
+    assert [(p.worker_identity, p.reason_code) for p in result.preserved] == [
+        (w, R.OUTCOME_CANDIDATE_SUBSET) for w in requested
+    ]
+
+
+def test_a_scoped_subset_after_the_scope_really_moved_is_scope_moved() -> None:
+    # When the plan's candidates no longer match, the subset cannot be proven and the
+    # moved scope is what is reported.
+    rows = _fleet()
+    plan = make_plan(rows, evidence=EVIDENCE)
+    moved = [dict(r) for r in rows]
+    moved[1]["last_heartbeat_at"] = ago(1)
+    result = _precheck(plan, moved, "scoped", requested=["w-1"])
     assert result.outcome == R.OUTCOME_SCOPE_MOVED
 
 
@@ -255,7 +292,9 @@ def test_mass_guard(would_retire: int, host_active: int, floor: int, refused: bo
         assert guard.host_active_rows == host_active
         assert guard.max_share == 0.5
         assert guard.floor == floor
-        assert str(would_retire) in guard.reason
+        assert f"retire {would_retire} of the {host_active} active rows" in guard.reason
+        assert "retirement.mass_guard_share = 0.5 (50%)" in guard.reason
+        assert f"retirement.mass_guard_floor = {floor} rows" in guard.reason
 
 
 def test_mass_guard_counts_only_this_hosts_active_rows() -> None:
