@@ -48,7 +48,6 @@ from supervisor.policy.render import (
     snapshot_dict,
 )
 from supervisor.policy.snapshot import FleetSnapshot, snapshot_fleet
-from supervisor.policy.stamps import format_stamp
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Row, Store
 
@@ -205,7 +204,6 @@ class RetirementActor:
             manifest=request.expected_manifest,
         )
         result = snapshot_dict(snap)
-        result["snapshot_at"] = format_stamp(self._clock.now())
         result["registry_fingerprint"] = registry_fingerprint(rows)
         return result
 

@@ -51,6 +51,12 @@ def format_snapshot(result: Mapping[str, Any]) -> str:
         f"historical {result.get('historical_worker_count')}  "
         f"live_fleet_safe {result.get('live_fleet_safe')}",
     ]
+    if result.get("registry_revision"):
+        # Said next to the stamp because it looks like a token and is not one.
+        out.append(
+            f"observed {result.get('snapshot_at')}  registry_revision "
+            f"{result.get('registry_revision')} (observation stamp; apply takes a plan's tokens)"
+        )
     blockers = result.get("active_blockers") or []
     if blockers:
         out.append("blockers:")

@@ -96,16 +96,30 @@ def _instance_dict(group: InstanceGroup) -> dict[str, Any]:
 
 
 def snapshot_dict(snapshot: FleetSnapshot) -> dict[str, Any]:
+    workers = [worker_dict(w) for w in snapshot.workers]
+    # The partitions share the dicts of ``workers``: one view per row, listed again.
+    live = [d for w, d in zip(snapshot.workers, workers, strict=True) if w.live]
+    stale = [d for w, d in zip(snapshot.workers, workers, strict=True) if w.stale]
+    historical = [d for w, d in zip(snapshot.workers, workers, strict=True) if w.historical]
     return {
         "success": True,
         "read_only": True,
+        "mutation_performed": False,
+        "snapshot_at": snapshot.snapshot_at,
+        # Observation stamps (the customer's names for one value): they move on every
+        # snapshot and are never accepted by apply as compare-and-swap tokens.
+        "consistency_token": snapshot.consistency_token,
+        "registry_revision": snapshot.consistency_token,
         "live_worker_count": snapshot.live_worker_count,
         "stale_worker_count": snapshot.stale_worker_count,
         "historical_worker_count": snapshot.historical_worker_count,
         "instance_count": len(snapshot.instances),
         "live_fleet_safe": snapshot.live_fleet_safe,
         "mutation_safe": snapshot.mutation_safe,
-        "workers": [worker_dict(w) for w in snapshot.workers],
+        "workers": workers,
+        "live_workers": live,
+        "stale_workers": stale,
+        "historical_workers": historical,
         "instances": [_instance_dict(g) for g in snapshot.instances],
         "findings": [finding_dict(f) for f in snapshot.findings],
         "active_blockers": [finding_dict(f) for f in snapshot.active_blockers],

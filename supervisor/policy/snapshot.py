@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .canonical import canon
 from .evidence import EvidenceMap
 from .findings import (
     ACTIVE_BLOCKER_CLASSES,
@@ -37,6 +39,7 @@ from .findings import (
     instance_group,
 )
 from .identity import UNKNOWN_CLIENT
+from .stamps import format_stamp
 from .worker_view import WorkerView, build_worker_view
 
 __all__ = [
@@ -64,8 +67,31 @@ __all__ = [
     "FleetSnapshot",
     "InstanceGroup",
     "ManifestEntry",
+    "observation_stamp",
     "snapshot_fleet",
 ]
+
+#: The row fields an observation stamp covers (the customer's snapshot token fields).
+_STAMP_FIELDS = (
+    "worker_identity",
+    "client_instance_id",
+    "status",
+    "last_heartbeat_at",
+    "fencing_epoch",
+    "generation_id",
+)
+
+
+def observation_stamp(rows: Iterable[Mapping[str, Any]], snapshot_at: str) -> str:
+    """``fleetrev-…``: names one observation of the fleet, for logs and for matching answers.
+
+    It is seeded with the observation time, so it moves on every snapshot even
+    when no row changed: it is never a compare-and-swap token (apply takes only
+    a plan's fingerprints). Row order does not matter.
+    """
+    lines = sorted("|".join(canon(row.get(name)) for name in _STAMP_FIELDS) for row in rows)
+    material = "\n".join([snapshot_at, *lines]).encode("utf-8")
+    return "fleetrev-" + hashlib.sha256(material).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +120,10 @@ class FleetSnapshot:
     live_fleet_safe: bool
     mutation_safe: bool
     active_blockers: tuple[Finding, ...] = field(default=())
+    #: When the snapshot was taken (the registry's UTC stamp form).
+    snapshot_at: str = ""
+    #: Observation stamp over ``snapshot_at`` and the rows; see ``observation_stamp``.
+    consistency_token: str = ""
 
     @property
     def live_workers(self) -> tuple[WorkerView, ...]:
@@ -119,6 +149,7 @@ def snapshot_fleet(
     expected_manifest: Sequence[ManifestEntry] | None = None,
 ) -> FleetSnapshot:
     """Classify the fleet. Deterministic for the same rows, evidence and ``now``."""
+    rows = tuple(rows)
     workers = tuple(
         build_worker_view(
             row,
@@ -229,6 +260,7 @@ def snapshot_fleet(
     findings = tuple(out.items)
     blockers = tuple(f for f in findings if f.active_blocker)
     safe = not blockers
+    snapshot_at = format_stamp(now)
     return FleetSnapshot(
         workers=workers,
         instances=instances,
@@ -244,4 +276,6 @@ def snapshot_fleet(
         historical_worker_count=sum(1 for w in workers if w.historical),
         live_fleet_safe=safe,
         mutation_safe=safe and all(g.mutation_safe for g in instances),
+        snapshot_at=snapshot_at,
+        consistency_token=observation_stamp(rows, snapshot_at),
     )

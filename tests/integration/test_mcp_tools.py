@@ -78,6 +78,40 @@ async def test_snapshot_returns_structured_counts(tmp_path: Path) -> None:
     }
 
 
+async def test_snapshot_carries_the_worker_partitions_and_observation_stamps(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as h:
+        dead, alive = await stale_fleet(h)
+        async with tools_as(h, READER) as client:
+            first = await call(client, SNAPSHOT_TOOL)
+            await h.clock.advance(1)
+            second = await call(client, SNAPSHOT_TOOL)
+            planned = await call(client, PLAN_TOOL)
+        async with tools_as(h, RETIRER) as client:
+            # The stamp is no compare-and-swap token: given as one, apply refuses it.
+            stamped = await call(
+                client,
+                APPLY_TOOL,
+                registry_fingerprint=first["registry_revision"],
+                candidate_fingerprint=planned["candidate_fingerprint"],
+                worker_identities=planned["candidate_worker_identities"],
+            )
+        assert await status_of(h, str(dead["worker_identity"])) == "active"
+
+    assert [w["worker_identity"] for w in first["live_workers"]] == [alive["worker_identity"]]
+    assert [w["worker_identity"] for w in first["stale_workers"]] == [dead["worker_identity"]]
+    assert first["historical_workers"] == []
+    assert first["live_workers"][0]["live"] is True
+    assert str(first["consistency_token"]).startswith("fleetrev-")
+    assert first["registry_revision"] == first["consistency_token"]
+    # Nothing changed but the time of observation: the stamp moved, the fingerprint did not.
+    assert second["registry_revision"] != first["registry_revision"]
+    assert second["registry_fingerprint"] == first["registry_fingerprint"]
+    assert stamped["outcome"] == "registry_revision_moved"
+    assert stamped["retired_count"] == 0
+
+
 async def test_snapshot_compares_the_live_fleet_with_a_manifest(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
         _, alive = await stale_fleet(h)
