@@ -32,7 +32,6 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 
 TOKEN_ENV = "FLEET_SUPERVISOR_TOKEN"
-_SHIPPED_CONFIG = Path(__file__).resolve().parent.parent / "config"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -233,19 +232,14 @@ def _launch_config(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _token_create(args: argparse.Namespace, settings: Settings) -> int:
-    from supervisor.profiles import create_token
+    from supervisor.defaults import PROFILES, read_default
+    from supervisor.profiles import create_token, ensure_profiles_file
 
     path = settings.auth.profiles_path
-    if not path.exists():
-        shipped = _SHIPPED_CONFIG / "profiles.toml"
-        if not shipped.is_file():
-            sys.stderr.write(f"token: no profiles file at {path}\n")
-            return EXIT_REFUSED
-        # First use: start the operator's own profiles file from the shipped
-        # example, so later grants are edits to their file, not to the checkout.
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(shipped, path)
-        path.chmod(0o600)
+    # First use: start the operator's own profiles file from the shipped example
+    # (package data, so an installed wheel has it too); later grants are edits to
+    # their file, never to the installation.
+    if not path.exists() and ensure_profiles_file(path, read_default(PROFILES)):
         sys.stderr.write(f"token: created {path} from the shipped example profiles\n")
     token = create_token(path, args.profile)
     sys.stdout.write(token + "\n")

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import hmac
 import os
 import re
 import secrets
+import stat
 import tempfile
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomlkit
+import tomlkit.exceptions
 
 from supervisor.errors import ConfigError
 from supervisor.logs import get_logger
@@ -23,6 +29,7 @@ __all__ = [
     "ProfileBook",
     "ProfileRecord",
     "create_token",
+    "ensure_profiles_file",
     "hash_token",
     "load_profiles",
 ]
@@ -224,52 +231,35 @@ class ProfileBook:
 # --- writing ----------------------------------------------------------------------------------
 
 
-def _toml_string(value: str) -> str:
-    out = []
-    for char in value:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
+@contextlib.contextmanager
+def _locked(file: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``<file>.lock`` while a writer reads, edits and replaces ``file``.
+
+    The lock lives on a sidecar because ``file`` itself is replaced by a rename, so a
+    lock on its inode would guard a file that no longer has the name. The sidecar is
+    never removed: deleting it would let two writers lock two different inodes.
+    Readers need no lock; they see the old file or the new one.
+    """
+    fd = os.open(file.with_name(file.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
-def _toml_list(values: list[str]) -> str:
-    if not values:
-        return "[]"
-    if len(values) == 1 and len(values[0]) < 60:
-        return f"[{_toml_string(values[0])}]"
-    return "[\n" + "".join(f"    {_toml_string(v)},\n" for v in values) + "]"
-
-
-def _header(text: str) -> str:
-    """The leading comment block, kept verbatim; comments further down are not preserved."""
-    lines: list[str] = []
-    for line in text.splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            break
-        lines.append(line)
-    return "\n".join(lines).rstrip()
-
-
-def _render(header: str, tables: dict[str, dict[str, Any]]) -> str:
-    parts = [header + "\n"] if header else []
-    for name, body in tables.items():
-        lines = [f"[profiles.{name}]", f"role_kind = {_toml_string(body['role_kind'])}"]
-        lines.extend(f"{key} = {_toml_list(body.get(key, []))}" for key in _KEYS[1:])
-        parts.append("\n".join(lines) + "\n")
-    return "\n".join(parts)
-
-
-def _write_atomically(path: Path, text: str) -> None:
+def _write_atomically(path: Path, text: str, *, like: os.stat_result | None) -> None:
     # Same directory, so os.replace is a rename on one filesystem: readers see the old file or
-    # the new one, never a half-written one. mkstemp creates the file with mode 0600.
+    # the new one, never a half-written one. mkstemp creates the file with mode 0600; the new
+    # file then takes the permissions (and, where allowed, the owner) of the one it replaces.
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), 0o600)
+            if like is not None:
+                os.fchmod(handle.fileno(), stat.S_IMODE(like.st_mode))
+                if (like.st_uid, like.st_gid) != (os.getuid(), os.getgid()):
+                    with contextlib.suppress(PermissionError):
+                        os.fchown(handle.fileno(), like.st_uid, like.st_gid)
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -285,38 +275,71 @@ def _write_atomically(path: Path, text: str) -> None:
         os.close(directory)
 
 
+def _resolved(path: str | Path) -> Path:
+    # Resolved so a symlinked profiles file is updated where it lives, not replaced by a copy.
+    return Path(os.path.realpath(Path(path).expanduser()))
+
+
+def ensure_profiles_file(path: str | Path, template: str) -> bool:
+    """Create the profiles file (mode 0600) from ``template`` unless it exists; True if created."""
+    file = _resolved(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(file):
+        if file.exists():
+            return False
+        _parse(tomllib.loads(template), file)  # never start an operator off a broken file
+        _write_atomically(file, template, like=None)
+        return True
+
+
+def _with_hash(text: str, profile_name: str, digest: str) -> str:
+    """``text`` with ``digest`` appended to the profile's token_sha256, all else as it was.
+
+    tomlkit edits the parsed document in place, so comments, blank lines, key
+    order and the operator's own formatting survive the rewrite.
+    """
+    document = tomlkit.parse(text)
+    body = document["profiles"][profile_name]
+    hashes = body.get("token_sha256")
+    if hashes is None:
+        body["token_sha256"] = [digest]
+        return tomlkit.dumps(document)
+    hashes.append(digest)
+    if len(hashes) == 2 and "\n" not in hashes.as_string():
+        hashes.multiline(True)  # one hash a line from the second on: readable, diffable
+    return tomlkit.dumps(document)
+
+
 def create_token(path: str | Path, profile_name: str) -> str:
     """Mint a token for `profile_name`, store only its hash in the file, return it (shown once).
 
-    The file is rewritten atomically with mode 0600; its leading comment block
-    and every profile are kept, comments below the header are not.
-    Concurrent calls on one file are not serialized: run one at a time.
+    The whole read-edit-replace runs under an exclusive lock on a sidecar
+    ``<file>.lock``, so concurrent calls each add their hash. The file is
+    replaced atomically, keeps its permissions, and keeps every comment and
+    the operator's formatting: only the profile's ``token_sha256`` changes.
     """
-    # Resolved so a symlinked profiles file is updated where it lives, not replaced by a copy.
-    file = Path(os.path.realpath(Path(path).expanduser()))
-    text, document = _read(file)
-    records = _parse(document, file)
-    if profile_name not in records:
-        known = ", ".join(records) or "none"
-        raise ConfigError(f"unknown profile {profile_name!r} in {file}; profiles: {known}")
-    # Prefixed so a token never starts with '-': `--token <value>` would read it as a flag.
-    token = f"fst_{secrets.token_urlsafe(32)}"
-    digest = hash_token(token)
-    tables: dict[str, dict[str, Any]] = document.get("profiles", {})
-    body = tables[profile_name]
-    body["token_sha256"] = [*body.get("token_sha256", []), digest]
-    new_text = _render(_header(text), tables)
-    # Prove the rewrite means what we intend before it replaces the operator's file.
-    expected = dict(records)
-    old = records[profile_name]
-    expected[profile_name] = ProfileRecord(
-        profile=old.profile, token_sha256=old.token_sha256 | {digest}
-    )
-    try:
-        same = _parse(tomllib.loads(new_text), file) == expected
-    except (tomllib.TOMLDecodeError, ConfigError):
-        same = False
-    if not same:
-        raise ConfigError(f"refusing to rewrite {file}: the rewritten file would differ")
-    _write_atomically(file, new_text)
+    file = _resolved(path)
+    with _locked(file):
+        text, document = _read(file)
+        records = _parse(document, file)
+        if profile_name not in records:
+            known = ", ".join(records) or "none"
+            raise ConfigError(f"unknown profile {profile_name!r} in {file}; profiles: {known}")
+        # Prefixed so a token never starts with '-': `--token <value>` would read it as a flag.
+        token = f"fst_{secrets.token_urlsafe(32)}"
+        digest = hash_token(token)
+        # Prove the rewrite means what we intend before it replaces the operator's file.
+        expected = dict(records)
+        old = records[profile_name]
+        expected[profile_name] = ProfileRecord(
+            profile=old.profile, token_sha256=old.token_sha256 | {digest}
+        )
+        try:
+            new_text = _with_hash(text, profile_name, digest)
+            same = _parse(tomllib.loads(new_text), file) == expected
+        except (tomllib.TOMLDecodeError, ConfigError, tomlkit.exceptions.TOMLKitError):
+            same = False
+        if not same:
+            raise ConfigError(f"refusing to rewrite {file}: the rewritten file would differ")
+        _write_atomically(file, new_text, like=os.stat(file))
     return token

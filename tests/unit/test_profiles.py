@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
+import threading
 import tomllib
 from pathlib import Path
 
 import pytest
 
+import supervisor.profiles as profiles_module
 from supervisor.errors import ConfigError
 from supervisor.policy.permissions import OP_READ, OP_RETIRE, decide
 from supervisor.profiles import (
     ROLE_KINDS,
     ProfileBook,
     create_token,
+    ensure_profiles_file,
     hash_token,
     load_profiles,
 )
@@ -118,11 +122,132 @@ def test_create_token_keeps_header_and_other_profiles(book_path: Path) -> None:
     assert list(after) == list(before)
 
 
-def test_create_token_sets_mode_0600(book_path: Path) -> None:
-    book_path.chmod(0o644)
+@pytest.mark.parametrize("mode", [0o600, 0o640])
+def test_create_token_keeps_the_files_permissions(book_path: Path, mode: int) -> None:
+    book_path.chmod(mode)
+    inode = book_path.stat().st_ino
     create_token(book_path, "prgs-controller")
-    assert stat.S_IMODE(book_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(book_path.stat().st_mode) == mode
+    # Replaced (a new inode by rename), not rewritten in place, and no temp file left behind.
+    assert book_path.stat().st_ino != inode
     assert not [p for p in book_path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+COMMENTED = """\
+# Operator notes at the top.
+
+[profiles.ops]  # the on-call controller
+# who: the on-call rotation; ticket OPS-12
+role_kind = "controller"
+allowed_operations = [
+    "gitea.read",   # snapshot and plan
+    # "gitea.worker_registry.retire",  (granted during incidents only)
+]
+token_sha256 = []   # filled in by `token create`
+
+# Reviewers use their own tokens.
+[profiles.rev]
+role_kind = "reviewer"
+allowed_operations = ["gitea.read"]
+"""
+
+
+def test_create_token_keeps_every_comment_and_the_formatting(tmp_path: Path) -> None:
+    path = tmp_path / "profiles.toml"
+    path.write_text(COMMENTED, encoding="utf-8")
+
+    first = create_token(path, "ops")
+    second = create_token(path, "rev")
+
+    text = path.read_text(encoding="utf-8")
+    one, two = hash_token(first), hash_token(second)
+    # Exactly the two token_sha256 values changed; every other byte is the operator's.
+    assert text == COMMENTED.replace(
+        "token_sha256 = []   #", f'token_sha256 = ["{one}"]   #'
+    ).replace(
+        'allowed_operations = ["gitea.read"]\n',
+        f'allowed_operations = ["gitea.read"]\ntoken_sha256 = ["{two}"]\n',
+    )
+    records = load_profiles(path)
+    assert records["ops"].token_sha256 == {one}
+    assert records["rev"].token_sha256 == {two}
+
+
+def test_more_hashes_are_listed_one_a_line(book_path: Path) -> None:
+    tokens = [create_token(book_path, "prgs-reconciler") for _ in range(3)]
+    text = book_path.read_text(encoding="utf-8")
+    listed = "".join(f'    "{hash_token(t)}",\n' for t in tokens)
+    assert f"token_sha256 = [\n{listed}]\n" in text
+
+
+def test_the_rewrite_runs_under_the_sidecar_lock(
+    book_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[bool] = []
+    real_write = profiles_module._write_atomically
+
+    def probing_write(path: Path, text: str, *, like: os.stat_result | None) -> None:
+        # Between the read and the replace another writer must not get the lock.
+        fd = os.open(book_path.with_name(book_path.name + ".lock"), os.O_RDWR)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                seen.append(True)
+            else:
+                seen.append(False)
+        finally:
+            os.close(fd)
+        real_write(path, text, like=like)
+
+    monkeypatch.setattr(profiles_module, "_write_atomically", probing_write)
+    create_token(book_path, "prgs-controller")
+    assert seen == [True]
+
+
+def test_concurrent_token_creates_all_land_in_the_file(book_path: Path) -> None:
+    names = ["prgs-controller", "prgs-reconciler", "prgs-author", "prgs-merger"]
+    made: list[tuple[str, str]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(names) * 2)
+
+    def mint(name: str) -> None:
+        try:
+            start.wait()
+            for _ in range(3):
+                made.append((name, create_token(book_path, name)))
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=mint, args=(n,)) for n in names * 2]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert len(made) == 24
+    records = load_profiles(book_path)
+    for name in names:
+        assert records[name].token_sha256 == {hash_token(t) for n, t in made if n == name}
+
+
+def test_ensure_profiles_file_creates_once_with_mode_0600(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "profiles.toml"
+    template = SHIPPED.read_text(encoding="utf-8")
+    assert ensure_profiles_file(path, template) is True
+    assert path.read_text(encoding="utf-8") == template
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    token = create_token(path, "prgs-controller")
+    assert ensure_profiles_file(path, template) is False
+    assert hash_token(token) in path.read_text(encoding="utf-8")
+
+
+def test_ensure_profiles_file_refuses_a_broken_template(tmp_path: Path) -> None:
+    path = tmp_path / "profiles.toml"
+    with pytest.raises(ConfigError):
+        ensure_profiles_file(path, '[profiles.a]\nrole_kind = "admin"\n')
+    assert not path.exists()
 
 
 def test_create_token_for_unknown_profile_raises(book_path: Path) -> None:
