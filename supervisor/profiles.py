@@ -287,7 +287,11 @@ def ensure_profiles_file(path: str | Path, template: str) -> bool:
     with _locked(file):
         if file.exists():
             return False
-        _parse(tomllib.loads(template), file)  # never start an operator off a broken file
+        # Never start an operator off a broken file.
+        try:
+            _parse(tomllib.loads(template), file)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"profiles template for {file} is not valid TOML: {exc}") from None
         _write_atomically(file, template, like=None)
         return True
 
@@ -338,6 +342,10 @@ def create_token(path: str | Path, profile_name: str) -> str:
             new_text = _with_hash(text, profile_name, digest)
             same = _parse(tomllib.loads(new_text), file) == expected
         except (tomllib.TOMLDecodeError, ConfigError, tomlkit.exceptions.TOMLKitError):
+            same = False
+        except (KeyError, TypeError, AttributeError):
+            # A layout that tomlkit cannot edit in place: refuse rather than fall
+            # back to a rewrite that would drop the operator's text.
             same = False
         if not same:
             raise ConfigError(f"refusing to rewrite {file}: the rewritten file would differ")

@@ -263,9 +263,12 @@ def build_mcp_server(
     ) -> dict[str, Any]:
         """Read-only: classify every worker registration and the live fleet.
 
-        Returns live, stale and historical counts, each worker's classification,
+        Returns live, stale and historical counts, each worker's classification
+        (in workers and again in live_workers, stale_workers, historical_workers),
         instance groups, identity collisions and the active blockers that make the
-        live fleet unsafe. Needs gitea.read and a controller or reconciler role.
+        live fleet unsafe. registry_revision / consistency_token are observation
+        stamps that move on every call: never pass them to apply. Needs gitea.read
+        and a controller or reconciler role.
 
         Args:
             canonical_repository: Repository the workers should be bound to

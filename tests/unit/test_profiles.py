@@ -243,10 +243,11 @@ def test_ensure_profiles_file_creates_once_with_mode_0600(tmp_path: Path) -> Non
     assert hash_token(token) in path.read_text(encoding="utf-8")
 
 
-def test_ensure_profiles_file_refuses_a_broken_template(tmp_path: Path) -> None:
+@pytest.mark.parametrize("template", ['[profiles.a]\nrole_kind = "admin"\n', "[profiles.a\n"])
+def test_ensure_profiles_file_refuses_a_broken_template(tmp_path: Path, template: str) -> None:
     path = tmp_path / "profiles.toml"
     with pytest.raises(ConfigError):
-        ensure_profiles_file(path, '[profiles.a]\nrole_kind = "admin"\n')
+        ensure_profiles_file(path, template)
     assert not path.exists()
 
 
