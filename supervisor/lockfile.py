@@ -1,4 +1,4 @@
-"""Lock files held for a daemon's lifetime: one server per socket path, one daemon per database."""
+"""Lock files: one server per socket path and one daemon per database, and short writer locks."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ __all__ = [
     "acquire_or_refuse",
     "database_lock",
     "database_lock_path",
+    "exclusive",
     "holder",
 ]
 
@@ -31,6 +32,13 @@ class DatabaseLocked(SupervisorError):
     code: ClassVar[str] = "database_locked"
 
 
+def _open(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"cannot open lock file {path}: {exc.strerror or exc}") from None
+
+
 def acquire(path: Path) -> int | None:
     """A descriptor holding an exclusive lock on ``path``, or None if another process holds it.
 
@@ -39,10 +47,7 @@ def acquire(path: Path) -> int | None:
     about to open would let two of them hold "the" lock at once. Raises ``ConfigError``
     when the file cannot be opened or locked at all.
     """
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise ConfigError(f"cannot open lock file {path}: {exc.strerror or exc}") from None
+    fd = _open(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -57,6 +62,24 @@ def acquire(path: Path) -> int | None:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     return fd
+
+
+@contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Wait for, then hold, an exclusive lock on ``path`` for the block.
+
+    For short read-modify-write sections that several processes may run at once;
+    like ``acquire`` it leaves the file in place and the lock dies with the process.
+    """
+    fd = _open(path)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            raise ConfigError(f"cannot lock {path}: {exc.strerror or exc}") from None
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def holder(path: Path) -> int | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import hmac
 import os
@@ -12,7 +11,6 @@ import secrets
 import stat
 import tempfile
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ import tomlkit
 import tomlkit.exceptions
 
 from supervisor.errors import ConfigError
+from supervisor.lockfile import exclusive
 from supervisor.logs import get_logger
 from supervisor.policy.permissions import Profile
 
@@ -231,21 +230,14 @@ class ProfileBook:
 # --- writing ----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _locked(file: Path) -> Iterator[None]:
+def _locked(file: Path) -> contextlib.AbstractContextManager[None]:
     """Hold an exclusive lock on ``<file>.lock`` while a writer reads, edits and replaces ``file``.
 
     The lock lives on a sidecar because ``file`` itself is replaced by a rename, so a
-    lock on its inode would guard a file that no longer has the name. The sidecar is
-    never removed: deleting it would let two writers lock two different inodes.
-    Readers need no lock; they see the old file or the new one.
+    lock on its inode would guard a file that no longer has the name. Readers need no
+    lock; they see the old file or the new one.
     """
-    fd = os.open(file.with_name(file.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the last descriptor releases the lock
+    return exclusive(file.with_name(file.name + ".lock"))
 
 
 def _write_atomically(path: Path, text: str, *, like: os.stat_result | None) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import ConfigError
-from supervisor.lockfile import DatabaseLocked, acquire, database_lock, holder
+from supervisor.lockfile import DatabaseLocked, acquire, database_lock, exclusive, holder
 
 
 def test_a_held_lock_cannot_be_taken_again_and_names_its_holder(tmp_path: Path) -> None:
@@ -48,4 +48,16 @@ def test_database_lock_excludes_a_second_holder_until_released(tmp_path: Path) -
             second.__enter__()
         assert refused.value.code == "database_locked"
     with database_lock(db):
+        pass
+
+
+def test_exclusive_holds_the_lock_for_the_block_only(tmp_path: Path) -> None:
+    path = tmp_path / "w.lock"
+    with exclusive(path):
+        assert acquire(path) is None
+    free = acquire(path)
+    assert free is not None
+    os.close(free)
+    missing_dir = tmp_path / "no" / "x.lock"
+    with pytest.raises(ConfigError, match="cannot open lock file"), exclusive(missing_dir):
         pass
