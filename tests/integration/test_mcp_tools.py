@@ -90,7 +90,7 @@ async def test_snapshot_carries_the_worker_partitions_and_observation_stamps(
             planned = await call(client, PLAN_TOOL)
         async with tools_as(h, RETIRER) as client:
             # The stamp is no compare-and-swap token: given as one, apply refuses it.
-            stamped = await call(
+            stamped = await call_error(
                 client,
                 APPLY_TOOL,
                 registry_fingerprint=first["registry_revision"],
