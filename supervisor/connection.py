@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
@@ -98,7 +99,10 @@ class AsyncClient:
             )
             try:
                 with anyio.fail_after(self.timeout):
-                    await self._stream.send(frame)
+                    # The server may have refused the frame part-way (too large) and hung
+                    # up: its answer is still there to read, and says more than a reset.
+                    with contextlib.suppress(anyio.BrokenResourceError):
+                        await self._stream.send(frame)
                     line = await self._reader.receive_until(b"\n", MAX_RESPONSE_BYTES)
             except TimeoutError:
                 await self.aclose()
@@ -246,7 +250,9 @@ class Client:
                 request_id, op, args or {}, token if token is not None else self.token
             )
             try:
-                sock.sendall(frame)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    # As in AsyncClient.request: a refusal may be waiting behind the hang-up.
+                    sock.sendall(frame)
                 line = self._readline(sock)
             except TimeoutError:
                 self.close()

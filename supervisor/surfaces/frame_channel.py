@@ -78,7 +78,10 @@ class FrameChannel(asyncio.Protocol):
             assert self._transport is not None
             self._transport.pause_reading()
             self._reading_paused = True
-        self._wake_reader()
+        if self._frames:
+            # Only a whole frame wakes the serving task: a read that ended mid-frame (a large
+            # frame, or one the peer wrote in pieces) leaves it waiting for the rest.
+            self._wake_reader()
 
     def eof_received(self) -> bool:
         self._eof = True

@@ -1,0 +1,172 @@
+"""Frames that arrive in pieces, large frames and their answers, over a real socket."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from mcp import Client as McpClient
+
+from supervisor.client import AsyncClient, Client
+from supervisor.client_wire import RemoteProtocolError
+from supervisor.profiles import ProfileBook, create_token
+from supervisor.surfaces.mcp_bridge import SocketToolBackend
+from supervisor.surfaces.mcp_tools import APPLY_TOOL, build_mcp_server
+from supervisor.surfaces.protocol import encode
+from tests.integration.socket_helpers import claims, served, short_dir
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+#: Far more than one read of the socket brings in at once.
+_IDENTITIES = [f"wkr-{index:024x}" for index in range(10_000)]
+
+_RETIRER_TOML = """
+[profiles.ops-reconciler]
+role_kind = "reconciler"
+allowed_operations = ["gitea.read", "gitea.worker_registry.retire"]
+"""
+
+
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    with short_dir() as path:
+        yield path
+
+
+def _send_in_pieces(path: Path, pieces: list[bytes], *, answers: int) -> list[dict[str, Any]]:
+    """Write each piece separately with a short pause between (the stimulus, never timed),
+    then read ``answers`` frames."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30.0)
+        sock.connect(str(path))
+        for index, piece in enumerate(pieces):
+            if index:
+                time.sleep(0.005)
+            sock.sendall(piece)
+        received = b""
+        while received.count(b"\n") < answers:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            received += chunk
+    return [json.loads(line) for line in received.splitlines()]
+
+
+async def test_a_frame_written_in_two_pieces_is_answered(tmp_path: Path, sock_dir: Path) -> None:
+    frame = encode({"id": "r", "op": "register", "args": {"claims": claims()}})
+    async with served(tmp_path, sock_dir) as s:
+        cut = len(frame) // 2
+        [answer] = await anyio.to_thread.run_sync(
+            lambda: _send_in_pieces(s.path, [frame[:cut], frame[cut:]], answers=1)
+        )
+    assert answer["id"] == "r"
+    assert answer["ok"] is True
+    assert answer["result"]["ok"] is True
+
+
+async def test_a_frame_split_inside_a_pipeline_is_answered_in_order(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    frames = b"".join(encode({"id": str(i), "op": "no-such-op"}) for i in range(3))
+    async with served(tmp_path, sock_dir) as s:
+        # The first piece ends inside the second frame and the next adds to it without
+        # finishing it: a read that completes no frame must leave the server waiting.
+        cut = frames.index(b'"1"') + 1
+        pieces = [frames[:cut], frames[cut : cut + 4], frames[cut + 4 :]]
+        answers = await anyio.to_thread.run_sync(lambda: _send_in_pieces(s.path, pieces, answers=3))
+    assert [a["id"] for a in answers] == ["0", "1", "2"]
+    assert {a["error"]["code"] for a in answers} == {"unknown_op"}
+
+
+async def test_a_frame_larger_than_one_read_is_answered(tmp_path: Path, sock_dir: Path) -> None:
+    args = {"candidate_fingerprint": "candidatefp-x", "worker_identities": _IDENTITIES}
+    frame = encode({"id": "big", "op": "apply", "args": args, "token": "nope"})
+    assert len(frame) > 200_000
+    async with served(tmp_path, sock_dir) as s:
+        [answer] = await anyio.to_thread.run_sync(
+            lambda: _send_in_pieces(s.path, [frame], answers=1)
+        )
+    assert answer["id"] == "big"
+    assert answer["error"]["code"] == "unauthenticated"
+
+
+async def test_a_frame_over_the_limit_is_refused_and_the_server_goes_on(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    async with served(tmp_path, sock_dir, max_frame_bytes=100_000) as s:
+        async with AsyncClient(s.path, token=s.token) as client:
+            with pytest.raises(RemoteProtocolError) as refused:
+                await client.apply(
+                    candidate_fingerprint="candidatefp-x", worker_identities=_IDENTITIES
+                )
+            assert refused.value.remote_code == "frame_too_large"
+            # The cut connection is remade on the next request.
+            assert (await client.register(claims()))["ok"] is True
+        refusal = await anyio.to_thread.run_sync(_sync_oversized, s.path, s.token)
+    assert refusal == "frame_too_large"
+
+
+def _sync_oversized(path: Path, token: str) -> str:
+    with Client(path, token=token) as client:
+        try:
+            client.apply(candidate_fingerprint="candidatefp-x", worker_identities=_IDENTITIES)
+        except RemoteProtocolError as exc:
+            return exc.remote_code
+    return "answered"
+
+
+def _add_retirer(book: ProfileBook) -> str:
+    """Grant apply to a new profile in the served book's file; its token."""
+    with book.path.open("a", encoding="utf-8") as file:
+        file.write(_RETIRER_TOML)
+    return create_token(book.path, "ops-reconciler")
+
+
+async def test_an_apply_of_ten_thousand_identities_is_answered_by_both_clients(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    async with served(tmp_path, sock_dir) as s:
+        token = _add_retirer(s.profiles)
+        async with AsyncClient(s.path, token=token) as client:
+            answered = await client.apply(
+                candidate_fingerprint="candidatefp-x", worker_identities=_IDENTITIES
+            )
+        synced = await anyio.to_thread.run_sync(_sync_apply, s.path, token)
+    for result in (answered, synced):
+        assert result["mutation_performed"] is False
+        assert result["outcome"] != "applied"
+
+
+def _sync_apply(path: Path, token: str) -> dict[str, Any]:
+    with Client(path, token=token) as client:
+        return dict(
+            client.apply(candidate_fingerprint="candidatefp-x", worker_identities=_IDENTITIES)
+        )
+
+
+async def test_an_apply_of_ten_thousand_identities_is_answered_through_the_mcp_tool(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    # The stdio bridge's backend, in process: MCP tool -> socket client -> the real socket.
+    async with served(tmp_path, sock_dir) as s:
+        token = _add_retirer(s.profiles)
+        async with (
+            SocketToolBackend(s.path, token) as backend,
+            McpClient(build_mcp_server(backend, profile_resolver=lambda: None)) as client,
+        ):
+            result = await client.call_tool(
+                APPLY_TOOL,
+                {"candidate_fingerprint": "candidatefp-x", "worker_identities": _IDENTITIES},
+            )
+    body = result.structured_content
+    assert isinstance(body, dict), result.content
+    assert body["mutation_performed"] is False
+    assert body["outcome"] != "applied"
+    assert "closed the connection" not in json.dumps(body)
