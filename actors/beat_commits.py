@@ -176,8 +176,8 @@ class BeatPipeline:
     queued; anything else waits until the queue is empty (``drain``).
 
     Order is kept by the store's chain: once a job fails or finds a row no longer
-    active, every later job is skipped, and each of them is then redone, in order, by
-    the writer's full transaction, which judges from the table.
+    active, every later job is skipped, and that job and each later one are then
+    redone, in order, by the writer's full transaction, which judges from the table.
     """
 
     def __init__(self, store: Store, *, max_jobs: int) -> None:
@@ -242,10 +242,10 @@ class BeatPipeline:
         try:
             committed = await _outcome(job.done, default=not skipped_by_failure)
         except Exception as exc:
+            # Redone by the writer's own transaction, which retries a failing batch in
+            # parts: one beat the database refuses must not fail the job's others.
             _log.error("batch_commit_failed", error=repr(exc), size=len(job.messages))
-            detail = f"commit failed: {exc}"
-            for message, results in failed_results(job.messages, "store_error", detail):
-                message.reply.send(results)
+            await fallback(job.messages)
             return
         if not committed:
             # Rows changed under the remembered fencing, or an earlier job failed:

@@ -16,13 +16,15 @@ from actors.beat_commits import (
     Fencing,
     beat_results,
     check_beat,
-    failed_results,
     fencing_of,
     judge_beats,
     newest_ok,
 )
 from actors.control_allocate import allocate
 from actors.control_writes import ControlSettings, ControlWrites
+from actors.isolation import Batchable as _Batchable
+from actors.isolation import Single as _Single
+from actors.isolation import isolate_failure
 from actors.mailbox import Inbox, Reply
 from actors.messages import (
     AllocateWork,
@@ -31,7 +33,6 @@ from actors.messages import (
     ApplyRetirement,
     AssignAndLease,
     CheckAssignment,
-    ControlWrite,
     ExpireLeases,
     GetIncidentLinks,
     GetTerminalLock,
@@ -60,18 +61,6 @@ from supervisor.store.base import Row, Store, WriteTx
 
 __all__ = ["RegistryWriter", "WriterSettings"]
 
-#: Messages that share a group-commit transaction (an apply always runs alone).
-#: Control-plane messages are among them, so a lease grant, an expiry and a heartbeat
-#: batch share the same serialized, group-committed path.
-_Single = (
-    InsertRegistration
-    | ReleaseRegistration
-    | ExpireLeases
-    | UpsertLease
-    | AppendAudit
-    | ControlWrite
-)
-_Batchable = _Single | TouchHeartbeats
 
 _log = get_logger()
 
@@ -91,8 +80,10 @@ class RegistryWriter:
     """Owns every write. Messages are handled in arrival order, batched per transaction.
 
     A message whose own writes fail gets an error reply and none of its writes
-    (savepoint); the rest of the batch still commits. If the commit itself
-    fails, nothing in the batch is acknowledged as written.
+    (savepoint); the rest of the batch still commits. If the transaction
+    itself fails, nothing in it is acknowledged as written, and the batch is
+    retried in halves (``isolate_failure``) so a beat or message the database
+    refuses fails alone.
     """
 
     def __init__(
@@ -213,6 +204,18 @@ class RegistryWriter:
         return all(b.worker_identity in known for m in messages for b in m.beats)
 
     async def _commit_batch(self, batch: Sequence[_Batchable]) -> None:
+        failure = await self._transaction(batch)
+        if failure is None:
+            return
+        # The failure may belong to one message or beat (a value the database refuses):
+        # then only its sender is refused; a store that cannot write refuses them all.
+        await isolate_failure(
+            batch, failure, transaction=self._transaction, store_writes=self._store_writes
+        )
+
+    async def _transaction(self, batch: Sequence[_Batchable]) -> Exception | None:
+        """Write ``batch`` in one transaction and answer it; the failure (nothing answered,
+        nothing written) otherwise."""
         replies: list[tuple[Reply[Any], Any]] = []
         beats: list[TouchHeartbeats] = []
         others: list[_Single] = []
@@ -229,16 +232,22 @@ class RegistryWriter:
                     replies.append(await self._one(tx, message))
         except Exception as exc:
             _log.error("batch_commit_failed", error=repr(exc), size=len(batch))
-            failure = WriteAck(ok=False, code="store_error", detail=f"commit failed: {exc}")
-            for message_, results in failed_results(beats, "store_error", failure.detail):
-                message_.reply.send(results)
-            for message in others:
-                if message.reply is not None:
-                    message.reply.send(failure)
-            return
+            return exc
         self._batches_committed += 1
         for reply, value in replies:
             reply.send(value)
+        return None
+
+    async def _store_writes(self) -> bool:
+        """Does an empty transaction commit? If not, the failure was the store's own (full
+        disk, lost lock, closed store) and retrying parts of the batch would only repeat it."""
+        try:
+            async with self._store.write():
+                pass
+        except Exception as exc:
+            _log.error("store_write_probe_failed", error=repr(exc))
+            return False
+        return True
 
     async def _heartbeats(
         self, tx: WriteTx, messages: Sequence[TouchHeartbeats]

@@ -47,7 +47,9 @@ def stamp_and_commit(
             return False
         raw.execute("COMMIT")
         return True
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, ValueError, OverflowError) as exc:
+        # ValueError and OverflowError are what binding refuses (a lone surrogate, an
+        # integer past 64 bits): the transaction must not stay open after them either.
         chain.broken = True
         if _in_transaction(raw):
             # The first failure is the one to report; a failing ROLLBACK adds nothing.

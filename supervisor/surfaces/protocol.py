@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime
@@ -279,7 +280,44 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 _SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(_DECODER)  # type: ignore[arg-type]
 
 
+#: A JSON escape that may decode to half of a UTF-16 surrogate pair.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Does any string in ``value`` (keys included) hold an unpaired surrogate? Such a
+    string cannot be encoded as UTF-8, so the database, the log and every answer that
+    echoes it would fail on it later. A loop, not recursion: the frame may nest as deep
+    as the decoder allowed."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if type(item) is str:
+            if _SURROGATE.search(item) is not None:
+                return True
+        elif type(item) is dict:
+            pending.extend(item)
+            pending.extend(item.values())
+        elif type(item) is list:
+            pending.extend(item)
+    return False
+
+
 def _load(frame: bytes) -> Any:
+    value = _parse(frame)
+    # Raw surrogate bytes are already bad UTF-8; only an escape can make one, so frames
+    # without such an escape (every heartbeat a client library sends) skip the walk.
+    if (
+        b"\\u" in frame
+        and _SURROGATE_ESCAPE.search(frame) is not None
+        and _has_lone_surrogate(value)
+    ):
+        raise ProtocolError("frame holds a lone UTF-16 surrogate (\\ud800-\\udfff escape)")
+    return value
+
+
+def _parse(frame: bytes) -> Any:
     try:
         # Frames are UTF-8 by definition; bad bytes raise UnicodeDecodeError, a ValueError.
         text = frame.decode("utf-8")
@@ -308,7 +346,9 @@ def peek_request_id(frame: bytes) -> str | None:
     except (ValueError, RecursionError):
         return None
     request_id = data.get("id") if isinstance(data, dict) else None
-    return request_id if isinstance(request_id, str) and len(request_id) <= _MAX_ID else None
+    if not isinstance(request_id, str) or len(request_id) > _MAX_ID:
+        return None
+    return None if _SURROGATE.search(request_id) else request_id
 
 
 _ALL_OPS = WORKER_OPS | OPERATOR_OPS | CONTROL_OPS

@@ -168,7 +168,12 @@ async def test_failed_commit_fails_every_message_of_the_batch_and_writes_nothing
                 acks = [await b.get() for b in (insert_box, lease_box, audit_box, release_box)]
                 beats = by_worker(await beat_box.get())
                 assert rig.writer.batches_committed == 0
-                assert store.events == ["insert:" + new["worker_identity"], "commit:start"]
+                # The batch, then the empty transaction that shows the store cannot write.
+                assert store.events == [
+                    "insert:" + new["worker_identity"],
+                    "commit:start",
+                    "commit:start",
+                ]
 
                 # The writer is not poisoned: the next batch commits normally.
                 store.commit_error = None

@@ -170,3 +170,34 @@ async def test_an_apply_of_ten_thousand_identities_is_answered_through_the_mcp_t
     assert body["mutation_performed"] is False
     assert body["outcome"] != "applied"
     assert "closed the connection" not in json.dumps(body)
+
+
+async def test_a_poisoned_beat_in_a_pipeline_fails_alone(tmp_path: Path, sock_dir: Path) -> None:
+    async with served(tmp_path, sock_dir) as s:
+        [registered] = await anyio.to_thread.run_sync(
+            lambda: _send_in_pieces(
+                s.path,
+                [encode({"id": "r", "op": "register", "args": {"claims": claims()}})],
+                answers=1,
+            )
+        )
+        reg = registered["result"]["registration"]
+        await s.h.clock.advance(5.0)
+        good = {k: reg[k] for k in ("worker_identity", "pid", "generation_id", "fencing_epoch")}
+        beat = json.dumps({"id": "a", "op": "heartbeat", "args": good}).encode() + b"\n"
+        # The identity ends in an escape that decodes to half a surrogate pair.
+        poisoned = beat.replace(b'"a"', b'"b"').replace(
+            good["worker_identity"].encode(), good["worker_identity"].encode() + rb"\ud800"
+        )
+        last = beat.replace(b'"a"', b'"c"')
+        answers = await anyio.to_thread.run_sync(
+            lambda: _send_in_pieces(s.path, [beat + poisoned + last], answers=3)
+        )
+        row = await s.h.row(reg["worker_identity"])
+    assert [a["id"] for a in answers] == ["a", "b", "c"]
+    assert answers[0]["result"]["ok"] is True
+    assert answers[1]["error"]["code"] == "bad_request"
+    assert "surrogate" in answers[1]["error"]["detail"]
+    assert answers[2]["result"]["ok"] is True
+    assert row["last_heartbeat_at"] == answers[2]["result"]["last_heartbeat_at"]
+    assert row["last_heartbeat_at"] != reg["last_heartbeat_at"]

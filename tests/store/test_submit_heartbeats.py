@@ -54,6 +54,21 @@ async def test_a_row_no_longer_active_rolls_back_the_job_and_skips_the_rest(
     assert _stamps(db_path)["w2"] == STAMP_3
 
 
+async def test_a_value_sqlite_cannot_bind_rolls_back_and_leaves_no_transaction_open(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    await _seed(store, "w1")
+    chain = CommitChain()
+    # A lone surrogate cannot be encoded for SQLite: binding raises before any row moves.
+    with pytest.raises(StoreError, match="surrogates"):
+        await store.submit_heartbeats([("w1", STAMP_2), ("w\ud800", STAMP_2)], chain)
+    assert chain.broken
+    assert _stamps(db_path) == {"w1": STAMP_1}
+    # The write connection is out of the failed transaction: the next job commits.
+    assert await store.submit_heartbeats([("w1", STAMP_3)], CommitChain()) is True
+    assert _stamps(db_path) == {"w1": STAMP_3}
+
+
 async def test_a_job_never_writes_inside_another_transaction(
     store: SQLiteStore, db_path: Path
 ) -> None:
