@@ -12,12 +12,13 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from supervisor.config import SocketConfig
-from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
+from supervisor.errors import ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.logs import get_logger
 from supervisor.policy.permissions import Profile
 from supervisor.probes import ProbeBackend, peer_credentials
 from supervisor.surfaces.frame_channel import FrameChannel, Oversized, open_frame_channel
+from supervisor.surfaces.peer_auth import Conversation, authorize_pid
 from supervisor.surfaces.protocol import (
     BAD_REQUEST,
     FRAME_TOO_LARGE,
@@ -51,9 +52,6 @@ _log = get_logger()
 
 #: (pid, uid, gid) of a connected peer, or None when the platform cannot say.
 CredentialsReader = Callable[[socket.socket], tuple[int, int, int] | None]
-_Peer = tuple[int, int, int] | None
-#: How many child pids one connection may remember having proved (``_authorize_pid``).
-_MAX_VOUCHED = 1024
 
 #: An idle connection costs a file descriptor and a task; several request timeouts is
 #: long enough for a client that keeps one connection between heartbeats.
@@ -162,7 +160,7 @@ class _SocketServer:
     async def _connection(self, sock: socket.socket) -> None:
         channel: FrameChannel | None = None
         try:
-            peer = _Conversation(self._credentials(sock))
+            peer = Conversation(self._credentials(sock))
             channel = await open_frame_channel(sock, limit=self._settings.max_frame_bytes)
             await self._converse(channel, peer)
         except Exception:
@@ -175,7 +173,7 @@ class _SocketServer:
             else:
                 sock.close()
 
-    async def _converse(self, channel: FrameChannel, peer: _Conversation) -> None:
+    async def _converse(self, channel: FrameChannel, peer: Conversation) -> None:
         limit = self._settings.max_frame_bytes
         while True:
             frames = await channel.receive(idle=self._idle)
@@ -203,7 +201,7 @@ class _SocketServer:
                 return
 
     async def _answer_all(
-        self, frames: Sequence[bytes | Oversized], peer: _Conversation
+        self, frames: Sequence[bytes | Oversized], peer: Conversation
     ) -> tuple[list[bytes], bool]:
         """Encoded answers, in frame order, and whether an oversized frame ended the batch.
 
@@ -232,9 +230,7 @@ class _SocketServer:
         answers += await self._beats(run, peer)
         return answers, False
 
-    async def _beats(
-        self, run: Sequence[tuple[Request, bytes]], peer: _Conversation
-    ) -> list[bytes]:
+    async def _beats(self, run: Sequence[tuple[Request, bytes]], peer: Conversation) -> list[bytes]:
         """Answer a run of heartbeat requests with one hand-off to the heartbeat actor."""
         if not run:
             return []
@@ -273,7 +269,7 @@ class _SocketServer:
                     answers[index] = beat_answer(run[index][0].id, result)
         return [a for a in answers if a is not None]
 
-    async def _respond(self, request: Request, peer: _Conversation) -> dict[str, Any]:
+    async def _respond(self, request: Request, peer: Conversation) -> dict[str, Any]:
         request_id, op = request.id, request.op
         try:
             with anyio.fail_after(self._timeout):
@@ -288,7 +284,7 @@ class _SocketServer:
             _log.exception("socket_request_failed", op=op)
             return error_frame(request_id, INTERNAL_ERROR, "the supervisor failed on this request")
 
-    async def _dispatch(self, request: Request, peer: _Conversation) -> object:
+    async def _dispatch(self, request: Request, peer: Conversation) -> object:
         match request.op, request.args:
             case "register", RegisterArgs() as args:
                 pid = args.pid if args.pid is not None else peer.pid("register")
@@ -360,37 +356,5 @@ class _SocketServer:
         )
         raise Unauthenticated(reason)
 
-    def _authorize_pid(self, pid: int, peer: _Conversation, op: str) -> None:
-        """A worker may act only for itself, or for its child (the exec sidecar's case)."""
-        peer_pid = peer.pid(op)
-        if pid == peer_pid or pid in peer.vouched:
-            return
-        if self._probes.parent_pid(pid) == peer_pid:
-            # Remembered because the proof does not outlast the child: once it has exited
-            # and been reaped, its parent can no longer be read, yet the sidecar that
-            # registered it must still be able to release it on this connection.
-            if len(peer.vouched) < _MAX_VOUCHED:
-                peer.vouched.add(pid)
-            return
-        raise PermissionDenied(
-            f"{op} for pid {pid} refused: the connecting process (pid {peer_pid}) "
-            "is neither that process nor its parent"
-        )
-
-
-class _Conversation:
-    """What one connection has established about its peer."""
-
-    __slots__ = ("credentials", "vouched")
-
-    def __init__(self, credentials: _Peer) -> None:
-        self.credentials = credentials
-        #: Pids proved to be the peer's children earlier on this connection.
-        self.vouched: set[int] = set()
-
-    def pid(self, op: str) -> int:
-        if self.credentials is None:
-            raise PermissionDenied(
-                f"{op} refused: the connecting process's credentials cannot be read here"
-            )
-        return self.credentials[0]
+    def _authorize_pid(self, pid: int, peer: Conversation, op: str) -> None:
+        authorize_pid(self._probes, pid, peer, op)

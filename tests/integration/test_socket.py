@@ -118,6 +118,38 @@ async def test_a_parent_may_release_its_child_after_it_was_reaped(
             assert (await sidecar.release(registration))["ok"] is True
 
 
+@pytest.mark.anyio
+async def test_a_childs_pid_taken_by_another_process_is_no_longer_vouched_for(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    async with served(tmp_path, sock_dir) as s, AsyncClient(s.path) as sidecar:
+        child = s.h.spawn(start="ticks-child")
+        s.h.probes.set(child, alive=True, start_time="ticks-child", parent=os.getpid())
+        registration = (await sidecar.register(claims(), pid=child))["registration"]
+        assert (await sidecar.heartbeat(registration))["ok"] is True
+        # The child exits and an unrelated process (not ours) is given the same pid.
+        s.h.probes.set(child, alive=True, start_time="ticks-stranger", parent=1)
+        with pytest.raises(RemotePermissionDenied) as beat:
+            await sidecar.heartbeat(registration)
+        assert "pid" in beat.value.detail
+        with pytest.raises(RemotePermissionDenied):
+            await sidecar.register(claims(), pid=child)
+        # Should a new child of ours take the pid, the proof is made afresh for it.
+        s.h.probes.set(child, alive=True, start_time="ticks-second-child", parent=os.getpid())
+        assert (await sidecar.register(claims(), pid=child))["ok"] is True
+
+
+@pytest.mark.anyio
+async def test_a_child_whose_start_time_cannot_be_read_is_not_vouched_for(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    async with served(tmp_path, sock_dir) as s, AsyncClient(s.path) as sidecar:
+        child = s.h.spawn(start="ticks-child")
+        s.h.probes.set(child, alive=True, start_time=None, parent=os.getpid())
+        with pytest.raises(RemotePermissionDenied):
+            await sidecar.register(claims(), pid=child)
+
+
 # --- operators -------------------------------------------------------------------------
 
 
