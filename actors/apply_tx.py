@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors.messages import ApplyRetirement
+from actors.messages import ApplyOutcome, ApplyRetirement
 from supervisor.clock import Clock
 from supervisor.gc_pause import gc_paused
 from supervisor.policy.apply_rules import (
@@ -182,21 +182,25 @@ async def run_apply(
     clock: Clock,
     probes: ProbeBackend,
     settings: ApplySettings,
-) -> dict[str, Any]:
-    """Everything from the authoritative re-read to the last guarded write, in one transaction.
+) -> ApplyOutcome:
+    """Everything from the authoritative re-read to the last guarded write, and the audit
+    event, in one transaction.
 
-    Any exception rolls the whole transaction back and is reported as
-    ``transaction_failed``: a partial write can never be reported as success.
+    Any exception, a failed audit write included, rolls the whole transaction back
+    and is reported as ``transaction_failed``: a partial write can never be reported
+    as success, and no retirement commits without its audit row.
     """
     requested = list(dict.fromkeys(w for w in msg.worker_identities if w.strip()))
     if not requested:
         result = _base(msg, OUTCOME_NOTHING_REQUESTED)
         result["reasons"] = ["no worker identities were given; nothing to retire"]
-        return result
+        return ApplyOutcome(result=result)
     try:
         async with store.write() as tx:
             env = _Env(clock=clock, probes=probes, settings=settings)
-            return await _decide_and_write(msg, requested, tx, env)
+            result = await _decide_and_write(msg, requested, tx, env)
+            await tx.append_audit(msg.audit(result))
+        return ApplyOutcome(result=result, audited=True)
     except Exception as exc:  # rolled back by store.write(); report, never half-claim
         failed = _base(msg, OUTCOME_TRANSACTION_FAILED)
         failed["success"] = False
@@ -212,7 +216,7 @@ async def run_apply(
             for w in requested
         ]
         failed["preserved_count"] = len(requested)
-        return failed
+        return ApplyOutcome(result=failed)
 
 
 async def _decide_and_write(

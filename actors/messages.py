@@ -152,6 +152,10 @@ class ApplyOutcome:
     """The writer's structured apply result (the retirement actor decorates it)."""
 
     result: Mapping[str, Any]
+    #: The audit event was committed with the apply's transaction. False when no
+    #: transaction committed (rolled back, or nothing was requested): the retirement
+    #: actor then records the outcome in the trail itself.
+    audited: bool = False
 
 
 # --- registry writer ------------------------------------------------------------
@@ -225,6 +229,10 @@ class ApplyRetirement:
     #: inside the transaction immediately before the first write, so revoking
     #: the grant mid-call still denies.
     recheck_grant: Callable[[], str | None]
+    #: Builds the apply's audit event from its result. The writer appends it inside the
+    #: apply's own transaction, so the trail records the retirements exactly when they
+    #: commit, and an audit write that fails rolls them back.
+    audit: Callable[[Mapping[str, Any]], Mapping[str, Any]]
     reply: Reply[ApplyOutcome]
 
 

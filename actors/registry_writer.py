@@ -29,7 +29,6 @@ from actors.mailbox import Inbox, Reply
 from actors.messages import (
     AllocateWork,
     AppendAudit,
-    ApplyOutcome,
     ApplyRetirement,
     AssignAndLease,
     CheckAssignment,
@@ -387,16 +386,16 @@ class RegistryWriter:
 
     async def _apply(self, message: ApplyRetirement) -> None:
         with message.reply:
-            result = await run_apply(
+            outcome = await run_apply(
                 message,
                 store=self._store,
                 clock=self._clock,
                 probes=self._probes,
                 settings=self._settings.apply,
             )
-            for retired in result.get("retired") or []:
+            for retired in outcome.result.get("retired") or []:
                 self._fencing.pop(str(retired.get("worker_identity")), None)
-            message.reply.send(ApplyOutcome(result=result))
+            message.reply.send(outcome)
 
 
 def _same_incarnation(old: Row, new: Mapping[str, Any]) -> bool:

@@ -28,7 +28,7 @@ from actors.messages import (
     WriterInbox,
 )
 from actors.retirement_records import Refused as _Refused
-from actors.retirement_records import audit_event, post_apply_view, write_audit
+from actors.retirement_records import audit_event, mark_unrecorded, post_apply_view, write_audit
 from actors.retirement_records import refusal as _refusal
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
@@ -182,11 +182,19 @@ class RetirementActor:
                 )
             )
 
-    async def _audit(self, profile: Profile | None, action: str, result: Mapping[str, Any]) -> None:
+    async def _audit(
+        self, profile: Profile | None, action: str, result: Mapping[str, Any]
+    ) -> str | None:
+        """Write one audit event; None once committed, else why it could not be."""
         event = audit_event(profile, action, result, at=self._clock.now())
         detail = event["detail"]
         _log.info("audit", **{**detail, **{k: v for k, v in event.items() if k != "detail"}})
-        await write_audit(self._writer, event)
+        return await write_audit(self._writer, event)
+
+    async def _audit_refusal(self, profile: Profile | None, action: str, refused: _Refused) -> None:
+        failure = await self._audit(profile, action, refused.result)
+        if failure is not None:
+            mark_unrecorded(refused.result, "refusal", failure)
 
     # --- requests -------------------------------------------------------------------
 
@@ -194,7 +202,7 @@ class RetirementActor:
         try:
             self._authorize(request.profile, "snapshot")
         except _Refused as refused:
-            await self._audit(request.profile, "snapshot", refused.result)
+            await self._audit_refusal(request.profile, "snapshot", refused)
             raise
         rows = await self._store.read_registrations()
         snap = await self._snapshot(
@@ -232,11 +240,19 @@ class RetirementActor:
             self._authorize(request.profile, "plan")
             result = await self._plan(request.canonical_repository)
         except _Refused as refused:
-            await self._audit(request.profile, "plan", refused.result)
+            await self._audit_refusal(request.profile, "plan", refused)
             raise
         result["profile"] = request.profile.name if request.profile else None
         result["role_kind"] = request.profile.role_kind if request.profile else None
-        await self._audit(request.profile, "plan", result)
+        failure = await self._audit(request.profile, "plan", result)
+        if failure is not None:
+            # Every plan is in the trail; one that cannot be is not handed out.
+            raise _Refused(
+                _refusal(
+                    f"the plan could not be written to the audit trail (fail closed): {failure}",
+                    audit_recorded=False,
+                )
+            )
         return result
 
     async def _registrations(self) -> list[Row]:
@@ -279,9 +295,10 @@ class RetirementActor:
             mode, token = self._token(request)
             await self._gates()
         except _Refused as refused:
-            await self._audit(request.profile, "apply", refused.result)
+            await self._audit_refusal(request.profile, "apply", refused)
             raise
         profile_name = request.profile.name if request.profile else ""
+        profile = request.profile
         outcome: ApplyOutcome = await ask(
             self._writer,
             lambda reply: ApplyRetirement(
@@ -293,6 +310,7 @@ class RetirementActor:
                 or self._settings.canonical_repository,
                 retired_by=profile_name or "unknown",
                 recheck_grant=lambda: self._recheck(profile_name),
+                audit=lambda result: audit_event(profile, "apply", result, at=self._clock.now()),
                 reply=reply,
             ),
             actor="registry_writer",
@@ -300,8 +318,12 @@ class RetirementActor:
         result = dict(outcome.result)
         result["profile"] = profile_name or None
         result["role_kind"] = request.profile.role_kind if request.profile else None
+        if not outcome.audited:
+            # Nothing committed, so the trail has no row of this apply yet: add one.
+            failure = await self._audit(request.profile, "apply", result)
+            if failure is not None:
+                mark_unrecorded(result, "apply", failure)
         result["post_apply"] = await self._post_apply(result, request.canonical_repository)
-        await self._audit(request.profile, "apply", result)
         return result
 
     def _recheck(self, profile_name: str) -> str | None:

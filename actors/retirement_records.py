@@ -6,9 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from anyio.streams.memory import MemoryObjectSendStream
-
-from actors.mailbox import ask
+from actors.mailbox import Outbox, ask
 from actors.messages import AppendAudit, WriteAck, WriterInbox
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
@@ -23,12 +21,16 @@ __all__ = [
     "AUDITED_KEYS",
     "Refused",
     "audit_event",
+    "mark_unrecorded",
     "post_apply_view",
     "refusal",
     "write_audit",
 ]
 
 _log = get_logger()
+
+#: Tries of one audit write before its failure is reported to the caller.
+AUDIT_ATTEMPTS = 3
 
 #: Result fields worth keeping in the audit trail: tokens, counts, outcome.
 #: Profiles' secrets never reach a result, so none can reach the audit log.
@@ -67,20 +69,37 @@ def audit_event(
     }
 
 
-async def write_audit(
-    writer: MemoryObjectSendStream[WriterInbox], event: Mapping[str, Any]
-) -> None:
-    """Append ``event`` through the registry writer; a failure is logged, never raised,
-    because the answer it records goes out either way."""
-    try:
-        ack: WriteAck = await ask(
-            writer, lambda reply: AppendAudit(event=event, reply=reply), actor="registry_writer"
-        )
-    except SupervisorError as exc:
-        _log.error("audit_write_failed", action=event.get("action"), detail=exc.detail)
-        return
-    if not ack.ok:
-        _log.error("audit_write_failed", action=event.get("action"), detail=ack.detail)
+async def write_audit(writer: Outbox[WriterInbox], event: Mapping[str, Any]) -> str | None:
+    """Append one audit event through the writer; None once committed, else why not.
+
+    Retried a few times (a busy database, or a batch that failed around it, passes);
+    a failure is returned, never swallowed, so the caller can refuse or say so.
+    """
+    failure = ""
+    for _ in range(AUDIT_ATTEMPTS):
+        try:
+            ack: WriteAck = await ask(
+                writer,
+                lambda reply: AppendAudit(event=event, reply=reply),
+                actor="registry_writer",
+            )
+        except SupervisorError as exc:
+            failure = f"{exc.code}: {exc.detail}"
+            break  # the writer is gone: asking again cannot help
+        if ack.ok:
+            return None
+        failure = f"{ack.code}: {ack.detail}"
+    _log.error("audit_write_failed", action=event.get("action"), detail=failure)
+    return failure
+
+
+def mark_unrecorded(result: dict[str, Any], what: str, failure: str) -> None:
+    """Say in ``result`` itself that the trail has no row of it."""
+    result["audit_recorded"] = False
+    result["reasons"] = [
+        *(result.get("reasons") or []),
+        f"this {what} could not be written to the audit trail: {failure}",
+    ]
 
 
 def post_apply_view(

@@ -19,6 +19,7 @@ from actors.mailbox import Reply
 from actors.messages import ApplyOutcome, ApplyRetirement
 from actors.registry_writer import WriterSettings
 from actors.retirement import RetirementSettings
+from actors.retirement_records import audit_event
 from bench.fixtures import (
     READER,
     REPO,
@@ -83,17 +84,18 @@ async def _writer_apply(db: Path) -> tuple[float, Mapping[str, Any]]:
             canonical_repository=REPO,
             retired_by=RETIRER.name,
             recheck_grant=lambda: None,
+            audit=lambda result: audit_event(RETIRER, "apply", result, at=clock.now()),
             reply=Reply[ApplyOutcome].discarding(),
         )
         began = time.perf_counter()
-        result = await run_apply(
+        outcome = await run_apply(
             message,
             store=store,
             clock=clock,
             probes=probes,
             settings=ApplySettings(mass_guard_floor=_FLOOR),
         )
-        return time.perf_counter() - began, result
+        return time.perf_counter() - began, dict(outcome.result)
     finally:
         await store.close()
 
