@@ -8,8 +8,10 @@ __all__ = [
     "ActorStopped",
     "ConfigError",
     "PermissionDenied",
+    "ProfilesUnreadable",
     "ProtocolError",
     "StoreError",
+    "StoreUnwritable",
     "SupervisorError",
     "Unavailable",
 ]
@@ -35,10 +37,22 @@ class ConfigError(SupervisorError):
     code: ClassVar[str] = "config_invalid"
 
 
+class ProfilesUnreadable(ConfigError):
+    """The profiles file cannot be read or parsed, so no token can prove a profile."""
+
+    code: ClassVar[str] = "profiles_unreadable"
+
+
 class StoreError(SupervisorError):
     """The registry database failed or holds something it should not."""
 
     code: ClassVar[str] = "store_error"
+
+
+class StoreUnwritable(StoreError):
+    """The registry database (or its directory) cannot be written by this process."""
+
+    code: ClassVar[str] = "store_unwritable"
 
 
 class ActorStopped(SupervisorError):

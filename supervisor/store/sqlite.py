@@ -16,7 +16,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from supervisor.errors import StoreError
+from supervisor.errors import StoreError, StoreUnwritable
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import CommitChain, Row
@@ -307,17 +307,49 @@ async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) ->
     """Open (creating if needed) and migrate the database; the caller must ``close()`` it."""
     _check_busy_timeout(busy_timeout_ms)
     db_path = Path(path)
-    writer = await _connect(db_path, busy_timeout_ms, read_only=False)
     try:
-        check_submit_support(writer)
-        applied = await _migrate_connection(writer, CURRENT_VERSION)
-        # Opened after migrating so it never caches a pre-migration schema.
-        reader = await _connect(db_path, busy_timeout_ms, read_only=True)
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await _close_quietly(writer)
+        writer = await _connect(db_path, busy_timeout_ms, read_only=False)
+        try:
+            check_submit_support(writer)
+            applied = await _migrate_connection(writer, CURRENT_VERSION)
+            await _check_writable(writer)
+            # Opened after migrating so it never caches a pre-migration schema.
+            reader = await _connect(db_path, busy_timeout_ms, read_only=True)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await _close_quietly(writer)
+            raise
+    except StoreError as exc:
+        cause = exc.__cause__
+        # A missing directory is a different mistake, and its error says so already.
+        if (
+            isinstance(cause, sqlite3.Error)
+            and cause.sqlite_errorcode & 0xFF in _UNWRITABLE
+            and db_path.parent.is_dir()
+        ):
+            raise StoreUnwritable(
+                f"registry database {db_path} cannot be written ({cause}): the supervisor "
+                f"needs write access to the file and to its directory {db_path.parent}, "
+                f"where SQLite keeps {db_path.name}-wal and {db_path.name}-shm"
+            ) from exc
         raise
     return SQLiteStore(path=db_path, writer=writer, reader=reader, applied_migrations=applied)
+
+
+#: SQLite's primary result codes for a file that cannot be written or created here.
+_UNWRITABLE = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM})
+
+
+async def _check_writable(conn: aiosqlite.Connection) -> None:
+    """Refuse at start-up, not at the first heartbeat, a database that opens but cannot
+    be written (a read-only file opens fine): rewrite one header field to its own value
+    and roll back, so nothing changes."""
+    await begin_immediate(conn)
+    try:
+        rows = await fetchall(conn, "PRAGMA user_version")
+        await execute(conn, f"PRAGMA user_version = {int(rows[0][0]):d}")
+    finally:
+        await rollback(conn)
 
 
 @asynccontextmanager
