@@ -12,7 +12,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from supervisor.config import SocketConfig
-from supervisor.errors import ProtocolError, SupervisorError
+from supervisor.errors import ProfilesUnreadable, ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.logs import get_logger
 from supervisor.policy.permissions import Profile
@@ -63,9 +63,13 @@ _ACCEPT_RETRY_SECONDS = 0.1
 
 
 class ProfileLookupWithAuth(Protocol):
-    """What the socket needs of a ProfileBook: a token proves a profile, or nothing."""
+    """What the socket needs of a ProfileBook: a token proves a profile, or nothing, and
+    why nothing could be proved when the profiles file itself is unusable."""
 
     def authenticate(self, token: str) -> Profile | None: ...
+
+    @property
+    def error(self) -> str | None: ...
 
 
 async def serve_socket(
@@ -340,12 +344,17 @@ class _SocketServer:
                 return await dispatch_control(self._handle, profile, args)
         raise ProtocolError(f"op {request.op!r} has no handler")
 
-    async def _authenticate(self, request: Request, peer: _Conversation) -> Profile:
+    async def _authenticate(self, request: Request, peer: Conversation) -> Profile:
         token = request.token
         if token:
             profile = self._profiles.authenticate(token)
             if profile is not None:
                 return profile
+            broken = self._profiles.error
+            if broken is not None:
+                # Not the caller's fault: saying "unauthenticated" would send an operator
+                # after their token while the file they edited is what is broken.
+                raise ProfilesUnreadable(f"no token can be proved right now: {broken}")
             reason = "the token proves no profile"
         else:
             reason = "this operation needs a profile token (token)"

@@ -110,6 +110,8 @@ async def test_a_regular_file_at_the_path_is_refused(tmp_path: Path, sock_dir: P
 
 
 class _NoProfiles:
+    error = None
+
     def authenticate(self, token: str) -> Profile | None:
         return None
 
@@ -231,6 +233,8 @@ async def _serve_raw(
 
 
 class _ExplodingProfiles:
+    error = None
+
     def authenticate(self, token: str) -> Profile | None:
         raise RuntimeError("profiles backend is broken")
 
