@@ -18,6 +18,7 @@ from actors.registry_writer import WriterSettings
 from supervisor.config_checks import (
     CHECK_KEY,
     LOG_LEVELS,
+    NON_NEGATIVE,
     POSITIVE,
     Check,
     Invalid,
@@ -189,6 +190,9 @@ class SocketConfig:
     max_frame_bytes: int = setting(1048576, integer_check(1))
     request_timeout_seconds: float = setting(30.0, POSITIVE)
     max_connections: int = setting(256, integer_check(1))
+    #: At max_connections, the connection idle longest is closed to admit a new one if
+    #: it has been idle at least this long (its client reconnects on its next request).
+    evict_idle_after_seconds: float = setting(1.0, NON_NEGATIVE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,6 +14,7 @@ from typing import Any
 __all__ = [
     "CHECK_KEY",
     "LOG_LEVELS",
+    "NON_NEGATIVE",
     "POSITIVE",
     "Check",
     "Invalid",
@@ -147,6 +148,7 @@ def loopback_check(value: Any, _base: Path) -> str:
 
 
 POSITIVE = number_check("a finite number > 0", lambda x: x > 0)
+NON_NEGATIVE = number_check("a finite number >= 0", lambda x: x >= 0)
 
 
 def setting(default: Any, check: Check) -> Any:

@@ -49,6 +49,8 @@ class FrameChannel(asyncio.Protocol):
         self._writing_paused = False
         #: Resolves True when there is something to read, False when the idle timer fired.
         self._readable: asyncio.Future[bool] | None = None
+        #: Event-loop time since which the serving task has been waiting for a request.
+        self._waiting_since: float | None = None
         self._drained: asyncio.Future[None] | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------
@@ -108,6 +110,13 @@ class FrameChannel(asyncio.Protocol):
         """Bytes of an unfinished frame were left when the peer stopped sending."""
         return bool(self._buffer) and not self._cut
 
+    def idle_since(self) -> float | None:
+        """Event-loop time since which the peer has had no request pending, unanswered or
+        part-sent; None while it has one (closing it now could lose a request)."""
+        if self._buffer or self._lost or self._frames:
+            return None
+        return self._waiting_since
+
     async def receive(self, *, idle: float) -> list[bytes | Oversized] | None:
         """Every frame that has arrived, waiting up to ``idle`` seconds for the first; ``[]``
         once the peer stopped sending, None when it sent nothing for ``idle`` seconds.
@@ -118,11 +127,13 @@ class FrameChannel(asyncio.Protocol):
             # A timer on the waiter rather than a cancel scope around it: this runs once
             # per request, and a scope costs several times what the timer does.
             timer = loop.call_later(idle, _expire, waiter)
+            self._waiting_since = loop.time()
             try:
                 await waiter
             finally:
                 timer.cancel()
                 self._readable = None
+                self._waiting_since = None
             if not waiter.result():
                 return None
         frames = list(self._frames)

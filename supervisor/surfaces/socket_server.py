@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -120,6 +121,8 @@ class _SocketServer:
         self._timeout = settings.request_timeout_seconds
         self._idle = settings.request_timeout_seconds * _IDLE_FACTOR
         self._active = 0
+        #: Connections being served, each counted in ``_active`` until it ends or is evicted.
+        self._live: dict[FrameChannel, None] = {}
         self._path = Path(settings.path)
 
     async def serve_logged(
@@ -145,13 +148,33 @@ class _SocketServer:
                 self._admit(tg, sock)
 
     def _admit(self, tg: TaskGroup, sock: socket.socket) -> None:
-        if self._active >= self._settings.max_connections:
+        if self._active >= self._settings.max_connections and not self._evict_idle():
             detail = f"the supervisor already serves {self._active} connections; retry later"
             tg.start_soon(self._farewell, UnixStream(sock), error_frame(None, SERVER_BUSY, detail))
             return
         # Counted here, not in the task, so a burst of accepts cannot overshoot the limit.
         self._active += 1
         tg.start_soon(self._connection, sock)
+
+    def _evict_idle(self) -> bool:
+        """Close the connection idle longest, if idle long enough, to make room: a worker
+        that keeps a connection between heartbeats reconnects on its next one, while a
+        newcomer refused ``server_busy`` would have had its heartbeat turned away."""
+        now = asyncio.get_running_loop().time()
+        bound = self._settings.evict_idle_after_seconds
+        oldest: FrameChannel | None = None
+        oldest_since = now - bound
+        for channel in self._live:
+            since = channel.idle_since()
+            if since is not None and since <= oldest_since:
+                oldest, oldest_since = channel, since
+        if oldest is None:
+            return False
+        del self._live[oldest]
+        self._active -= 1
+        _log.info("socket_idle_evicted", idle_seconds=round(now - oldest_since, 3))
+        oldest.close()
+        return True
 
     async def _farewell(self, stream: UnixStream, frame: Mapping[str, Any]) -> None:
         async with stream:
@@ -166,12 +189,17 @@ class _SocketServer:
         try:
             peer = Conversation(self._credentials(sock))
             channel = await open_frame_channel(sock, limit=self._settings.max_frame_bytes)
+            self._live[channel] = None
             await self._converse(channel, peer)
         except Exception:
             # A connection's failure is its own; the listener and other peers carry on.
             _log.exception("socket_connection_failed")
         finally:
-            self._active -= 1
+            # An evicted connection was uncounted (and forgotten) when it was evicted.
+            if channel is None or channel in self._live:
+                self._active -= 1
+            if channel is not None:
+                self._live.pop(channel, None)
             if channel is not None:
                 channel.close()
             else:

@@ -245,6 +245,16 @@ BAD_VALUES = [
     ('[socket]\nmode = "0999"\n', "socket.mode", "octal permission string"),
     ('[socket]\nmode = "1777"\n', "socket.mode", 'at most "0777"'),
     ("[socket]\nmode = 600\n", "socket.mode", "octal permission string"),
+    (
+        "[socket]\nevict_idle_after_seconds = -1\n",
+        "socket.evict_idle_after_seconds",
+        "a finite number >= 0",
+    ),
+    (
+        '[socket]\nevict_idle_after_seconds = "1"\n',
+        "socket.evict_idle_after_seconds",
+        "a finite number >= 0",
+    ),
     ('[socket]\nmode = "rw"\n', "socket.mode", "octal permission string"),
 ]
 
