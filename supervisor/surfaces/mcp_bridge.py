@@ -26,6 +26,7 @@ from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.profiles import ProfileBook
 from supervisor.surfaces.mcp_bridge_control import SocketControlCalls, unanswered_as_unavailable
+from supervisor.surfaces.mcp_stdio import serve_stdio
 from supervisor.surfaces.mcp_tools import ToolBackend, build_mcp_server
 
 __all__ = [
@@ -132,7 +133,7 @@ async def serve_mcp_stdio(backend: ToolBackend) -> None:
     """Serve the fleet tools on this process's stdin/stdout until the client disconnects."""
     # No profile on this side: a socket backend carries its own credentials (see above).
     server = build_mcp_server(backend, profile_resolver=lambda: None)
-    await server.run_stdio_async()
+    await serve_stdio(server)
 
 
 async def _bridge(socket_path: str | Path, token: str) -> None:

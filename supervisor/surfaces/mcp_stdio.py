@@ -1,0 +1,135 @@
+"""MCP over stdio where every line gets an answer: an unreadable request is a JSON-RPC error."""
+
+from __future__ import annotations
+
+import json
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import PARSE_ERROR, ErrorData, JSONRPCError
+from pydantic import ValidationError
+
+from supervisor.logs import get_logger
+
+__all__ = ["AnsweringReadStream", "serve_stdio"]
+
+#: JSON-RPC's code for a request that is JSON but not a valid request object.
+INVALID_REQUEST = -32600
+
+_log = get_logger(surface="mcp")
+
+
+async def serve_stdio(server: MCPServer[Any]) -> None:
+    """``server.run_stdio_async()``, except that a line the SDK cannot read is answered.
+
+    Why: the SDK's stdio transport hands a line it cannot parse (invalid JSON, or a
+    string holding a lone UTF-16 surrogate, which its strict parser refuses) to the
+    session as an exception, and the session only logs it, so the client waits for
+    an answer that never comes. ``_lowlevel_server`` is the SDK's own attribute for
+    what ``run_stdio_async`` runs; the stdio tests fail if it moves.
+    """
+    lowlevel = server._lowlevel_server
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(
+            AnsweringReadStream(read_stream, write_stream),
+            write_stream,
+            lowlevel.create_initialization_options(),
+        )
+
+
+class AnsweringReadStream:
+    """The transport's read stream, minus unreadable lines, each answered on the way."""
+
+    def __init__(self, inner: Any, write_stream: Any) -> None:
+        self._inner = inner
+        self._write = write_stream
+
+    @property
+    def last_context(self) -> Any:
+        # The SDK restores the sender's context from this (see ReadStream's docs).
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item  # type: ignore[no-any-return]
+            await self._write.send(SessionMessage(_error_for(item)))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+def _error_for(failure: Exception) -> JSONRPCError:
+    """Parse error (id null) for text that is not JSON; invalid request, answered by its id
+    when one can be read, for JSON the SDK refuses (such as a lone surrogate escape)."""
+    line = _input_of(failure)
+    try:
+        data = json.loads(line) if line is not None else None
+    except (ValueError, RecursionError):
+        _log.warning("mcp_unreadable_line", reason="not JSON")
+        return JSONRPCError(
+            jsonrpc="2.0",
+            id=None,
+            error=ErrorData(code=PARSE_ERROR, message="Parse error: the line is not valid JSON"),
+        )
+    request_id = data.get("id") if isinstance(data, dict) else None
+    # Only an id the answer can carry: an int or a string that is itself valid Unicode.
+    if isinstance(request_id, bool) or not _usable_id(request_id):
+        request_id = None
+    _log.warning("mcp_unreadable_line", reason="not a valid request")
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=ErrorData(
+            code=INVALID_REQUEST,
+            message="Invalid request: not a valid JSON-RPC message "
+            "(strings must be valid Unicode; a lone UTF-16 surrogate is not)",
+        ),
+    )
+
+
+def _input_of(failure: Exception) -> str | None:
+    if isinstance(failure, ValidationError):
+        for error in failure.errors():
+            value = error.get("input")
+            if isinstance(value, str | bytes):
+                return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    return None
+
+
+def _usable_id(value: object) -> bool:
+    if isinstance(value, int):
+        return True
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
