@@ -18,6 +18,7 @@ from anyio.abc import TaskGroup
 from supervisor.client_wire import (
     RemoteError,
     RemotePermissionDenied,
+    RemoteProfilesUnreadable,
     RemoteProtocolError,
     RemoteTimeout,
     RemoteUnauthenticated,
@@ -35,6 +36,7 @@ __all__ = [
     "HeartbeatThread",
     "RemoteError",
     "RemotePermissionDenied",
+    "RemoteProfilesUnreadable",
     "RemoteProtocolError",
     "RemoteTimeout",
     "RemoteUnauthenticated",

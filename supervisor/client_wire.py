@@ -14,6 +14,7 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "RemoteError",
     "RemotePermissionDenied",
+    "RemoteProfilesUnreadable",
     "RemoteProtocolError",
     "RemoteTimeout",
     "RemoteUnauthenticated",
@@ -63,6 +64,12 @@ class RemoteUnauthenticated(RemotePermissionDenied):
     code: ClassVar[str] = "unauthenticated"
 
 
+class RemoteProfilesUnreadable(RemoteError):
+    """The supervisor's profiles file is broken: no token can be checked until it is fixed."""
+
+    code: ClassVar[str] = "profiles_unreadable"
+
+
 class RemoteUnavailable(RemoteError, Unavailable):
     """The supervisor is busy or shutting down; worth retrying later."""
 
@@ -81,6 +88,7 @@ _BY_CODE: Mapping[str, type[RemoteError]] = {
     "frame_too_large": RemoteProtocolError,
     "permission_denied": RemotePermissionDenied,
     "unauthenticated": RemoteUnauthenticated,
+    "profiles_unreadable": RemoteProfilesUnreadable,
     "server_busy": RemoteUnavailable,
     "actor_stopped": RemoteUnavailable,
     "supervisor_unavailable": RemoteUnavailable,

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from supervisor.client import AsyncClient
-from supervisor.client_wire import RemoteError, RemoteUnauthenticated
+from supervisor.client_wire import RemoteProfilesUnreadable, RemoteUnauthenticated
 from supervisor.unix_stream import connect_unix_stream
 from tests.integration.socket_helpers import claims, read_frames, served, short_dir
 
@@ -41,7 +41,7 @@ async def test_a_broken_profiles_file_is_named_not_blamed_on_the_token(
         good = s.profiles.path.read_text(encoding="utf-8")
         assert (await client.plan())["success"] is True
         s.profiles.path.write_text(broken, encoding="utf-8")
-        with pytest.raises(RemoteError) as refused:
+        with pytest.raises(RemoteProfilesUnreadable) as refused:
             await client.plan()
         assert refused.value.remote_code == "profiles_unreadable"
         assert cause in refused.value.detail
