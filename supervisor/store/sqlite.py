@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -307,12 +308,12 @@ async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) ->
     """Open (creating if needed) and migrate the database; the caller must ``close()`` it."""
     _check_busy_timeout(busy_timeout_ms)
     db_path = Path(path)
+    _check_writable(db_path)
     try:
         writer = await _connect(db_path, busy_timeout_ms, read_only=False)
         try:
             check_submit_support(writer)
             applied = await _migrate_connection(writer, CURRENT_VERSION)
-            await _check_writable(writer)
             # Opened after migrating so it never caches a pre-migration schema.
             reader = await _connect(db_path, busy_timeout_ms, read_only=True)
         except BaseException:
@@ -327,11 +328,7 @@ async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) ->
             and cause.sqlite_errorcode & 0xFF in _UNWRITABLE
             and db_path.parent.is_dir()
         ):
-            raise StoreUnwritable(
-                f"registry database {db_path} cannot be written ({cause}): the supervisor "
-                f"needs write access to the file and to its directory {db_path.parent}, "
-                f"where SQLite keeps {db_path.name}-wal and {db_path.name}-shm"
-            ) from exc
+            raise StoreUnwritable(_unwritable_detail(db_path, str(cause))) from exc
         raise
     return SQLiteStore(path=db_path, writer=writer, reader=reader, applied_migrations=applied)
 
@@ -340,16 +337,33 @@ async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) ->
 _UNWRITABLE = frozenset({sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM})
 
 
-async def _check_writable(conn: aiosqlite.Connection) -> None:
-    """Refuse at start-up, not at the first heartbeat, a database that opens but cannot
-    be written (a read-only file opens fine): rewrite one header field to its own value
-    and roll back, so nothing changes."""
-    await begin_immediate(conn)
-    try:
-        rows = await fetchall(conn, "PRAGMA user_version")
-        await execute(conn, f"PRAGMA user_version = {int(rows[0][0]):d}")
-    finally:
-        await rollback(conn)
+def _check_writable(path: Path) -> None:
+    """Refuse at start-up, not at the first heartbeat, a database this process cannot
+    write: SQLite opens a read-only file without complaint and fails every write later.
+
+    Asked of the OS rather than by a write, so opening still takes no write lock.
+    The directory matters too: SQLite creates the ``-wal`` and ``-shm`` files there.
+    """
+    if str(path) == ":memory:" or not path.parent.is_dir():
+        return  # nothing on disk, or a missing directory the connect reports itself
+    problem = None
+    if path.exists():
+        try:
+            os.close(os.open(path, os.O_RDWR))
+        except OSError as exc:
+            problem = f"the file cannot be opened for writing ({exc.strerror or exc})"
+    if problem is None and not os.access(path.parent, os.W_OK | os.X_OK):
+        problem = "its directory is not writable"
+    if problem is not None:
+        raise StoreUnwritable(_unwritable_detail(path, problem))
+
+
+def _unwritable_detail(path: Path, problem: str) -> str:
+    return (
+        f"registry database {path} cannot be written: {problem}; the supervisor needs "
+        f"write access to the file and to its directory {path.parent}, where SQLite "
+        f"keeps {path.name}-wal and {path.name}-shm"
+    )
 
 
 @asynccontextmanager

@@ -52,7 +52,7 @@ async def test_a_read_only_database_file_is_refused_at_open(db_path: Path) -> No
     detail = refused.value.detail
     assert refused.value.code == "store_unwritable"
     assert str(db_path) in detail
-    assert "readonly" in detail
+    assert "cannot be opened for writing" in detail
     assert "\n" not in detail
 
 
