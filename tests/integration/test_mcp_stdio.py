@@ -197,6 +197,22 @@ async def test_an_unreachable_daemon_is_reported_not_raised(socket_path: Path) -
     assert applied["error"] == "supervisor_unavailable"
 
 
+async def test_an_apply_of_ten_thousand_identities_crosses_the_bridge(socket_path: Path) -> None:
+    # Hundreds of kilobytes each way: the tool call on stdio, the frame on the socket.
+    identities = [f"wkr-{index:024x}" for index in range(10_000)]
+    async with fake_daemon(socket_path) as daemon, bridge(socket_path) as client:
+        applied = await call(
+            client,
+            APPLY_TOOL,
+            candidate_fingerprint="candidatefp-1",
+            registry_fingerprint="registryfp-1",
+            worker_identities=identities,
+        )
+    assert applied["outcome"] == "applied"
+    assert applied["retired_count"] == len(identities)
+    assert daemon.frames[0]["args"]["worker_identities"] == identities
+
+
 async def test_an_unreadable_answer_is_never_reported_as_a_refusal(socket_path: Path) -> None:
     # In-process: the bridge's backend over the real socket client, without a subprocess.
     async with (
