@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import os
 import socket
 import sys
@@ -191,10 +192,7 @@ class ProfileTokenVerifier:
 
 
 def _has_bearer(scope: Scope) -> bool:
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"authorization":
-            return bool(value.decode("latin-1").lower().startswith("bearer "))
-    return False
+    return _bearer(scope) is not None
 
 
 def _audit_missing_bearer(app: ASGIApp, audit: AuthAudit) -> ASGIApp:
@@ -206,6 +204,40 @@ def _audit_missing_bearer(app: ASGIApp, audit: AuthAudit) -> ASGIApp:
             await audit.audit_unauthenticated(
                 surface="mcp_http", action="mcp_http_request", reason="no bearer token was given"
             )
+        await app(scope, receive, send)
+
+    return asgi
+
+
+def _bearer(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            text = value.decode("latin-1")
+            return text[7:].strip() if text.lower().startswith("bearer ") else None
+    return None
+
+
+def _refuse_while_profiles_unreadable(app: ASGIApp, profiles: ProfileBook) -> ASGIApp:
+    """While the profiles file cannot be read no bearer token can be checked: answer 503
+    ``profiles_unreadable`` with the cause rather than the SDK's 401, which would send
+    the operator after a token that may be fine."""
+
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        token = _bearer(scope) if scope["type"] == "http" else None
+        if token and profiles.authenticate(token) is None and profiles.error is not None:
+            body = json.dumps(
+                {
+                    "error": "profiles_unreadable",
+                    "error_description": f"no token can be proved right now: {profiles.error}",
+                }
+            ).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
         await app(scope, receive, send)
 
     return asgi
@@ -313,6 +345,7 @@ async def _serve_http(
     app: ASGIApp = server.streamable_http_app(host=host)
     if audit is not None:
         app = _audit_missing_bearer(app, audit)
+    app = _refuse_while_profiles_unreadable(app, profiles)
     config = uvicorn.Config(
         app,
         http="h11",

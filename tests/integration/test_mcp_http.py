@@ -162,3 +162,21 @@ async def test_non_loopback_hosts_are_refused(tmp_path: Path, host: str) -> None
     async with harness(tmp_path) as h:
         with pytest.raises(ConfigError, match="loopback"):
             await serve_mcp_http(h.handle, profiles=ProfileBook(path), host=host, port=0)
+
+
+async def test_a_broken_profiles_file_is_named_not_blamed_on_the_token(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h, http_tools(h, tmp_path) as (url, path):
+        bearer = {"Authorization": f"Bearer {TOKENS[READER.name]}"}
+        good = path.read_text(encoding="utf-8")
+        path.write_text("[profiles.broken\n", encoding="utf-8")
+        async with httpx2.AsyncClient(timeout=30.0) as http:
+            refused = await http.post(url, json=_INITIALIZE, headers={**_HEADERS, **bearer})
+        missing = await raw_post(url, {})
+        path.write_text(good, encoding="utf-8")
+        after = await raw_post(url, bearer)
+
+    assert refused.status_code == 503
+    assert refused.json()["error"] == "profiles_unreadable"
+    assert "not valid TOML" in refused.json()["error_description"]
+    assert missing == 401  # no token at all is still the caller's problem
+    assert after == 200
