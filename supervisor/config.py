@@ -29,6 +29,7 @@ from supervisor.config_checks import (
     number_check,
     optional_text_check,
     path_check,
+    postgres_url_check,
     setting,
     text_check,
 )
@@ -94,6 +95,8 @@ class DatabaseSettings:
         metadata={CHECK_KEY: path_check(default_database_path)},
     )
     busy_timeout_ms: int = setting(5000, integer_check(0))
+    # A shared PostgreSQL registry instead of the SQLite file (None = SQLite at path).
+    url: str | None = setting(None, postgres_url_check)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
