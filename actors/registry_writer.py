@@ -23,6 +23,7 @@ from actors.beat_commits import (
 )
 from actors.control_allocate import allocate
 from actors.control_writes import ControlSettings, ControlWrites
+from actors.host_lease_writes import handle_host_write
 from actors.mailbox import Inbox, Reply
 from actors.messages import (
     AllocateWork,
@@ -37,11 +38,14 @@ from actors.messages import (
     GetTerminalLock,
     HeartbeatLease,
     HeartbeatWrite,
+    HostWrite,
     InsertRegistration,
     NamespaceHealthGate,
     RecordNamespaceHealth,
     ReleaseLease,
     ReleaseRegistration,
+    RenewHostLease,
+    RetireHostRows,
     SetTerminalLock,
     TouchHeartbeats,
     UpsertIncidentLink,
@@ -70,6 +74,7 @@ _Single = (
     | UpsertLease
     | AppendAudit
     | ControlWrite
+    | HostWrite
 )
 _Batchable = _Single | TouchHeartbeats
 
@@ -313,6 +318,8 @@ class RegistryWriter:
                 | GetIncidentLinks()
             ):
                 return await self._control.handle(tx, message)
+            case RenewHostLease() | RetireHostRows():
+                return await handle_host_write(tx, message, self._clock.now())
             case _:
                 assert_never(message)
 

@@ -45,6 +45,7 @@ def app_settings(settings: Settings) -> AppSettings:
             auto_interval_seconds=settings.retirement.auto_interval_seconds,
             auto_profile=settings.retirement.auto_profile,
         ),
+        hosts=settings.hosts.to_actor(shared=settings.database.url is not None),
         max_restarts=settings.restart.max_restarts,
         restart_window_seconds=settings.restart.window_seconds,
     )

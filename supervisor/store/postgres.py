@@ -18,9 +18,10 @@ from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import CommitChain, Row
 from supervisor.store.dialect import POSTGRESQL
+from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.migrations import run_migrations
 from supervisor.store.postgres_beats import stamp_and_commit
-from supervisor.store.postgres_exec import PgConnection, connect, redact_url
+from supervisor.store.postgres_exec import PgConnection, connect, redact_url, to_dollar_params
 from supervisor.store.postgres_tx import PostgresWriteTx
 from supervisor.store.schema import (
     CURRENT_VERSION,
@@ -105,6 +106,10 @@ class PostgresStore:
             raise StoreError(f"limit must be >= 0, got {limit}")
         newest_first = await self._read(sql.select_audit(POSTGRESQL), (limit,))
         return rowmap.audit_rows(reversed(newest_first))
+
+    async def read_host_leases(self) -> list[Row]:
+        statement = to_dollar_params(select_host_leases(one=False))
+        return host_lease_rows(await self._read(statement))
 
     async def read(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Any read-only query on the read connection (host leases, migrate, bench)."""

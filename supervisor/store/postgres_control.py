@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+import aiosqlite
+
 from supervisor.store.postgres_exec import PgConnection, to_dollar_params
 from supervisor.store.sqlite_control import SQLiteControlTx
 
-__all__ = ["PostgresControlTx"]
+__all__ = ["PostgresControlTx", "sqlite_shaped"]
 
 
 class _Cursor:
@@ -41,6 +43,14 @@ class _SQLiteShaped:
         return await self._conn.fetch(to_dollar_params(statement), params)
 
 
+def sqlite_shaped(live: Callable[[], PgConnection]) -> Callable[[], aiosqlite.Connection]:
+    """``live`` as the aiosqlite-connection getter that sqlite_exec's helpers expect.
+
+    They call exactly the two methods ``_SQLiteShaped`` has; the cast says so to mypy.
+    """
+    return cast("Callable[[], aiosqlite.Connection]", lambda: _SQLiteShaped(live()))
+
+
 class PostgresControlTx(SQLiteControlTx):
     """The control-plane operations of one PostgreSQL write transaction.
 
@@ -51,6 +61,4 @@ class PostgresControlTx(SQLiteControlTx):
     """
 
     def __init__(self, live: Callable[[], PgConnection]) -> None:
-        # The parent only passes the connection on to sqlite_exec's helpers, which call
-        # exactly the two methods _SQLiteShaped has.
-        super().__init__(cast(Any, lambda: _SQLiteShaped(live())))
+        super().__init__(sqlite_shaped(live))

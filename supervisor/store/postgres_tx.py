@@ -14,7 +14,8 @@ from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import Row
 from supervisor.store.dialect import POSTGRESQL
-from supervisor.store.postgres_control import PostgresControlTx
+from supervisor.store.host_leases import HostLeaseTx
+from supervisor.store.postgres_control import PostgresControlTx, sqlite_shaped
 from supervisor.store.postgres_exec import PgConnection, coercer
 from supervisor.store.schema import GUARD_COLUMNS, LEASE_COLUMNS, REGISTRATION_COLUMNS
 from supervisor.store.stamps import require_stamp
@@ -62,12 +63,17 @@ def _select_registrations(*, by_status: bool, by_ids: bool) -> str:
     if by_ids:
         where.append(f"worker_identity = ANY(${len(where) + 1}::text[])")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
-    # FOR UPDATE: what a write transaction read stays as read until it commits, even
-    # when another host's supervisor writes the same table (BEGIN IMMEDIATE's role on
-    # SQLite). The ORDER BY fixes the lock order.
+    # Rows read by identity are locked (FOR UPDATE): what a write transaction read stays
+    # as read until it commits, even when another host's supervisor writes the same
+    # table (BEGIN IMMEDIATE's role on SQLite); ORDER BY fixes the lock order. A read of
+    # every row does not lock: holding the whole registry would make each host's
+    # heartbeats wait on the others' writes, and a group commit that had locked its own
+    # rows first could deadlock against another host. Whatever a transaction writes
+    # after such a read is a guarded UPDATE, which re-checks the newest row anyway.
+    lock = " FOR UPDATE" if by_ids else ""
     return (
         f"SELECT {_REGISTRATION_LIST} FROM worker_registrations{clause} "
-        "ORDER BY worker_identity FOR UPDATE"
+        f"ORDER BY worker_identity{lock}"
     )
 
 
@@ -85,6 +91,12 @@ def _retire_many() -> str:
         f"WHERE w.worker_identity = g.worker_identity AND {guards} "
         "RETURNING w.worker_identity"
     )
+
+
+_LOCK_ROWS = (
+    "SELECT worker_identity FROM worker_registrations WHERE worker_identity = ANY($1::text[]) "
+    "ORDER BY worker_identity FOR UPDATE"
+)
 
 
 class PostgresWriteTx:
@@ -211,9 +223,13 @@ class PostgresWriteTx:
         identities = [p[_RETIRE_IDENTITY_PARAM] for p in params]
         if len(set(identities)) != len(identities):
             raise StoreError("retire_guarded_many needs distinct worker identities")
-        # One set-based compare-and-swap; RETURNING names the rows that still matched.
+        conn = self._live()
+        # Lock the rows in worker_identity order first (the order every locking read
+        # uses), then one set-based compare-and-swap; RETURNING names the rows that
+        # still matched.
+        await conn.fetch(_LOCK_ROWS, (identities,))
         columns = list(zip(*(p[_RETIRE_IDENTITY_PARAM:] for p in params), strict=True))
-        found = await self._live().fetch(
+        found = await conn.fetch(
             _retire_many(), (retired_at, retired_by, reason, *_arrays(columns))
         )
         retired = {str(r[0]) for r in found}
@@ -249,6 +265,9 @@ class PostgresWriteTx:
 
     def control(self) -> PostgresControlTx:
         return PostgresControlTx(self._live)
+
+    def hosts(self) -> HostLeaseTx:
+        return HostLeaseTx(sqlite_shaped(self._live), lock=" FOR UPDATE")
 
 
 def _arrays(columns: Sequence[tuple[Any, ...]]) -> list[list[Any]]:

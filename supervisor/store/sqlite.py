@@ -21,6 +21,7 @@ from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import CommitChain, Row
 from supervisor.store.dialect import SQLITE
+from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.migrations import run_migrations
 from supervisor.store.schema import (
     CURRENT_VERSION,
@@ -105,6 +106,9 @@ class SQLiteStore:
             raise StoreError(f"limit must be >= 0, got {limit}")
         newest_first = await self._read(sql.select_audit(SQLITE), (limit,))
         return rowmap.audit_rows(reversed(newest_first))
+
+    async def read_host_leases(self) -> list[Row]:
+        return host_lease_rows(await self._read(select_host_leases(one=False), ()))
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[SQLiteWriteTx]:
