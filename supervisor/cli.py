@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("profile")
     create.add_argument("--profiles", type=Path, help="override auth.profiles_path")
 
+    migrate = commands.add_parser(
+        "migrate", help="copy a SQLite registry, history included, into an empty PostgreSQL one"
+    )
+    migrate.add_argument("--from", dest="source", required=True, help="sqlite:PATH")
+    migrate.add_argument("--to", dest="target", required=True, help="postgresql://... URL")
+    migrate.add_argument("--json", action="store_true", help="machine-readable output")
+
     exec_cmd = commands.add_parser("exec", help="run an MCP server as a registered child")
     exec_cmd.add_argument("--namespace", help="default: derived from $GITEA_MCP_PROFILE")
     exec_cmd.add_argument("--ttl", type=float, help="heartbeat TTL seconds to request")
@@ -276,6 +283,41 @@ def _only_supervisor_error(group: BaseExceptionGroup[BaseException]) -> Supervis
     return found
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from supervisor.config_checks import Invalid, postgres_url_check
+    from supervisor.store.registry_copy import copy_sqlite_to_postgres, parse_sqlite_source
+
+    try:
+        url = postgres_url_check(args.target, Path.cwd())
+    except Invalid as exc:
+        sys.stderr.write(f"migrate: --to must be {exc.expected}\n")
+        return EXIT_USAGE
+    if url is None:
+        sys.stderr.write("migrate: --to needs a postgresql:// URL\n")
+        return EXIT_USAGE
+    source = parse_sqlite_source(args.source)
+    report = anyio.run(copy_sqlite_to_postgres, source, url)
+    result = {
+        "source": report.source,
+        "target": report.target,
+        "schema_version": report.schema_version,
+        "registry_fingerprint": report.registry_fingerprint,
+        "tables": {t.table: {"rows": t.rows, "fingerprint": t.fingerprint} for t in report.tables},
+    }
+    _emit(result, args.json, _format_copy)
+    return EXIT_OK
+
+
+def _format_copy(result: Mapping[str, Any]) -> str:
+    lines = [
+        f"copied {result['source']} -> {result['target']} (schema v{result['schema_version']})"
+    ]
+    for table, facts in result["tables"].items():
+        lines.append(f"  {table:<22} {facts['rows']:>8} rows  {facts['fingerprint']}")
+    lines.append(f"registry fingerprint {result['registry_fingerprint']} (source = copy)")
+    return "\n".join(lines)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.command == "run":
@@ -292,6 +334,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_probe_command(args)
     if args.command == "token":
         return _token_create(args, settings)
+    if args.command == "migrate":
+        return _migrate(args)
     if args.command == "exec":
         from supervisor.exec_sidecar import run_exec
 
