@@ -124,14 +124,18 @@ def _run(server: PgServer, argv: list[str]) -> None:
         )
 
 
-def start_pg_server(bindir: Path, *, settings: tuple[str, ...] = ()) -> PgServer:
+def start_pg_server(
+    bindir: Path, *, settings: tuple[str, ...] = (), durable: bool = False
+) -> PgServer:
     """initdb + start in a fresh temp dir; the caller must ``stop()`` it.
 
     As root, the server runs as ``nobody``: the directory is handed to that account,
     and the socket (mode 0777 by default) stays reachable from root. ``settings`` are
-    extra ``-c name=value`` server options.
+    extra ``-c name=value`` server options. ``durable`` keeps fsync on (benchmarks: a
+    commit then costs what it costs in production).
     """
-    root = Path(tempfile.mkdtemp(prefix="fleet-pg-"))
+    # /tmp, not $TMPDIR: as root the unprivileged account must be able to reach it.
+    root = Path(tempfile.mkdtemp(prefix="fleet-pg-", dir="/tmp" if os.path.isdir("/tmp") else None))
     user: str | None = None
     if os.geteuid() == 0:
         account = pwd.getpwnam(_UNPRIVILEGED_USER)
@@ -157,11 +161,11 @@ def start_pg_server(bindir: Path, *, settings: tuple[str, ...] = ()) -> PgServer
         )
         # No TCP at all; the socket lives in the temp dir. fsync off: a test server's
         # data dies with it anyway.
+        fast = () if durable else ("-c fsync=off", "-c full_page_writes=off")
         options = [
             "-c listen_addresses=''",
             f"-k {root}",
-            "-c fsync=off",
-            "-c full_page_writes=off",
+            *fast,
             *(f"-c {s}" for s in settings),
         ]
         _run(
