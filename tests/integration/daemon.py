@@ -104,6 +104,7 @@ def running_daemon(**settings: Any) -> Iterator[Daemon]:
                 [
                     "[database]",
                     f'path = "{workdir / "registry.sqlite3"}"',
+                    f'url = "{settings.get("database_url") or ""}"',
                     "[supervisor]",
                     'log_level = "info"',
                     "[heartbeat]",
