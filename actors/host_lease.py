@@ -19,6 +19,7 @@ from actors.messages_hosts import (
     RenewHostLease,
     RetireHostRows,
 )
+from actors.retirement import ProfileLookup
 from supervisor.clock import Clock
 from supervisor.logs import get_logger
 from supervisor.policy.canonical import canon
@@ -27,6 +28,8 @@ from supervisor.policy.host_leases import (
     lease_owner_keys,
     plan_host_retirement,
 )
+from supervisor.policy.permissions import Profile, decide
+from supervisor.policy.render import decision_dict
 from supervisor.store.base import Store
 
 __all__ = ["HostLeaseKeeper", "HostLeaseSettings"]
@@ -61,6 +64,7 @@ class HostLeaseKeeper:
         writer: MemoryObjectSendStream[WriterInbox],
         store: Store,
         clock: Clock,
+        profiles: ProfileLookup,
         host_id: str | None,
         boot_id: str | None,
         supervisor_id: str,
@@ -70,6 +74,7 @@ class HostLeaseKeeper:
         self._writer = writer
         self._store = store
         self._clock = clock
+        self._profiles = profiles
         self._host_id = host_id
         self._boot_id = boot_id
         self._settings = settings
@@ -99,9 +104,11 @@ class HostLeaseKeeper:
             case HostLeaseStatusQuery():
                 message.reply.send(self.status)
             case PlanHostRetirementRequest():
-                message.reply.send(await self.plan(message.host_id))
+                denied = _denied(message.profile, "plan")
+                message.reply.send(denied or await self.plan(message.host_id))
             case ApplyHostRetirementRequest():
-                message.reply.send(await self._apply(message))
+                denied = _denied(message.profile, "apply")
+                message.reply.send(denied or await self._apply(message))
 
     async def _renewer(self) -> None:
         interval = self._settings.renew_interval_seconds
@@ -181,6 +188,13 @@ class HostLeaseKeeper:
         )
 
     async def _apply(self, request: ApplyHostRetirementRequest) -> WriteAck:
+        assert request.profile is not None  # authorized above
+        name = request.profile.name
+
+        def recheck() -> str | None:
+            decision = decide(self._profiles.get(name), "apply")
+            return None if decision.allowed else decision.reason
+
         try:
             ack: WriteAck = await ask(
                 self._writer,
@@ -189,9 +203,11 @@ class HostLeaseKeeper:
                     host_token=request.host_token,
                     candidate_fingerprint=request.candidate_fingerprint,
                     worker_identities=request.worker_identities,
-                    retired_by=request.retired_by,
+                    # Who, from where: the row history names the profile and the host.
+                    retired_by=f"{name}@{self._host_id}",
                     local_host_id=self._host_id,
                     retire_after_seconds=self._settings.retire_after_seconds,
+                    recheck_grant=recheck,
                     reply=reply,
                 ),
                 actor="registry_writer",
@@ -199,3 +215,16 @@ class HostLeaseKeeper:
         except Exception as exc:
             return WriteAck(ok=False, code="transaction_failed", detail=repr(exc))
         return ack
+
+
+def _denied(profile: Profile | None, task: str) -> WriteAck | None:
+    """A structured refusal naming what was missing, or None when allowed."""
+    decision = decide(profile, task)
+    if decision.allowed:
+        return None
+    return WriteAck(
+        ok=False,
+        code="permission_denied",
+        detail=f"{task} refused: {decision.reason}",
+        data={"permission": decision_dict(decision)},
+    )

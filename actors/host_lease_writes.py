@@ -21,6 +21,7 @@ from supervisor.store.base import WriteTx
 __all__ = [
     "HOST_LEASE_MOVED",
     "HOST_NOT_IN_PLAN",
+    "HOST_PERMISSION_DENIED",
     "HOST_ROW_CHANGED",
     "handle_host_write",
 ]
@@ -30,6 +31,7 @@ HOST_CANDIDATES_MOVED = "candidate_set_moved"
 HOST_NOT_IN_PLAN = "not_in_plan"
 HOST_ROW_CHANGED = "row_changed_since_plan"
 HOST_NOTHING_REQUESTED = "nothing_requested"
+HOST_PERMISSION_DENIED = "permission_denied"
 
 _log = get_logger()
 
@@ -114,6 +116,13 @@ async def _retire(tx: WriteTx, message: RetireHostRows, now: datetime) -> WriteA
             ok=False, code=HOST_NOT_IN_PLAN, detail=f"not candidates: {', '.join(missing)}"
         )
     assert lease is not None  # a plan without a lease is refused above
+    denial = message.recheck_grant()
+    if denial is not None:
+        return WriteAck(
+            ok=False,
+            code=HOST_PERMISSION_DENIED,
+            detail=f"grant re-checked immediately before mutation: {denial}",
+        )
     stamp = format_stamp(now)
     try:
         async with tx.savepoint():

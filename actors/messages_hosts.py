@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from actors.mailbox import Reply
+from supervisor.policy.permissions import Profile
 
 if TYPE_CHECKING:
     # Type-only: actors.messages defines WriteAck and re-exports this module's classes.
@@ -54,6 +56,9 @@ class RetireHostRows:
     retired_by: str
     local_host_id: str | None
     retire_after_seconds: float
+    #: The caller's grant, re-read inside the transaction immediately before the first
+    #: write (None = still granted, else why not), so revoking it takes effect at once.
+    recheck_grant: Callable[[], str | None]
     reply: Reply[WriteAck] | None = None
 
 
@@ -86,21 +91,23 @@ class HostLeaseStatusQuery:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanHostRetirementRequest:
-    """Dry-run plan for a silent host's rows (read-only)."""
+    """Dry-run plan for a silent host's rows (read-only); needs the ``plan`` grant."""
 
+    profile: Profile | None
     host_id: str
     reply: Reply[Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApplyHostRetirementRequest:
-    """Apply a plan from ``PlanHostRetirementRequest`` (the writer runs the CAS)."""
+    """Apply a plan from ``PlanHostRetirementRequest`` (the writer runs the CAS); needs the
+    ``apply`` grant (operation gitea.worker_registry.retire)."""
 
+    profile: Profile | None
     host_id: str
     host_token: str
     candidate_fingerprint: str
     worker_identities: tuple[str, ...]
-    retired_by: str
     reply: Reply[WriteAck]
 
 

@@ -126,7 +126,8 @@ async def _host(spec: _HostRun) -> dict[str, Any]:
                     await handle.plan(READER, canonical_repository=REPO)
                     plan_ms.append((time.perf_counter() - began) * 1000)
                     began = time.perf_counter()
-                    await supervisor.hosts.plan_retirement(next(h for h in _HOSTS if h != host))
+                    other = next(h for h in _HOSTS if h != host)
+                    await supervisor.hosts.plan_retirement(READER, other)
                     host_plan_ms.append((time.perf_counter() - began) * 1000)
     finally:
         await store.close()

@@ -255,6 +255,7 @@ class Supervisor:
                 writer=hosts_writer,
                 store=store,
                 clock=clock,
+                profiles=self.profiles,
                 host_id=probes.host_id(),
                 boot_id=probes.boot_id(),
                 supervisor_id=self.supervisor_id,

@@ -16,6 +16,7 @@ from actors.messages_hosts import (
     PlanHostRetirementRequest,
 )
 from supervisor.policy.host_leases import HostRetirementPlan
+from supervisor.policy.permissions import Profile
 
 __all__ = ["HostLeaseCalls"]
 
@@ -32,31 +33,34 @@ class HostLeaseCalls:
         )
         return result
 
-    async def plan_retirement(self, host_id: str) -> HostRetirementPlan:
-        result: HostRetirementPlan = await ask(
+    async def plan_retirement(
+        self, profile: Profile | None, host_id: str
+    ) -> HostRetirementPlan | WriteAck:
+        """The plan, or a ``permission_denied`` WriteAck naming what was missing."""
+        result: HostRetirementPlan | WriteAck = await ask(
             self._keeper,
-            lambda reply: PlanHostRetirementRequest(host_id=host_id, reply=reply),
+            lambda reply: PlanHostRetirementRequest(profile=profile, host_id=host_id, reply=reply),
             actor="host_lease",
         )
         return result
 
     async def apply_retirement(
         self,
+        profile: Profile | None,
         *,
         host_id: str,
         host_token: str,
         candidate_fingerprint: str,
         worker_identities: Sequence[str],
-        retired_by: str,
     ) -> WriteAck:
         result: WriteAck = await ask(
             self._keeper,
             lambda reply: ApplyHostRetirementRequest(
+                profile=profile,
                 host_id=host_id,
                 host_token=host_token,
                 candidate_fingerprint=candidate_fingerprint,
                 worker_identities=tuple(worker_identities),
-                retired_by=retired_by,
                 reply=reply,
             ),
             actor="host_lease",

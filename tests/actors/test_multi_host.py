@@ -19,10 +19,11 @@ from supervisor.policy.host_leases import (
     REASON_HOST_LEASE_EXPIRED,
     REASON_HOST_LEASE_LIVE,
     REASON_HOST_LEASE_RECENT,
+    HostRetirementPlan,
 )
 from supervisor.store.postgres import open_postgres_store
 from supervisor.store.sqlite import SQLiteStore
-from tests.actors.harness import START, Profiles, default_settings
+from tests.actors.harness import AUTHOR, READER, RETIRER, START, Profiles, default_settings
 from tests.actors.helpers_app import SettledHarness, close_mailboxes
 from tests.actors.helpers_store import RecordingStore
 from tests.fakes import ScriptedProbes
@@ -31,6 +32,8 @@ pytestmark = pytest.mark.anyio
 
 LEASE, RENEW, RETIRE_AFTER = 30.0, 10.0, 600.0
 HOSTS = ("host-a", "host-b", "host-c")
+#: retired_by of an apply from host-b: the profile, and the host it applied from.
+BY_B = f"{RETIRER.name}@host-b"
 
 
 def _settings() -> Any:
@@ -52,13 +55,14 @@ async def host(
     probes = ScriptedProbes(host_id=name, boot_id=f"boot-{name}")
     store = await open_postgres_store(url)
     proxy = RecordingStore(store)
+    profiles = Profiles()
     supervisor = None
     try:
         async with running_supervisor(
             store=proxy,
             clock=MonotonicWall(fake),
             probes=probes,
-            profiles=Profiles(),
+            profiles=profiles,
             settings=_settings(),
             supervisor_id=supervisor_id,
         ) as supervisor:
@@ -69,7 +73,7 @@ async def host(
                 probes=probes,
                 # The harness's helpers only read rows through the Store interface.
                 store=cast(SQLiteStore, store),
-                profiles=Profiles(),
+                profiles=profiles,
                 next_pid=pid_base,
                 proxy=proxy,
             )
@@ -95,6 +99,12 @@ async def statuses(h: SettledHarness) -> dict[str, tuple[str, str | None, str | 
     }
 
 
+async def host_plan(h: SettledHarness, host_id: str) -> HostRetirementPlan:
+    plan = await h.supervisor.hosts.plan_retirement(RETIRER, host_id)
+    assert isinstance(plan, HostRetirementPlan), plan
+    return plan
+
+
 async def race(hosts: list[SettledHarness], workers: Mapping[str, list[Any]], rounds: int) -> None:
     """Every host beats its own workers while the others plan and try to apply its
     retirement with whatever tokens they saw: concurrently, through real transactions."""
@@ -108,13 +118,13 @@ async def race(hosts: list[SettledHarness], workers: Mapping[str, list[Any]], ro
     async def attack(h: SettledHarness) -> None:
         for _ in range(rounds):
             for target in HOSTS:
-                plan = await h.supervisor.hosts.plan_retirement(target)
+                plan = await host_plan(h, target)
                 ack = await h.supervisor.hosts.apply_retirement(
+                    RETIRER,
                     host_id=target,
                     host_token=plan.host_token,
                     candidate_fingerprint=plan.candidate_fingerprint,
                     worker_identities=[str(r["worker_identity"]) for r in workers[target]],
-                    retired_by=f"operator@{h.probes.host_id()}",
                 )
                 assert not ack.ok
                 assert ack.code in {REASON_HOST_LEASE_LIVE, REASON_HOST_IS_LOCAL}, ack
@@ -154,7 +164,7 @@ async def test_three_hosts_never_retire_a_live_row_and_a_silent_host_comes_back(
         await stack.enter_async_context(_closing(c))
         live = [a, b]
         await advance_all(live, LEASE + 1)
-        early = await b.supervisor.hosts.plan_retirement("host-c")
+        early = await host_plan(b, "host-c")
         assert early.refused == REASON_HOST_LEASE_RECENT
         assert [e.reason_code for e in early.preserved] == [REASON_HOST_LEASE_RECENT] * 3
         await advance_all(live, RETIRE_AFTER)
@@ -162,19 +172,17 @@ async def test_three_hosts_never_retire_a_live_row_and_a_silent_host_comes_back(
             for registration in workers[str(h.probes.host_id())]:
                 assert (await h.beat(registration)).ok
 
-        plan = await b.supervisor.hosts.plan_retirement("host-c")
+        plan = await host_plan(b, "host-c")
         assert not plan.refused
         assert [e.reason_code for e in plan.candidates] == [REASON_HOST_LEASE_EXPIRED] * 3
         # Live hosts' plans still refuse, whoever asks.
-        assert (await a.supervisor.hosts.plan_retirement("host-b")).refused == (
-            REASON_HOST_LEASE_LIVE
-        )
+        assert (await host_plan(a, "host-b")).refused == (REASON_HOST_LEASE_LIVE)
         ack = await b.supervisor.hosts.apply_retirement(
+            RETIRER,
             host_id="host-c",
             host_token=plan.host_token,
             candidate_fingerprint=plan.candidate_fingerprint,
             worker_identities=[e.worker_identity for e in plan.candidates],
-            retired_by="operator@host-b",
         )
         assert ack.ok, ack
         rows = await statuses(a)
@@ -190,7 +198,7 @@ async def test_three_hosts_never_retire_a_live_row_and_a_silent_host_comes_back(
             host(pg_url, "host-c", supervisor_id="sup-host-c-2", pid_base=3000)
         )
         comeback = await back.supervisor.hosts.status()
-        assert (comeback.declared_dead_count, comeback.declared_dead_by) == (1, "operator@host-b")
+        assert (comeback.declared_dead_count, comeback.declared_dead_by) == (1, BY_B)
         assert comeback.epoch == 2
         old = workers["host-c"][0]
         back.probes.set(int(old["pid"]), alive=True, start_time=f"ticks-{old['pid']}")
@@ -200,11 +208,11 @@ async def test_three_hosts_never_retire_a_live_row_and_a_silent_host_comes_back(
         assert (await back.beat(again)).ok
         # The apply's tokens are spent: the host lease moved when it came back.
         stale = await b.supervisor.hosts.apply_retirement(
+            RETIRER,
             host_id="host-c",
             host_token=plan.host_token,
             candidate_fingerprint=plan.candidate_fingerprint,
             worker_identities=[str(again["worker_identity"])],
-            retired_by="operator@host-b",
         )
         assert (stale.ok, stale.code) == (False, "host_lease_moved")
 
@@ -226,3 +234,36 @@ async def _closing(h: SettledHarness) -> AsyncIterator[None]:
     h.supervisor.stop()
     await h.settle()
     yield
+
+
+async def test_host_retirement_needs_its_grants_and_rechecks_apply_before_writing(
+    pg_url: str,
+) -> None:
+    async with (
+        host(pg_url, "host-a", supervisor_id="sup-a", pid_base=1000) as a,
+        host(pg_url, "host-c", supervisor_id="sup-c", pid_base=3000) as c,
+    ):
+        await c.register()
+        c.supervisor.stop()
+        await c.settle()
+        await a.advance(LEASE + RETIRE_AFTER + 1)
+        denied = await a.supervisor.hosts.plan_retirement(AUTHOR, "host-c")
+        assert not isinstance(denied, HostRetirementPlan)
+        assert (denied.ok, denied.code) == (False, "permission_denied")
+        plan = await a.supervisor.hosts.plan_retirement(READER, "host-c")
+        assert isinstance(plan, HostRetirementPlan)
+        assert len(plan.candidates) == 1
+        args: dict[str, Any] = {
+            "host_id": "host-c",
+            "host_token": plan.host_token,
+            "candidate_fingerprint": plan.candidate_fingerprint,
+            "worker_identities": [e.worker_identity for e in plan.candidates],
+        }
+        reader_apply = await a.supervisor.hosts.apply_retirement(READER, **args)
+        assert (reader_apply.ok, reader_apply.code) == (False, "permission_denied")
+        # The grant is revoked after the caller was authorized: the writer re-reads it
+        # inside the transaction and writes nothing.
+        a.profiles.revoke(RETIRER.name)
+        revoked = await a.supervisor.hosts.apply_retirement(RETIRER, **args)
+        assert (revoked.ok, revoked.code) == (False, "permission_denied")
+        assert {s for s, _, _ in (await statuses(a)).values()} == {"active"}
