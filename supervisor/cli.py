@@ -85,6 +85,23 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("profile")
     create.add_argument("--profiles", type=Path, help="override auth.profiles_path")
 
+    hosts = commands.add_parser("hosts", help="host leases of a shared PostgreSQL registry")
+    hosts_commands = hosts.add_subparsers(dest="hosts_command", required=True, parser_class=_Parser)
+    for name, text in (
+        ("status", "this host's lease"),
+        ("plan", "dry-run: which rows of a silent HOST may be retired (host_lease_expired)"),
+        ("apply", "retire the rows a host plan approved (compare-and-swap)"),
+    ):
+        sub = hosts_commands.add_parser(name, help=text)
+        sub.add_argument("--token", help=f"profile token (default: ${TOKEN_ENV})")
+        sub.add_argument("--json", action="store_true", help="machine-readable output")
+        if name != "status":
+            sub.add_argument("host_id", metavar="HOST")
+        if name == "apply":
+            sub.add_argument("--host-token", required=True)
+            sub.add_argument("--candidate-fingerprint", required=True)
+            sub.add_argument("--workers", required=True, help="comma-separated identities")
+
     migrate = commands.add_parser(
         "migrate", help="copy a SQLite registry, history included, into an empty PostgreSQL one"
     )
@@ -283,6 +300,43 @@ def _only_supervisor_error(group: BaseExceptionGroup[BaseException]) -> Supervis
     return found
 
 
+def _hosts(args: argparse.Namespace, settings: Settings) -> int:
+    from supervisor.client import Client
+
+    command = args.hosts_command
+    request: dict[str, Any] = {}
+    if command != "status":
+        request["host_id"] = args.host_id
+    if command == "apply":
+        request["host_token"] = args.host_token
+        request["candidate_fingerprint"] = args.candidate_fingerprint
+        request["worker_identities"] = [w for w in args.workers.split(",") if w]
+    with Client(settings.socket.path, token=_token(args)) as client:
+        result = client.request(f"host_{command}", request)
+    _emit(result, args.json, _format_hosts)
+    return EXIT_OK if result.get("success") is True else EXIT_REFUSED
+
+
+def _format_hosts(result: Mapping[str, Any]) -> str:
+    if "host_token" in result:
+        head = f"host {result['host_id']}: " + (
+            f"refused: {result['refused']} ({result['detail']})"
+            if result.get("refused")
+            else f"{result['candidate_count']} candidate(s)"
+        )
+        lines = [head]
+        lines += [
+            f"  retire   {e['worker_identity']}  {e['reason_code']}" for e in result["candidates"]
+        ]
+        lines += [
+            f"  keep     {e['worker_identity']}  {e['reason_code']}" for e in result["preserved"]
+        ]
+        lines.append(f"host_token {result['host_token']}")
+        lines.append(f"candidate_fingerprint {result['candidate_fingerprint']}")
+        return "\n".join(lines)
+    return "\n".join(f"{key}: {value}" for key, value in sorted(result.items()))
+
+
 def _migrate(args: argparse.Namespace) -> int:
     from supervisor.config_checks import Invalid, postgres_url_check
     from supervisor.store.registry_copy import copy_sqlite_to_postgres, parse_sqlite_source
@@ -336,6 +390,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _token_create(args, settings)
     if args.command == "migrate":
         return _migrate(args)
+    if args.command == "hosts":
+        return _hosts(args, settings)
     if args.command == "exec":
         from supervisor.exec_sidecar import run_exec
 

@@ -185,6 +185,7 @@ async def _serve_until_signal(
                 profiles=profiles,
                 probes=probes,
                 bound=listeners.unix,
+                hosts=supervisor.hosts,
                 task_status=task_status,
             )
         )

@@ -18,6 +18,7 @@ from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.protocol_control import CONTROL_OPS, ControlArgs, parse_control_args
+from supervisor.surfaces.protocol_hosts import HOST_OPS, HostArgs, parse_host_args
 
 __all__ = [
     "BAD_REQUEST",
@@ -131,7 +132,9 @@ class ApplyArgs:
     canonical_repository: str | None
 
 
-Args = RegisterArgs | FencedArgs | SnapshotArgs | PlanArgs | ApplyArgs | ControlArgs | None
+Args = (
+    RegisterArgs | FencedArgs | SnapshotArgs | PlanArgs | ApplyArgs | ControlArgs | HostArgs | None
+)
 
 
 @fast_init
@@ -236,6 +239,8 @@ def _claims(raw: object) -> dict[str, Any]:
 def _args(op: str, args: Mapping[str, Any]) -> Args:
     if op in CONTROL_OPS:
         return parse_control_args(op, args)
+    if op in HOST_OPS:
+        return parse_host_args(op, args)
     if op == "register":
         return RegisterArgs(
             pid=_int(args, "pid", required=False), claims=_claims(args.get("claims", {}))
@@ -311,7 +316,7 @@ def peek_request_id(frame: bytes) -> str | None:
     return request_id if isinstance(request_id, str) and len(request_id) <= _MAX_ID else None
 
 
-_ALL_OPS = WORKER_OPS | OPERATOR_OPS | CONTROL_OPS
+_ALL_OPS = WORKER_OPS | OPERATOR_OPS | CONTROL_OPS | HOST_OPS
 _KNOWN_OPS = sorted(_ALL_OPS)
 
 
