@@ -198,6 +198,29 @@ async def postgres_schema_version(conn: PgConnection) -> int:
     return int(value) if value is not None else 0
 
 
+class _PgMigrationConn:
+    """The PostgreSQL side of ``schema.MigrationConn``, on the migrating connection."""
+
+    dialect = POSTGRESQL
+
+    def __init__(self, conn: PgConnection) -> None:
+        self._conn = conn
+
+    async def query(self, statement: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
+        return list(await self._conn.fetch(POSTGRESQL.render(statement), params))
+
+    async def run(self, statement: str, params: Sequence[Any] = ()) -> None:
+        await self._conn.execute(POSTGRESQL.render(statement), params)
+
+    async def table_columns(self, table: str) -> list[str]:
+        found = await self._conn.fetch(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+            (table,),
+        )
+        return [str(row[0]) for row in found]
+
+
 async def _apply(conn: PgConnection, migration: Migration) -> bool:
     """One migration in its own transaction; False if another supervisor already did it."""
     with anyio.CancelScope(shield=True):
@@ -212,6 +235,8 @@ async def _apply(conn: PgConnection, migration: Migration) -> bool:
             if not done:
                 for statement in migration.statements:
                     await conn.command(POSTGRESQL.render(statement))
+                if migration.hook is not None:
+                    await migration.hook(_PgMigrationConn(conn))
                 # Bookkeeping time, not protocol time.
                 applied_at = format_stamp(datetime.now(UTC))
                 await conn.execute(
