@@ -21,10 +21,12 @@ from supervisor.policy.host_leases import (
     REASON_HOST_LEASE_RECENT,
     HostRetirementPlan,
 )
+from supervisor.policy.reasons import OUTCOME_APPLIED
 from supervisor.store.postgres import open_postgres_store
 from supervisor.store.sqlite import SQLiteStore
 from tests.actors.harness import AUTHOR, READER, RETIRER, START, Profiles, default_settings
 from tests.actors.helpers_app import SettledHarness, close_mailboxes
+from tests.actors.helpers_retirement import PAST_TTL, apply_plan, enroll, ensure_swept, plan
 from tests.actors.helpers_store import RecordingStore
 from tests.fakes import ScriptedProbes
 
@@ -267,3 +269,47 @@ async def test_host_retirement_needs_its_grants_and_rechecks_apply_before_writin
         revoked = await a.supervisor.hosts.apply_retirement(RETIRER, **args)
         assert (revoked.ok, revoked.code) == (False, "permission_denied")
         assert {s for s, _, _ in (await statuses(a)).values()} == {"active"}
+
+
+async def test_a_hosts_own_retirement_applies_on_postgresql_while_another_host_beats(
+    pg_url: str,
+) -> None:
+    async with (
+        host(pg_url, "host-a", supervisor_id="sup-a", pid_base=1000) as a,
+        host(pg_url, "host-b", supervisor_id="sup-b", pid_base=2000) as b,
+    ):
+        await ensure_swept(a)
+        gone = [await enroll(a) for _ in range(2)]
+        running = await enroll(a, namespace="reviewer")
+        others = [await enroll(b, namespace="merger") for _ in range(2)]
+        for worker in gone:
+            a.probes.kill(int(worker["pid"]))
+        await a.advance(PAST_TTL)
+        assert (await a.beat(running)).ok
+        planned = await plan(a)
+        assert sorted(planned["candidate_worker_identities"]) == sorted(
+            str(w["worker_identity"]) for w in gone
+        )
+        # host-b's rows are in host-a's registry view but never its candidates.
+        assert {str(w["worker_identity"]) for w in others}.isdisjoint(
+            planned["candidate_worker_identities"]
+        )
+        result: dict[str, Any] = {}
+
+        async def beat_b() -> None:
+            for _ in range(5):
+                for worker in others:
+                    assert (await b.beat(worker)).ok
+
+        async def apply_a() -> None:
+            result.update(await apply_plan(a, planned, mode="scoped"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(beat_b)
+            tg.start_soon(apply_a)
+        assert (result["outcome"], result["retired_count"]) == (OUTCOME_APPLIED, 2), result
+        rows = await statuses(a)
+        for worker in gone:
+            assert rows[str(worker["worker_identity"])][0] == "retired"
+        for worker in [running, *others]:
+            assert rows[str(worker["worker_identity"])][0] == "active"
