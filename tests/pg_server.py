@@ -7,10 +7,11 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PgServer", "find_pg_bindir", "start_pg_server"]
+__all__ = ["PgServer", "find_pg_bindir", "missing_binaries_verdict", "start_pg_server"]
 
 # Debian installs server binaries outside PATH; newest first.
 _DEBIAN_ROOT = Path("/usr/lib/postgresql")
@@ -45,6 +46,21 @@ def find_pg_bindir() -> Path | None:
         if (candidate / "initdb").is_file() and (candidate / "pg_ctl").is_file():
             return candidate
     return None
+
+
+def missing_binaries_verdict(env: Mapping[str, str]) -> tuple[str, str]:
+    """("fail" | "skip", reason) when no PostgreSQL binaries were found.
+
+    Under CI a missing server must fail the run: a backend that silently skipped would
+    pass as green. Only a local run may skip, and it says why.
+    """
+    reason = (
+        "PostgreSQL binaries (initdb, pg_ctl) not found on PATH, under pg_config --bindir "
+        "or /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)"
+    )
+    if env.get("CI", "").strip().lower() in {"1", "true", "yes"}:
+        return "fail", f"CI needs PostgreSQL: {reason}"
+    return "skip", reason
 
 
 @dataclass(frozen=True, slots=True)
