@@ -64,8 +64,13 @@ class PostgresStore:
         writer: PgConnection,
         reader: PgConnection,
         applied_migrations: tuple[int, ...],
+        connect_timeout: float = 10.0,
     ) -> None:
         self.url = redact_url(url)
+        self._dsn = url
+        self._connect_timeout = connect_timeout
+        #: Connections opened again after the server closed one (restart, failover).
+        self.reconnects = 0
         self.applied_migrations = applied_migrations
         self._writer = writer
         self._reader = reader
@@ -80,9 +85,19 @@ class PostgresStore:
         if self._closed:
             raise StoreError(f"store for {self.url} is closed")
 
+    async def _fresh(self, conn: PgConnection) -> PgConnection:
+        """``conn``, or a new connection if the server closed it (between transactions
+        only, so nothing half-done is ever carried over to the new one)."""
+        if not conn.raw.is_closed():
+            return conn
+        replacement = await connect(self._dsn, connect_timeout=self._connect_timeout)
+        self.reconnects += 1
+        return replacement
+
     async def _read(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self._check_open()
         async with self._read_lock:
+            self._reader = await self._fresh(self._reader)
             return await self._reader.fetch(statement, params)
 
     async def read_registrations(self, *, status: str | None = None) -> list[Row]:
@@ -121,6 +136,7 @@ class PostgresStore:
         async with self._write_lock:
             self._check_open()
             with anyio.CancelScope(shield=True):
+                self._writer = await self._fresh(self._writer)
                 await self._writer.command("BEGIN")
             self._in_write = True
             tx = PostgresWriteTx(self._writer)
@@ -176,6 +192,7 @@ class PostgresStore:
             raise StoreError("a transaction is already open on the write connection")
         async with self._write_lock:
             self._check_open()
+            self._writer = await self._fresh(self._writer)
             return await stamp_and_commit(self._writer, beats=beats, chain=chain)
 
     async def close(self) -> None:
@@ -280,7 +297,13 @@ async def open_postgres_store(url: str, *, connect_timeout: float = 10.0) -> Pos
     except BaseException:
         await writer.close()
         raise
-    return PostgresStore(url=url, writer=writer, reader=reader, applied_migrations=applied)
+    return PostgresStore(
+        url=url,
+        writer=writer,
+        reader=reader,
+        applied_migrations=applied,
+        connect_timeout=connect_timeout,
+    )
 
 
 @asynccontextmanager

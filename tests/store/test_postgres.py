@@ -139,3 +139,33 @@ async def test_a_swallowed_statement_failure_is_never_reported_as_committed(
         with pytest.raises(StoreError, match="rolled back by PostgreSQL"):
             await swallow_a_failure()
         assert [r["worker_identity"] for r in await store.read_registrations()] == ["w-1"]
+
+
+async def test_a_store_reconnects_between_transactions_after_the_server_drops_it(
+    pg_url: str,
+) -> None:
+    async with postgres_store(pg_url) as store:
+        async with store.write() as tx:
+            await tx.insert_registration(registration("w-1"))
+        admin = await asyncpg.connect(pg_url)
+        try:
+            # What a server restart or failover does to every session.
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        finally:
+            await admin.close()
+        # The transaction in flight when the link broke fails (or, if the loss was
+        # already seen, runs on a new connection); nothing is retried behind its back.
+        try:
+            async with store.write() as tx:
+                await tx.insert_registration(registration("w-2"))
+        except StoreError:
+            pass
+        async with store.write() as tx:
+            await tx.insert_registration(registration("w-3"))
+        assert await store.submit_heartbeats([("w-3", STAMP_2)], CommitChain()) is True
+        identities = {r["worker_identity"] for r in await store.read_registrations()}
+        assert {"w-1", "w-3"} <= identities <= {"w-1", "w-2", "w-3"}
+        assert store.reconnects >= 1
