@@ -137,7 +137,12 @@ class PostgresStore:
             self._check_open()
             with anyio.CancelScope(shield=True):
                 self._writer = await self._fresh(self._writer)
-                await self._writer.command("BEGIN")
+                try:
+                    await self._writer.command("BEGIN")
+                except StoreError:
+                    # Whatever state the link is in, the next transaction gets a new one.
+                    self._writer.discard()
+                    raise
             self._in_write = True
             tx = PostgresWriteTx(self._writer)
             try:
@@ -163,9 +168,7 @@ class PostgresStore:
 
     async def _rollback(self) -> None:
         with anyio.CancelScope(shield=True):
-            if self._writer.in_transaction():
-                with contextlib.suppress(StoreError):
-                    await self._writer.command("ROLLBACK")
+            await self._writer.rollback_or_discard()
 
     def submit_heartbeats(
         self, beats: Sequence[tuple[str, str]], chain: CommitChain
@@ -261,9 +264,7 @@ async def _apply(conn: PgConnection, migration: Migration) -> bool:
                     (migration.version, migration.description, applied_at),
                 )
         except BaseException:
-            if conn.in_transaction():
-                with contextlib.suppress(StoreError):
-                    await conn.command("ROLLBACK")
+            await conn.rollback_or_discard()
             raise
         await conn.command("COMMIT")
     return not done

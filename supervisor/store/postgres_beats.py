@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 
 import anyio
@@ -43,9 +42,7 @@ async def stamp_and_commit(
             status = await conn.command("COMMIT")
         except StoreError:
             chain.broken = True
-            if conn.in_transaction():
-                with contextlib.suppress(StoreError):
-                    await conn.command("ROLLBACK")
+            await conn.rollback_or_discard()
             raise
     if status != "COMMIT":
         chain.broken = True

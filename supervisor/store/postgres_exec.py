@@ -20,6 +20,8 @@ Coerce = Callable[[Any], Any]
 _DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
+    # E.g. "another operation is in progress" on a link that broke mid-operation.
+    asyncpg.InternalClientError,
     OSError,
 )
 
@@ -165,6 +167,21 @@ class PgConnection:
 
     def in_transaction(self) -> bool:
         return bool(self.raw.is_in_transaction())
+
+    def discard(self) -> None:
+        """Drop a connection whose state is unknown; the store opens a new one next time."""
+        self.raw.terminate()
+
+    async def rollback_or_discard(self) -> None:
+        """ROLLBACK if a transaction is open; a link that cannot even do that is dropped,
+        so no later transaction can run on top of a half-finished one."""
+        if self.raw.is_closed():
+            return
+        try:
+            if self.in_transaction():
+                await self.command("ROLLBACK")
+        except StoreError:
+            self.discard()
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
