@@ -24,6 +24,7 @@ import anyio
 import asyncpg
 
 from actors.host_lease import HostLeaseSettings
+from bench.beat_load import beat_through_handle
 from bench.fixtures import READER, REPO, StaticProfiles
 from bench.processes import Sleepers, short_tempdir
 from bench.report import Figure, percentile
@@ -94,31 +95,13 @@ async def _host(spec: _HostRun) -> dict[str, Any]:
                     if not result.ok:
                         raise RuntimeError(f"registration refused: {result.code} {result.detail}")
                     registrations.append(result.registration)
-                acked = 0
-                counting = False
-                started = time.perf_counter()
-                window_start, window_end = started + warmup, started + warmup + duration
-
-                async def caller(registration: Any) -> None:
-                    nonlocal acked, counting, window_start
-                    while (now := time.perf_counter()) < window_end:
-                        if not counting and now >= window_start:
-                            counting, window_start = True, now
-                        beat = await handle.heartbeat(
-                            str(registration["worker_identity"]),
-                            pid=int(registration["pid"]),
-                            generation_id=str(registration["generation_id"]),
-                            fencing_epoch=int(registration["fencing_epoch"]),
-                        )
-                        if not beat.ok:
-                            raise RuntimeError(f"heartbeat refused: {beat.code} {beat.detail}")
-                        if counting:
-                            acked += 1
-
-                async with anyio.create_task_group() as tg:
-                    for registration in registrations:
-                        tg.start_soon(caller, registration)
-                seconds = time.perf_counter() - window_start
+                acked, seconds = await beat_through_handle(
+                    handle,
+                    registrations,
+                    callers=len(registrations),
+                    warmup=warmup,
+                    duration=duration,
+                )
                 plan_ms: list[float] = []
                 host_plan_ms: list[float] = []
                 for _ in range(plans):
