@@ -90,7 +90,9 @@ class PostgresStore:
         only, so nothing half-done is ever carried over to the new one)."""
         if not conn.raw.is_closed():
             return conn
-        replacement = await connect(self._dsn, connect_timeout=self._connect_timeout)
+        replacement = await connect(
+            self._dsn, connect_timeout=self._connect_timeout, read_only=conn.read_only
+        )
         self.reconnects += 1
         return replacement
 
@@ -294,7 +296,7 @@ async def open_postgres_store(url: str, *, connect_timeout: float = 10.0) -> Pos
     writer = await connect(url, connect_timeout=connect_timeout)
     try:
         applied = await _migrate_connection(writer, CURRENT_VERSION)
-        reader = await connect(url, connect_timeout=connect_timeout)
+        reader = await connect(url, connect_timeout=connect_timeout, read_only=True)
     except BaseException:
         await writer.close()
         raise

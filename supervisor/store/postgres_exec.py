@@ -113,8 +113,9 @@ class PgConnection:
     overlapping calls, so the store serializes them with its locks.
     """
 
-    def __init__(self, raw: asyncpg.Connection) -> None:
+    def __init__(self, raw: asyncpg.Connection, *, read_only: bool = False) -> None:
         self.raw = raw
+        self.read_only = read_only
         self._prepared: dict[str, tuple[Any, tuple[Coerce, ...]]] = {}
 
     async def _statement(self, query: str) -> tuple[Any, tuple[Coerce, ...]]:
@@ -197,11 +198,18 @@ def _store_error(what: str, exc: BaseException) -> StoreError:
     return StoreError(f"PostgreSQL {what} failed: {name}: {exc}")
 
 
-async def connect(url: str, *, connect_timeout: float) -> PgConnection:
-    """Open one connection; every failure is a StoreError naming the (redacted) URL."""
+async def connect(url: str, *, connect_timeout: float, read_only: bool = False) -> PgConnection:
+    """Open one connection; every failure is a StoreError naming the (redacted) URL.
+
+    ``read_only``: every transaction on it is read-only (defence in depth for the
+    snapshot connection, as ``query_only`` is on SQLite's).
+    """
+    settings = {"default_transaction_read_only": "on"} if read_only else None
     try:
         # statement_cache_size=0: PgConnection keeps its own prepared statements.
-        raw = await asyncpg.connect(url, timeout=connect_timeout, statement_cache_size=0)
+        raw = await asyncpg.connect(
+            url, timeout=connect_timeout, statement_cache_size=0, server_settings=settings
+        )
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as exc:
         raise StoreError(f"cannot connect to PostgreSQL at {redact_url(url)}: {exc}") from exc
-    return PgConnection(raw)
+    return PgConnection(raw, read_only=read_only)

@@ -169,3 +169,12 @@ async def test_a_store_reconnects_between_transactions_after_the_server_drops_it
         identities = {r["worker_identity"] for r in await store.read_registrations()}
         assert {"w-1", "w-3"} <= identities <= {"w-1", "w-2", "w-3"}
         assert store.reconnects >= 1
+
+
+async def test_the_snapshot_connection_cannot_write(pg_url: str) -> None:
+    async with postgres_store(pg_url) as store:
+        async with store.write() as tx:
+            await tx.insert_registration(registration("w-1"))
+        with pytest.raises(StoreError, match="read-only"):
+            await store.read("UPDATE worker_registrations SET status = 'retired'")
+        assert [r["status"] for r in await store.read_registrations()] == ["active"]
