@@ -11,6 +11,7 @@ from actors.messages import (
     ControlWrite,
     ExpireLeases,
     HeartbeatResult,
+    HostWrite,
     InsertRegistration,
     ReleaseRegistration,
     TouchHeartbeats,
@@ -30,6 +31,7 @@ Single = (
     | UpsertLease
     | AppendAudit
     | ControlWrite
+    | HostWrite
 )
 Batchable = Single | TouchHeartbeats
 

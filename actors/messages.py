@@ -25,6 +25,7 @@ from actors.messages_control import (
     UpsertSession,
     UpsertWorkItem,
 )
+from actors.messages_hosts import HostWrite, RenewHostLease, RetireHostRows
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.eligibility import ProtectedOwners
 from supervisor.policy.evidence import PidEvidence
@@ -53,6 +54,7 @@ __all__ = [
     "HeartbeatLease",
     "HeartbeatResult",
     "HeartbeatWrite",
+    "HostWrite",
     "InsertRegistration",
     "LeaseOwners",
     "LeaseOwnersQuery",
@@ -70,6 +72,8 @@ __all__ = [
     "Release",
     "ReleaseLease",
     "ReleaseRegistration",
+    "RenewHostLease",
+    "RetireHostRows",
     "RetirementInbox",
     "SetTerminalLock",
     "SnapshotRequest",
@@ -247,6 +251,7 @@ WriterInbox = (
     | AppendAudit
     | ApplyRetirement
     | ControlWrite
+    | HostWrite
 )
 
 # --- heartbeat ------------------------------------------------------------------

@@ -22,6 +22,7 @@ from actors.beat_commits import (
 )
 from actors.control_allocate import allocate
 from actors.control_writes import ControlSettings, ControlWrites
+from actors.host_lease_writes import handle_host_write
 from actors.isolation import Batchable as _Batchable
 from actors.isolation import Single as _Single
 from actors.isolation import isolate_failure
@@ -42,6 +43,8 @@ from actors.messages import (
     RecordNamespaceHealth,
     ReleaseLease,
     ReleaseRegistration,
+    RenewHostLease,
+    RetireHostRows,
     SetTerminalLock,
     TouchHeartbeats,
     UpsertIncidentLink,
@@ -321,6 +324,8 @@ class RegistryWriter:
                 | GetIncidentLinks()
             ):
                 return await self._control.handle(tx, message)
+            case RenewHostLease() | RetireHostRows():
+                return await handle_host_write(tx, message, self._clock.now())
             case _:
                 assert_never(message)
 

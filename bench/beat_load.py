@@ -13,10 +13,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
+
 from bench.fixtures import REPO
 from bench.processes import Sleepers
 from supervisor.client_wire import fenced_args, request_frame
 from supervisor.connection import Client
+from supervisor.handle import SupervisorHandle
 from supervisor.policy.identity import mint_instance_id
 
 __all__ = [
@@ -24,6 +27,7 @@ __all__ = [
     "Load",
     "LoadTarget",
     "beat_frames",
+    "beat_through_handle",
     "drive",
     "register_sleepers",
     "verdict_of",
@@ -202,3 +206,43 @@ def beat_frames(registrations: Sequence[Mapping[str, Any]], connections: int) ->
         frame = request_frame(str(k), "heartbeat", fenced_args(registration), None)
         frames[k % connections].append(frame)
     return frames
+
+
+async def beat_through_handle(
+    handle: SupervisorHandle,
+    registrations: Sequence[Mapping[str, Any]],
+    *,
+    callers: int,
+    warmup: float,
+    duration: float,
+) -> tuple[int, float]:
+    """``callers`` tasks beat the registrations in turn through ``handle.heartbeat``
+    (no socket); acknowledged beats counted only inside the window after ``warmup``."""
+    acked = 0
+    counting = False
+    started = time.perf_counter()
+    window_start, window_end = started + warmup, started + warmup + duration
+
+    async def caller(offset: int) -> None:
+        nonlocal acked, counting, window_start
+        k = offset
+        while (now := time.perf_counter()) < window_end:
+            if not counting and now >= window_start:
+                counting, window_start = True, now
+            registration = registrations[k % len(registrations)]
+            k += callers
+            beat = await handle.heartbeat(
+                str(registration["worker_identity"]),
+                pid=int(registration["pid"]),
+                generation_id=str(registration["generation_id"]),
+                fencing_epoch=int(registration["fencing_epoch"]),
+            )
+            if not beat.ok:
+                raise RuntimeError(f"heartbeat refused: {beat.code} {beat.detail}")
+            if counting:
+                acked += 1
+
+    async with anyio.create_task_group() as tg:
+        for offset in range(callers):
+            tg.start_soon(caller, offset)
+    return acked, time.perf_counter() - window_start

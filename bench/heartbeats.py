@@ -10,7 +10,14 @@ from pathlib import Path
 
 import anyio
 
-from bench.beat_load import Load, beat_frames, drive, register_sleepers, worker_claims
+from bench.beat_load import (
+    Load,
+    beat_frames,
+    beat_through_handle,
+    drive,
+    register_sleepers,
+    worker_claims,
+)
 from bench.fixtures import live_rows, local_supervisor, make_db, sqlite_connect
 from bench.processes import Daemon, EchoServer, Sleepers, short_tempdir
 from bench.report import Figure, percentile
@@ -99,34 +106,9 @@ async def _through_handle(
                 if not result.ok:
                     raise RuntimeError(f"registration of pid {pid} refused: {result.code}")
                 registrations.append(result.registration)
-            acked = 0
-            counting = False
-            started = time.perf_counter()
-            window_start, window_end = started + warmup, started + warmup + duration
-
-            async def caller(offset: int) -> None:
-                nonlocal acked, counting, window_start
-                k = offset
-                while (now := time.perf_counter()) < window_end:
-                    if not counting and now >= window_start:
-                        counting, window_start = True, now
-                    registration = registrations[k % len(registrations)]
-                    k += callers
-                    beat = await handle.heartbeat(
-                        str(registration["worker_identity"]),
-                        pid=int(registration["pid"]),
-                        generation_id=str(registration["generation_id"]),
-                        fencing_epoch=int(registration["fencing_epoch"]),
-                    )
-                    if not beat.ok:
-                        raise RuntimeError(f"heartbeat refused: {beat.code} {beat.detail}")
-                    if counting:
-                        acked += 1
-
-            async with anyio.create_task_group() as tg:
-                for offset in range(callers):
-                    tg.start_soon(caller, offset)
-            return acked, time.perf_counter() - window_start
+            return await beat_through_handle(
+                handle, registrations, callers=callers, warmup=warmup, duration=duration
+            )
     finally:
         await store.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import signal
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -14,6 +15,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.heartbeat import HeartbeatActor, HeartbeatSettings
+from actors.host_lease import HostLeaseKeeper, HostLeaseSettings
 from actors.lease_watch import LeaseWatch, LeaseWatchSettings
 from actors.liveness import LivenessActor, LivenessSettings
 from actors.messages import (
@@ -23,11 +25,13 @@ from actors.messages import (
     RetirementInbox,
     WriterInbox,
 )
+from actors.messages_hosts import HostLeaseInbox
 from actors.registry_writer import RegistryWriter, WriterSettings
 from actors.retirement import ProfileLookup, RetirementActor, RetirementSettings
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
+from supervisor.handle_hosts import HostLeaseCalls
 from supervisor.logs import bind_actor, get_logger
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Store
@@ -52,6 +56,7 @@ class AppSettings:
     liveness: LivenessSettings = field(default_factory=LivenessSettings)
     leases: LeaseWatchSettings = field(default_factory=LeaseWatchSettings)
     retirement: RetirementSettings = field(default_factory=RetirementSettings)
+    hosts: HostLeaseSettings = field(default_factory=HostLeaseSettings)
     max_restarts: int = 3
     restart_window_seconds: float = 60.0
     inbox_capacity: int = 8192
@@ -82,8 +87,12 @@ class Supervisor:
         probes: ProbeBackend,
         profiles: ProfileLookup,
         settings: AppSettings | None = None,
+        supervisor_id: str | None = None,
     ) -> None:
         self.store = store
+        # One per daemon launch: tells this supervisor's host lease from a second one
+        # started with the same host id.
+        self.supervisor_id = supervisor_id or f"sup-{secrets.token_hex(6)}"
         self.clock = clock
         self.probes = probes
         self.profiles = profiles
@@ -102,6 +111,10 @@ class Supervisor:
         self._retirement_tx, self._retirement_rx = anyio.create_memory_object_stream[
             RetirementInbox
         ](capacity)
+        self._hosts_tx, self._hosts_rx = anyio.create_memory_object_stream[HostLeaseInbox](
+            capacity
+        )
+        self.hosts = HostLeaseCalls(self._hosts_tx)
         self.handle = SupervisorHandle(
             heartbeat=self._heartbeat_tx,
             retirement=self._retirement_tx,
@@ -115,6 +128,7 @@ class Supervisor:
         self.liveness: LivenessActor | None = None
         self.lease_watch: LeaseWatch | None = None
         self.writer: RegistryWriter | None = None
+        self.host_lease: HostLeaseKeeper | None = None
 
     def stop(self) -> None:
         """Begin an orderly drain: producers first, the writer last."""
@@ -135,6 +149,7 @@ class Supervisor:
             # Also on a crash or cancellation: no stream may outlive the run.
             self._close_senders()
             for inbox in (
+                self._hosts_rx,
                 self._heartbeat_rx,
                 self._retirement_rx,
                 self._leases_rx,
@@ -146,6 +161,7 @@ class Supervisor:
 
     def _close_senders(self) -> None:
         for stream in (
+            self._hosts_tx,
             self._heartbeat_tx,
             self._retirement_tx,
             self._leases_tx,
@@ -231,6 +247,24 @@ class Supervisor:
             self._supervise, "retirement", make_retirement, (r_writer, r_liveness, r_leases)
         )
 
+        hosts_writer = self._writer_tx.clone()
+
+        def make_host_lease() -> ActorRun:
+            self.host_lease = HostLeaseKeeper(
+                inbox=self._hosts_rx,
+                writer=hosts_writer,
+                store=store,
+                clock=clock,
+                profiles=self.profiles,
+                host_id=probes.host_id(),
+                boot_id=probes.boot_id(),
+                supervisor_id=self.supervisor_id,
+                settings=s.hosts,
+            )
+            return self.host_lease.run
+
+        await tg.start(self._supervise, "host_lease", make_host_lease, (hosts_writer,))
+
     async def _supervise(
         self,
         name: str,
@@ -291,10 +325,16 @@ async def running_supervisor(
     profiles: ProfileLookup,
     settings: AppSettings | None = None,
     handle_signals: bool = False,
+    supervisor_id: str | None = None,
 ) -> AsyncIterator[Supervisor]:
     """Start every actor; on exit drain and stop them (the store stays the caller's)."""
     supervisor = Supervisor(
-        store=store, clock=clock, probes=probes, profiles=profiles, settings=settings
+        store=store,
+        clock=clock,
+        probes=probes,
+        profiles=profiles,
+        settings=settings,
+        supervisor_id=supervisor_id,
     )
     signal_scope = anyio.CancelScope()
 

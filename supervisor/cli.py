@@ -85,6 +85,30 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("profile")
     create.add_argument("--profiles", type=Path, help="override auth.profiles_path")
 
+    hosts = commands.add_parser("hosts", help="host leases of a shared PostgreSQL registry")
+    hosts_commands = hosts.add_subparsers(dest="hosts_command", required=True, parser_class=_Parser)
+    for name, text in (
+        ("status", "this host's lease"),
+        ("plan", "dry-run: which rows of a silent HOST may be retired (host_lease_expired)"),
+        ("apply", "retire the rows a host plan approved (compare-and-swap)"),
+    ):
+        sub = hosts_commands.add_parser(name, help=text)
+        sub.add_argument("--token", help=f"profile token (default: ${TOKEN_ENV})")
+        sub.add_argument("--json", action="store_true", help="machine-readable output")
+        if name != "status":
+            sub.add_argument("host_id", metavar="HOST")
+        if name == "apply":
+            sub.add_argument("--host-token", required=True)
+            sub.add_argument("--candidate-fingerprint", required=True)
+            sub.add_argument("--workers", required=True, help="comma-separated identities")
+
+    migrate = commands.add_parser(
+        "migrate", help="copy a SQLite registry, history included, into an empty PostgreSQL one"
+    )
+    migrate.add_argument("--from", dest="source", required=True, help="sqlite:PATH")
+    migrate.add_argument("--to", dest="target", required=True, help="postgresql://... URL")
+    migrate.add_argument("--json", action="store_true", help="machine-readable output")
+
     exec_cmd = commands.add_parser("exec", help="run an MCP server as a registered child")
     exec_cmd.add_argument("--namespace", help="default: derived from $GITEA_MCP_PROFILE")
     exec_cmd.add_argument("--ttl", type=float, help="heartbeat TTL seconds to request")
@@ -276,6 +300,78 @@ def _only_supervisor_error(group: BaseExceptionGroup[BaseException]) -> Supervis
     return found
 
 
+def _hosts(args: argparse.Namespace, settings: Settings) -> int:
+    from supervisor.client import Client
+
+    command = args.hosts_command
+    request: dict[str, Any] = {}
+    if command != "status":
+        request["host_id"] = args.host_id
+    if command == "apply":
+        request["host_token"] = args.host_token
+        request["candidate_fingerprint"] = args.candidate_fingerprint
+        request["worker_identities"] = [w for w in args.workers.split(",") if w]
+    with Client(settings.socket.path, token=_token(args)) as client:
+        result = client.request(f"host_{command}", request)
+    _emit(result, args.json, _format_hosts)
+    return EXIT_OK if result.get("success") is True else EXIT_REFUSED
+
+
+def _format_hosts(result: Mapping[str, Any]) -> str:
+    if "host_token" in result:
+        head = f"host {result['host_id']}: " + (
+            f"refused: {result['refused']} ({result['detail']})"
+            if result.get("refused")
+            else f"{result['candidate_count']} candidate(s)"
+        )
+        lines = [head]
+        lines += [
+            f"  retire   {e['worker_identity']}  {e['reason_code']}" for e in result["candidates"]
+        ]
+        lines += [
+            f"  keep     {e['worker_identity']}  {e['reason_code']}" for e in result["preserved"]
+        ]
+        lines.append(f"host_token {result['host_token']}")
+        lines.append(f"candidate_fingerprint {result['candidate_fingerprint']}")
+        return "\n".join(lines)
+    return "\n".join(f"{key}: {value}" for key, value in sorted(result.items()))
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from supervisor.config_checks import Invalid, postgres_url_check
+    from supervisor.store.registry_copy import copy_sqlite_to_postgres, parse_sqlite_source
+
+    try:
+        url = postgres_url_check(args.target, Path.cwd())
+    except Invalid as exc:
+        sys.stderr.write(f"migrate: --to must be {exc.expected}\n")
+        return EXIT_USAGE
+    if url is None:
+        sys.stderr.write("migrate: --to needs a postgresql:// URL\n")
+        return EXIT_USAGE
+    source = parse_sqlite_source(args.source)
+    report = anyio.run(copy_sqlite_to_postgres, source, url)
+    result = {
+        "source": report.source,
+        "target": report.target,
+        "schema_version": report.schema_version,
+        "registry_fingerprint": report.registry_fingerprint,
+        "tables": {t.table: {"rows": t.rows, "fingerprint": t.fingerprint} for t in report.tables},
+    }
+    _emit(result, args.json, _format_copy)
+    return EXIT_OK
+
+
+def _format_copy(result: Mapping[str, Any]) -> str:
+    lines = [
+        f"copied {result['source']} -> {result['target']} (schema v{result['schema_version']})"
+    ]
+    for table, facts in result["tables"].items():
+        lines.append(f"  {table:<22} {facts['rows']:>8} rows  {facts['fingerprint']}")
+    lines.append(f"registry fingerprint {result['registry_fingerprint']} (source = copy)")
+    return "\n".join(lines)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.command == "run":
@@ -292,6 +388,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_probe_command(args)
     if args.command == "token":
         return _token_create(args, settings)
+    if args.command == "migrate":
+        return _migrate(args)
+    if args.command == "hosts":
+        return _hosts(args, settings)
     if args.command == "exec":
         from supervisor.exec_sidecar import run_exec
 

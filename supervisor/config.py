@@ -12,6 +12,7 @@ from typing import Any, get_type_hints
 from actors.apply_tx import ApplySettings
 from actors.control_writes import ControlSettings
 from actors.heartbeat import HeartbeatSettings
+from actors.host_lease import HostLeaseSettings
 from actors.lease_watch import LeaseWatchSettings
 from actors.liveness import LivenessSettings
 from actors.registry_writer import WriterSettings
@@ -30,6 +31,7 @@ from supervisor.config_checks import (
     number_check,
     optional_text_check,
     path_check,
+    postgres_url_check,
     setting,
     text_check,
 )
@@ -40,6 +42,7 @@ __all__ = [
     "AuthConfig",
     "DatabaseSettings",
     "HeartbeatConfig",
+    "HostsConfig",
     "LeaseConfig",
     "LivenessConfig",
     "McpConfig",
@@ -95,6 +98,8 @@ class DatabaseSettings:
         metadata={CHECK_KEY: path_check(default_database_path)},
     )
     busy_timeout_ms: int = setting(5000, integer_check(0))
+    # A shared PostgreSQL registry instead of the SQLite file (None = SQLite at path).
+    url: str | None = setting(None, postgres_url_check)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +157,23 @@ class LeaseConfig:
         return ControlSettings(
             default_lease_ttl_seconds=self.default_ttl_seconds,
             max_lease_ttl_seconds=self.max_ttl_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostsConfig:
+    """Host leases of supervisors sharing a PostgreSQL registry (on when database.url is)."""
+
+    lease_seconds: float = setting(30.0, POSITIVE)
+    renew_interval_seconds: float = setting(10.0, POSITIVE)
+    retire_after_seconds: float = setting(600.0, POSITIVE)
+
+    def to_actor(self, *, shared: bool) -> HostLeaseSettings:
+        return HostLeaseSettings(
+            enabled=shared,
+            lease_seconds=self.lease_seconds,
+            renew_interval_seconds=self.renew_interval_seconds,
+            retire_after_seconds=self.retire_after_seconds,
         )
 
 
@@ -225,6 +247,7 @@ class Settings:
     leases: LeaseConfig = field(default_factory=LeaseConfig)
     retirement: RetirementConfig = field(default_factory=RetirementConfig)
     restart: RestartConfig = field(default_factory=RestartConfig)
+    hosts: HostsConfig = field(default_factory=HostsConfig)
     socket: SocketConfig = field(default_factory=SocketConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
@@ -285,6 +308,13 @@ def _cross_check(settings: Settings, origin: str) -> None:
             f"heartbeat.ttl_seconds must be a number from heartbeat.min_ttl_seconds "
             f"({beat.min_ttl_seconds}) to heartbeat.max_ttl_seconds ({beat.max_ttl_seconds}), "
             f"got {beat.ttl_seconds} ({origin})"
+        )
+    hosts = settings.hosts
+    if hosts.renew_interval_seconds >= hosts.lease_seconds:
+        # A lease renewed no sooner than it expires is expired between every renewal.
+        raise ConfigError(
+            f"hosts.renew_interval_seconds must be a number < hosts.lease_seconds "
+            f"({hosts.lease_seconds}), got {hosts.renew_interval_seconds} ({origin})"
         )
     leases = settings.leases
     if leases.default_ttl_seconds > leases.max_ttl_seconds:

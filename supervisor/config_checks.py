@@ -26,6 +26,7 @@ __all__ = [
     "number_check",
     "optional_text_check",
     "path_check",
+    "postgres_url_check",
     "setting",
     "text_check",
 ]
@@ -116,6 +117,23 @@ def path_check(default: Callable[[], Path]) -> Check:
         return path if path.is_absolute() else base / path
 
     return check
+
+
+_PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+def postgres_url_check(value: Any, _base: Path) -> str | None:
+    # Only PostgreSQL: SQLite is chosen by leaving the url empty and setting `path`, so
+    # one setting never has two spellings.
+    expected = 'a "postgresql://..." URL ("" for the SQLite file at path)'
+    if not isinstance(value, str) or any(c.isspace() for c in value.strip()):
+        raise Invalid(expected)
+    url = value.strip()
+    if not url:
+        return None
+    if not url.startswith(_PG_SCHEMES) or not url.split("://", 1)[1]:
+        raise Invalid(expected)
+    return url
 
 
 _OCTAL = re.compile(r"[0-7]{1,4}")

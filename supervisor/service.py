@@ -23,7 +23,7 @@ from supervisor.lockfile import database_lock
 from supervisor.logs import configure_logging, get_logger
 from supervisor.probes import LocalProbes, ProbeBackend
 from supervisor.profiles import ProfileBook
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.factory import describe_store, open_store
 from supervisor.surfaces.socket_bind import bound_listener
 from supervisor.surfaces.socket_server import serve_socket
 
@@ -45,6 +45,7 @@ def app_settings(settings: Settings) -> AppSettings:
             auto_interval_seconds=settings.retirement.auto_interval_seconds,
             auto_profile=settings.retirement.auto_profile,
         ),
+        hosts=settings.hosts.to_actor(shared=settings.database.url is not None),
         max_restarts=settings.restart.max_restarts,
         restart_window_seconds=settings.restart.window_seconds,
     )
@@ -91,6 +92,7 @@ async def run_service(
     configure_logging(settings.supervisor.log_level)
     probe_backend = probes or LocalProbes(host_override=settings.supervisor.host_id)
     protocol_clock = clock or MonotonicWall(SystemClock())
+    database = settings.database
     profiles = ProfileBook(settings.auth.profiles_path)
     if profiles.error:
         _log.warning(
@@ -104,8 +106,9 @@ async def run_service(
         ExitStack() as surface_claims,
     ):
         listeners = _claim(settings, claims, surface_claims)
-        store = await open_sqlite_store(
-            settings.database.path, busy_timeout_ms=settings.database.busy_timeout_ms
+        # SQLite at database.path, or the shared PostgreSQL of database.url.
+        store = await open_store(
+            url=database.url, path=database.path, busy_timeout_ms=database.busy_timeout_ms
         )
         try:
             async with running_supervisor(
@@ -182,6 +185,7 @@ async def _serve_until_signal(
                 profiles=profiles,
                 probes=probes,
                 bound=listeners.unix,
+                hosts=supervisor.hosts,
                 task_status=task_status,
             )
         )
@@ -197,7 +201,8 @@ async def _serve_until_signal(
                 )
             )
         freeze_startup_heap()
-        _log.info("ready", socket=str(path), database=str(settings.database.path), pid=os.getpid())
+        where = describe_store(url=settings.database.url, path=settings.database.path)
+        _log.info("ready", socket=str(path), database=where, pid=os.getpid())
         if on_ready is not None:
             on_ready(Path(path))
         async for signum in signals:

@@ -7,8 +7,9 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from supervisor.store.control_base import ControlTx
+from supervisor.store.host_leases import HostLeases
 
-__all__ = ["CommitChain", "ControlTx", "Row", "Store", "WriteTx"]
+__all__ = ["CommitChain", "ControlTx", "HostLeases", "Row", "Store", "WriteTx"]
 
 Row = dict[str, Any]
 """A row as the store returns it: column name to value, numbers kept as stored."""
@@ -114,6 +115,10 @@ class WriteTx(Protocol):
         same transaction, so a lease grant and its assignment commit or roll back together."""
         ...
 
+    def hosts(self) -> HostLeases:
+        """The host leases of the supervisors sharing this registry, in this transaction."""
+        ...
+
 
 class Store(Protocol):
     """A registry database with exactly one writer per process (the registry_writer actor)."""
@@ -134,6 +139,10 @@ class Store(Protocol):
 
     async def read_audit(self, *, limit: int = 100) -> list[Row]:
         """The newest ``limit`` committed audit events, oldest of them first."""
+        ...
+
+    async def read_host_leases(self) -> list[Row]:
+        """Committed host lease rows, ordered by host_id."""
         ...
 
     def write(self) -> AbstractAsyncContextManager[WriteTx]:

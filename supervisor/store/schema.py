@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from supervisor.store.schema_control import V3_DESCRIPTION, V3_STATEMENTS
+from supervisor.store.schema_hosts import V5_DESCRIPTION, V5_STATEMENTS
 from supervisor.store.schema_links import (
     V4_DESCRIPTION,
     V4_STATEMENTS,
@@ -204,5 +205,8 @@ _V4 = Migration(
     hook=migrate_incident_links,
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4)
+# Version 5 only adds the host_leases table (schema_hosts.py).
+_V5 = Migration(version=5, description=V5_DESCRIPTION, statements=V5_STATEMENTS)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5)
 CURRENT_VERSION = MIGRATIONS[-1].version

@@ -22,10 +22,11 @@ from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import CommitChain, Row
 from supervisor.store.dialect import SQLITE
+from supervisor.store.host_leases import host_lease_rows, select_host_leases
+from supervisor.store.migrations import run_migrations
 from supervisor.store.schema import (
     CURRENT_VERSION,
     LEASE_COLUMNS,
-    MIGRATIONS,
     REGISTRATION_COLUMNS,
     SCHEMA_MIGRATIONS_DDL,
     Migration,
@@ -106,6 +107,9 @@ class SQLiteStore:
             raise StoreError(f"limit must be >= 0, got {limit}")
         newest_first = await self._read(sql.select_audit(SQLITE), (limit,))
         return rowmap.audit_rows(reversed(newest_first))
+
+    async def read_host_leases(self) -> list[Row]:
+        return host_lease_rows(await self._read(select_host_leases(one=False), ()))
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[SQLiteWriteTx]:
@@ -272,20 +276,11 @@ async def _apply(conn: aiosqlite.Connection, migration: Migration) -> bool:
 
 async def _migrate_connection(conn: aiosqlite.Connection, target_version: int) -> tuple[int, ...]:
     if not 0 <= target_version <= CURRENT_VERSION:
+        # Checked before reading the version, so a bad target never touches the file.
         raise StoreError(f"target_version must be in 0..{CURRENT_VERSION}, got {target_version}")
-    current = await schema_version(conn)
-    if current > CURRENT_VERSION:
-        # A newer supervisor wrote this file; writing with an older schema idea could
-        # drop columns' meaning on the floor. Refuse instead of guessing.
-        raise StoreError(
-            f"database schema version {current} is newer than this supervisor's "
-            f"{CURRENT_VERSION}; upgrade the supervisor"
-        )
-    applied: list[int] = []
-    for migration in MIGRATIONS:
-        if current < migration.version <= target_version and await _apply(conn, migration):
-            applied.append(migration.version)
-    return tuple(applied)
+    return await run_migrations(
+        await schema_version(conn), target_version, partial(_apply, conn)
+    )
 
 
 async def migrate(

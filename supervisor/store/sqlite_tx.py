@@ -14,6 +14,7 @@ from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import Row
 from supervisor.store.dialect import SQLITE
+from supervisor.store.host_leases import HostLeaseTx
 from supervisor.store.schema import LEASE_COLUMNS, REGISTRATION_COLUMNS
 from supervisor.store.sqlite_control import SQLiteControlTx
 from supervisor.store.sqlite_exec import (
@@ -213,3 +214,6 @@ class SQLiteWriteTx:
 
     def control(self) -> SQLiteControlTx:
         return SQLiteControlTx(self._live)
+
+    def hosts(self) -> HostLeaseTx:
+        return HostLeaseTx(self._live)

@@ -19,6 +19,7 @@ from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.protocol_control import CONTROL_OPS, ControlArgs, parse_control_args
+from supervisor.surfaces.protocol_hosts import HOST_OPS, HostArgs, parse_host_args
 
 __all__ = [
     "BAD_REQUEST",
@@ -132,7 +133,9 @@ class ApplyArgs:
     canonical_repository: str | None
 
 
-Args = RegisterArgs | FencedArgs | SnapshotArgs | PlanArgs | ApplyArgs | ControlArgs | None
+Args = (
+    RegisterArgs | FencedArgs | SnapshotArgs | PlanArgs | ApplyArgs | ControlArgs | HostArgs | None
+)
 
 
 @fast_init
@@ -237,6 +240,8 @@ def _claims(raw: object) -> dict[str, Any]:
 def _args(op: str, args: Mapping[str, Any]) -> Args:
     if op in CONTROL_OPS:
         return parse_control_args(op, args)
+    if op in HOST_OPS:
+        return parse_host_args(op, args)
     if op == "register":
         return RegisterArgs(
             pid=_int(args, "pid", required=False), claims=_claims(args.get("claims", {}))
@@ -351,7 +356,7 @@ def peek_request_id(frame: bytes) -> str | None:
     return None if _SURROGATE.search(request_id) else request_id
 
 
-_ALL_OPS = WORKER_OPS | OPERATOR_OPS | CONTROL_OPS
+_ALL_OPS = WORKER_OPS | OPERATOR_OPS | CONTROL_OPS | HOST_OPS
 _KNOWN_OPS = sorted(_ALL_OPS)
 
 

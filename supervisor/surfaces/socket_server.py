@@ -15,6 +15,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from supervisor.config import SocketConfig
 from supervisor.errors import ProfilesUnreadable, ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
+from supervisor.handle_hosts import HostLeaseCalls
 from supervisor.logs import get_logger
 from supervisor.policy.permissions import Profile
 from supervisor.probes import ProbeBackend, peer_credentials
@@ -42,8 +43,10 @@ from supervisor.surfaces.protocol import (
     peek_request_id,
     to_wire,
 )
+from supervisor.surfaces.protocol_hosts import HostArgs
 from supervisor.surfaces.socket_bind import SocketInUse, bound_listener
 from supervisor.surfaces.socket_control import dispatch_control
+from supervisor.surfaces.socket_hosts import dispatch_hosts
 from supervisor.surfaces.socket_status import ServerFigures, status_report
 from supervisor.unix_stream import UnixStream, accept_socket
 
@@ -81,6 +84,7 @@ async def serve_socket(
     probes: ProbeBackend,
     credentials: CredentialsReader = peer_credentials,
     bound: tuple[socket.socket, Path] | None = None,
+    hosts: HostLeaseCalls | None = None,
     task_status: TaskStatus[Path] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the local socket until cancelled; reports the bound path once listening.
@@ -92,7 +96,12 @@ async def serve_socket(
     when the path cannot be used, and removes the socket on exit.
     """
     server = _SocketServer(
-        handle, settings=settings, profiles=profiles, probes=probes, credentials=credentials
+        handle,
+        settings=settings,
+        profiles=profiles,
+        probes=probes,
+        credentials=credentials,
+        hosts=hosts,
     )
     if bound is not None:
         await server.serve_logged(*bound, task_status=task_status)
@@ -112,8 +121,11 @@ class _SocketServer:
         profiles: ProfileLookupWithAuth,
         probes: ProbeBackend,
         credentials: CredentialsReader,
+        hosts: HostLeaseCalls | None = None,
     ) -> None:
         self._handle = handle
+        # Host lease ops (None: this server answers them as unavailable).
+        self._hosts = hosts
         self._settings = settings
         self._profiles = profiles
         self._probes = probes
@@ -370,6 +382,9 @@ class _SocketServer:
             case _, ControlArgs() as args:
                 profile = await self._authenticate(request, peer)
                 return await dispatch_control(self._handle, profile, args)
+            case _, HostArgs() as args:
+                profile = await self._authenticate(request, peer)
+                return await dispatch_hosts(self._hosts, profile, args)
         raise ProtocolError(f"op {request.op!r} has no handler")
 
     async def _authenticate(self, request: Request, peer: Conversation) -> Profile:

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from supervisor.store.base import CommitChain, ControlTx, Row, Store, WriteTx
+from supervisor.store.base import CommitChain, ControlTx, HostLeases, Row, Store, WriteTx
 
 __all__ = ["RecordingStore", "RecordingTx"]
 
@@ -97,6 +97,9 @@ class RecordingTx:
     def control(self) -> ControlTx:
         return self._inner.control()
 
+    def hosts(self) -> HostLeases:
+        return self._inner.hosts()
+
 
 class RecordingStore:
     """A Store that forwards to a real one and lets a test watch and perturb the writes.
@@ -175,6 +178,13 @@ class RecordingStore:
         self._begin()
         try:
             return await self._inner.read_audit(limit=limit)
+        finally:
+            self._end()
+
+    async def read_host_leases(self) -> list[Row]:
+        self._begin()
+        try:
+            return await self._inner.read_host_leases()
         finally:
             self._end()
 

@@ -104,8 +104,11 @@ def running_daemon(**settings: Any) -> Iterator[Daemon]:
                 [
                     "[database]",
                     f'path = "{workdir / "registry.sqlite3"}"',
+                    f'url = "{settings.get("database_url") or ""}"',
                     "[supervisor]",
                     'log_level = "info"',
+                    f'host_id = "{settings.get("host_id") or ""}"',
+                    *settings.get("extra_lines", ()),
                     "[heartbeat]",
                     f"ttl_seconds = {ttl}",
                     "[liveness]",

@@ -255,6 +255,11 @@ BAD_VALUES = [
         "socket.evict_idle_after_seconds",
         "a finite number >= 0",
     ),
+    # the shared registry is PostgreSQL only; SQLite is the path
+    ('[database]\nurl = "sqlite:/x.db"\n', "database.url", "postgresql://"),
+    ('[database]\nurl = "postgresql://"\n', "database.url", "postgresql://"),
+    ('[database]\nurl = "postgresql://a b@h/db"\n', "database.url", "postgresql://"),
+    ("[database]\nurl = 5\n", "database.url", "postgresql://"),
     ('[socket]\nmode = "rw"\n', "socket.mode", "octal permission string"),
 ]
 
@@ -269,6 +274,14 @@ def test_bad_input_names_the_key_and_the_expected_form(
     assert key in caught.value.detail
     assert expected in caught.value.detail
     assert caught.value.code == "config_invalid"
+
+
+def test_a_postgresql_url_selects_the_shared_registry(tmp_path: Path) -> None:
+    url = "postgresql://fleet@db.example.org:5432/fleet"
+    settings = load_settings(write(tmp_path, f'[database]\nurl = " {url} "\n'))
+    assert settings.database.url == url
+    assert Settings().database.url is None
+    assert load_settings(write(tmp_path, '[database]\nurl = ""\n')).database.url is None
 
 
 def test_loopback_hosts_are_accepted(tmp_path: Path) -> None:

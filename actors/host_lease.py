@@ -1,0 +1,230 @@
+"""Host lease keeper: renews this host's lease through the writer, plans and applies dead hosts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.mailbox import Inbox, ask
+from actors.messages import WriteAck, WriterInbox
+from actors.messages_hosts import (
+    ApplyHostRetirementRequest,
+    HostLeaseInbox,
+    HostLeaseStatus,
+    HostLeaseStatusQuery,
+    PlanHostRetirementRequest,
+    RenewHostLease,
+    RetireHostRows,
+)
+from actors.retirement import ProfileLookup
+from supervisor.clock import Clock
+from supervisor.logs import get_logger
+from supervisor.policy.canonical import canon
+from supervisor.policy.host_leases import (
+    HostRetirementPlan,
+    lease_owner_keys,
+    plan_host_retirement,
+)
+from supervisor.policy.permissions import Profile, decide
+from supervisor.policy.render import decision_dict
+from supervisor.store.base import Store
+
+__all__ = ["HostLeaseKeeper", "HostLeaseSettings"]
+
+_log = get_logger()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostLeaseSettings:
+    #: Off for a private SQLite registry (no other host can read it); on for a shared one.
+    enabled: bool = False
+    lease_seconds: float = 30.0
+    renew_interval_seconds: float = 10.0
+    #: How long a host's lease must have been expired before another host may retire
+    #: its rows: long enough to outlast a network partition or a slow reboot.
+    retire_after_seconds: float = 600.0
+
+
+class HostLeaseKeeper:
+    """Keeps this host's lease row alive and answers host-retirement plans and applies.
+
+    A renewal is a writer message like any other write, at ``renew_interval_seconds``
+    of the injected clock. When a renewal learns that another host declared this one
+    dead, it says so loudly: those rows are retired, so each worker's next heartbeat is
+    refused with ``registration_not_active`` and the worker registers again.
+    """
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox[HostLeaseInbox],
+        writer: MemoryObjectSendStream[WriterInbox],
+        store: Store,
+        clock: Clock,
+        profiles: ProfileLookup,
+        host_id: str | None,
+        boot_id: str | None,
+        supervisor_id: str,
+        settings: HostLeaseSettings,
+    ) -> None:
+        self._inbox = inbox
+        self._writer = writer
+        self._store = store
+        self._clock = clock
+        self._profiles = profiles
+        self._host_id = host_id
+        self._boot_id = boot_id
+        self._settings = settings
+        self.status = HostLeaseStatus(
+            host_id=host_id, supervisor_id=supervisor_id, enabled=settings.enabled
+        )
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with anyio.create_task_group() as tg:
+            if self._settings.enabled and self._host_id is not None:
+                # The first renewal happens before ready: a supervisor that starts is
+                # registered as this host's (or knows why not) before it serves.
+                await self.renew()
+                tg.start_soon(self._renewer)
+            task_status.started()
+            while True:
+                try:
+                    message = await self._inbox.receive()
+                except anyio.EndOfStream:
+                    break
+                with message.reply:
+                    await self._answer(message)
+            tg.cancel_scope.cancel()
+
+    async def _answer(self, message: HostLeaseInbox) -> None:
+        match message:
+            case HostLeaseStatusQuery():
+                message.reply.send(self.status)
+            case PlanHostRetirementRequest():
+                denied = _denied(message.profile, "plan")
+                message.reply.send(denied or await self.plan(message.host_id))
+            case ApplyHostRetirementRequest():
+                denied = _denied(message.profile, "apply")
+                message.reply.send(denied or await self._apply(message))
+
+    async def _renewer(self) -> None:
+        interval = self._settings.renew_interval_seconds
+        deadline = self._clock.monotonic() + interval
+        while True:
+            await self._clock.sleep_until(deadline)
+            deadline += interval
+            await self.renew()
+
+    async def renew(self) -> WriteAck | None:
+        """One renewal through the writer; the outcome lands in ``status``."""
+        host_id = self._host_id
+        if host_id is None:
+            return None
+        try:
+            ack: WriteAck = await ask(
+                self._writer,
+                lambda reply: RenewHostLease(
+                    host_id=host_id,
+                    boot_id=self._boot_id,
+                    supervisor_id=self.status.supervisor_id,
+                    lease_seconds=self._settings.lease_seconds,
+                    reply=reply,
+                ),
+                actor="registry_writer",
+            )
+        except Exception as exc:
+            _log.error("host_lease_renew_failed", host_id=host_id, error=repr(exc))
+            self.status = replace(self.status, last_code="renew_failed", last_detail=repr(exc))
+            return None
+        self._observe(ack)
+        return ack
+
+    def _observe(self, ack: WriteAck) -> None:
+        status = self.status
+        if not ack.ok:
+            _log.error(
+                "host_lease_refused", host_id=self._host_id, code=ack.code, detail=ack.detail
+            )
+            self.status = replace(status, last_code=ack.code, last_detail=ack.detail)
+            return
+        declared = bool(ack.data.get("declared_dead"))
+        if declared:
+            by = canon(ack.data.get("declared_dead_by"))
+            _log.warning(
+                "host_declared_dead",
+                host_id=self._host_id,
+                declared_by=by,
+                retired_rows=ack.data.get("retired_rows"),
+                action="workers re-register: their rows were retired",
+            )
+            status = replace(
+                status, declared_dead_count=status.declared_dead_count + 1, declared_dead_by=by
+            )
+        self.status = replace(
+            status,
+            epoch=int(ack.data.get("epoch") or 0),
+            renewals=status.renewals + 1,
+            last_code="declared_dead" if declared else "ok",
+            last_detail="",
+        )
+
+    async def plan(self, host_id: str) -> HostRetirementPlan:
+        """Read-only plan over committed rows (the apply recomputes it under lock)."""
+        rows = await self._store.read_registrations(status="active")
+        sessions, pids = lease_owner_keys(await self._store.read_leases(status="active"))
+        hosts = {str(r["host_id"]): r for r in await self._store.read_host_leases()}
+        return plan_host_retirement(
+            rows,
+            host_id=host_id,
+            lease=hosts.get(host_id),
+            local_host_id=self._host_id,
+            now=self._clock.now(),
+            retire_after_seconds=self._settings.retire_after_seconds,
+            owner_sessions=sessions,
+            owner_pids=pids,
+        )
+
+    async def _apply(self, request: ApplyHostRetirementRequest) -> WriteAck:
+        assert request.profile is not None  # authorized above
+        name = request.profile.name
+
+        def recheck() -> str | None:
+            decision = decide(self._profiles.get(name), "apply")
+            return None if decision.allowed else decision.reason
+
+        try:
+            ack: WriteAck = await ask(
+                self._writer,
+                lambda reply: RetireHostRows(
+                    host_id=request.host_id,
+                    host_token=request.host_token,
+                    candidate_fingerprint=request.candidate_fingerprint,
+                    worker_identities=request.worker_identities,
+                    # Who, from where: the row history names the profile and the host.
+                    retired_by=f"{name}@{self._host_id}",
+                    local_host_id=self._host_id,
+                    retire_after_seconds=self._settings.retire_after_seconds,
+                    recheck_grant=recheck,
+                    reply=reply,
+                ),
+                actor="registry_writer",
+            )
+        except Exception as exc:
+            return WriteAck(ok=False, code="transaction_failed", detail=repr(exc))
+        return ack
+
+
+def _denied(profile: Profile | None, task: str) -> WriteAck | None:
+    """A structured refusal naming what was missing, or None when allowed."""
+    decision = decide(profile, task)
+    if decision.allowed:
+        return None
+    return WriteAck(
+        ok=False,
+        code="permission_denied",
+        detail=f"{task} refused: {decision.reason}",
+        data={"permission": decision_dict(decision)},
+    )

@@ -1,0 +1,68 @@
+"""Host lease calls: turn requests into messages to the host lease keeper actor."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.mailbox import ask
+from actors.messages import WriteAck
+from actors.messages_hosts import (
+    ApplyHostRetirementRequest,
+    HostLeaseInbox,
+    HostLeaseStatus,
+    HostLeaseStatusQuery,
+    PlanHostRetirementRequest,
+)
+from supervisor.policy.host_leases import HostRetirementPlan
+from supervisor.policy.permissions import Profile
+
+__all__ = ["HostLeaseCalls"]
+
+
+class HostLeaseCalls:
+    """This host's lease status, and the plan/apply that retires a silent host's rows."""
+
+    def __init__(self, keeper: MemoryObjectSendStream[HostLeaseInbox]) -> None:
+        self._keeper = keeper
+
+    async def status(self) -> HostLeaseStatus:
+        result: HostLeaseStatus = await ask(
+            self._keeper, lambda reply: HostLeaseStatusQuery(reply=reply), actor="host_lease"
+        )
+        return result
+
+    async def plan_retirement(
+        self, profile: Profile | None, host_id: str
+    ) -> HostRetirementPlan | WriteAck:
+        """The plan, or a ``permission_denied`` WriteAck naming what was missing."""
+        result: HostRetirementPlan | WriteAck = await ask(
+            self._keeper,
+            lambda reply: PlanHostRetirementRequest(profile=profile, host_id=host_id, reply=reply),
+            actor="host_lease",
+        )
+        return result
+
+    async def apply_retirement(
+        self,
+        profile: Profile | None,
+        *,
+        host_id: str,
+        host_token: str,
+        candidate_fingerprint: str,
+        worker_identities: Sequence[str],
+    ) -> WriteAck:
+        result: WriteAck = await ask(
+            self._keeper,
+            lambda reply: ApplyHostRetirementRequest(
+                profile=profile,
+                host_id=host_id,
+                host_token=host_token,
+                candidate_fingerprint=candidate_fingerprint,
+                worker_identities=tuple(worker_identities),
+                reply=reply,
+            ),
+            actor="host_lease",
+        )
+        return result

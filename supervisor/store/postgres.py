@@ -1,0 +1,321 @@
+"""PostgreSQL store (asyncpg): one write connection, one read connection, versioned migrations."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from supervisor.errors import StoreError
+from supervisor.store import rows as rowmap
+from supervisor.store import sql
+from supervisor.store.base import CommitChain, Row
+from supervisor.store.dialect import POSTGRESQL
+from supervisor.store.host_leases import host_lease_rows, select_host_leases
+from supervisor.store.migrations import run_migrations
+from supervisor.store.postgres_beats import stamp_and_commit
+from supervisor.store.postgres_exec import PgConnection, connect, redact_url, to_dollar_params
+from supervisor.store.postgres_tx import PostgresWriteTx
+from supervisor.store.schema import (
+    CURRENT_VERSION,
+    LEASE_COLUMNS,
+    REGISTRATION_COLUMNS,
+    SCHEMA_MIGRATIONS_DDL,
+    Migration,
+)
+from supervisor.store.stamps import format_stamp
+
+__all__ = [
+    "PostgresStore",
+    "migrate_postgres",
+    "open_postgres_store",
+    "postgres_schema_version",
+    "postgres_store",
+]
+
+#: Advisory lock key serializing migrations of supervisors that start together.
+_MIGRATION_LOCK = 0x666C656574  # "fleet"
+
+
+class PostgresStore:
+    """The PostgreSQL implementation of ``supervisor.store.base.Store``.
+
+    Several supervisors (one per host) share the database; inside each, the registry
+    writer actor is still the only writer, on ``_writer``. Write transactions run at
+    READ COMMITTED and lock what they read (``SELECT ... FOR UPDATE``); the guarded
+    ``UPDATE ... WHERE`` of every compare-and-swap re-checks the newest committed row,
+    so a write of another host between read and write makes the swap fail, never
+    succeed on stale data. Snapshots read on ``_reader`` (committed state only).
+    """
+
+    dialect: str = POSTGRESQL.name
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        writer: PgConnection,
+        reader: PgConnection,
+        applied_migrations: tuple[int, ...],
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.url = redact_url(url)
+        self._dsn = url
+        self._connect_timeout = connect_timeout
+        #: Connections opened again after the server closed one (restart, failover).
+        self.reconnects = 0
+        self.applied_migrations = applied_migrations
+        self._writer = writer
+        self._reader = reader
+        # asyncpg refuses overlapping operations on one connection.
+        self._write_lock = anyio.Lock()
+        self._read_lock = anyio.Lock()
+        self._in_write = False
+        self._last_job: asyncio.Future[bool] | None = None
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"store for {self.url} is closed")
+
+    async def _fresh(self, conn: PgConnection) -> PgConnection:
+        """``conn``, or a new connection if the server closed it (between transactions
+        only, so nothing half-done is ever carried over to the new one)."""
+        if not conn.raw.is_closed():
+            return conn
+        replacement = await connect(
+            self._dsn, connect_timeout=self._connect_timeout, read_only=conn.read_only
+        )
+        self.reconnects += 1
+        return replacement
+
+    async def _read(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._check_open()
+        async with self._read_lock:
+            self._reader = await self._fresh(self._reader)
+            return await self._reader.fetch(statement, params)
+
+    async def read_registrations(self, *, status: str | None = None) -> list[Row]:
+        statement = sql.select_registrations(
+            POSTGRESQL, by_status=status is not None, id_count=None
+        )
+        rows = await self._read(statement, (status,) if status is not None else ())
+        return rowmap.as_dicts(REGISTRATION_COLUMNS, rows)
+
+    async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:
+        rows = await self._read(sql.select_active_processes(POSTGRESQL))
+        return [(str(r[0]), r[1], r[2], r[3]) for r in rows]
+
+    async def read_leases(self, *, status: str | None = None) -> list[Row]:
+        statement = sql.select_leases(POSTGRESQL, by_status=status is not None)
+        rows = await self._read(statement, (status,) if status is not None else ())
+        return rowmap.as_dicts(LEASE_COLUMNS, rows)
+
+    async def read_audit(self, *, limit: int = 100) -> list[Row]:
+        if limit < 0:
+            raise StoreError(f"limit must be >= 0, got {limit}")
+        newest_first = await self._read(sql.select_audit(POSTGRESQL), (limit,))
+        return rowmap.audit_rows(reversed(newest_first))
+
+    async def read_host_leases(self) -> list[Row]:
+        statement = to_dollar_params(select_host_leases(one=False))
+        return host_lease_rows(await self._read(statement))
+
+    async def read(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Any read-only query on the read connection (host leases, migrate, bench)."""
+        return await self._read(statement, params)
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[PostgresWriteTx]:
+        """One READ COMMITTED transaction; commit on clean exit, rollback on exception."""
+        async with self._write_lock:
+            self._check_open()
+            with anyio.CancelScope(shield=True):
+                self._writer = await self._fresh(self._writer)
+                try:
+                    await self._writer.command("BEGIN")
+                except StoreError:
+                    # Whatever state the link is in, the next transaction gets a new one.
+                    self._writer.discard()
+                    raise
+            self._in_write = True
+            tx = PostgresWriteTx(self._writer)
+            try:
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                yield tx
+            except BaseException:
+                tx.finish()
+                self._in_write = False
+                await self._rollback()
+                raise
+            tx.finish()
+            self._in_write = False
+            with anyio.CancelScope(shield=True):
+                try:
+                    status = await self._writer.command("COMMIT")
+                except BaseException:
+                    await self._rollback()
+                    raise
+            if status != "COMMIT":
+                # A statement failed inside the body and the body swallowed it:
+                # PostgreSQL then answers COMMIT with ROLLBACK. Never claim the writes.
+                raise StoreError("transaction was rolled back by PostgreSQL; nothing committed")
+
+    async def _rollback(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._writer.rollback_or_discard()
+
+    def submit_heartbeats(
+        self, beats: Sequence[tuple[str, str]], chain: CommitChain
+    ) -> Awaitable[bool]:
+        """See ``Store.submit_heartbeats``: jobs run one after another in submission order."""
+        self._check_open()
+        job = asyncio.ensure_future(self._beat_job(self._last_job, list(beats), chain))
+        self._last_job = job
+        return job
+
+    async def _beat_job(
+        self,
+        previous: asyncio.Future[bool] | None,
+        beats: list[tuple[str, str]],
+        chain: CommitChain,
+    ) -> bool:
+        if previous is not None:
+            # Its outcome belongs to its own caller; here it only has to be over.
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(previous)
+        if self._in_write:
+            # Like the SQLite job: never write inside someone else's open transaction.
+            chain.broken = True
+            raise StoreError("a transaction is already open on the write connection")
+        async with self._write_lock:
+            self._check_open()
+            self._writer = await self._fresh(self._writer)
+            return await stamp_and_commit(self._writer, beats=beats, chain=chain)
+
+    async def close(self) -> None:
+        """Close both connections; safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            for conn in (self._reader, self._writer):
+                await conn.close()
+
+
+async def postgres_schema_version(conn: PgConnection) -> int:
+    """Highest applied migration version (0 for an empty database)."""
+    found = await conn.fetch("SELECT to_regclass('schema_migrations') IS NOT NULL")
+    if not found or not found[0][0]:
+        return 0
+    rows = await conn.fetch("SELECT MAX(version) FROM schema_migrations")
+    value = rows[0][0]
+    return int(value) if value is not None else 0
+
+
+class _PgMigrationConn:
+    """The PostgreSQL side of ``schema.MigrationConn``, on the migrating connection."""
+
+    dialect = POSTGRESQL
+
+    def __init__(self, conn: PgConnection) -> None:
+        self._conn = conn
+
+    async def query(self, statement: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
+        return list(await self._conn.fetch(POSTGRESQL.render(statement), params))
+
+    async def run(self, statement: str, params: Sequence[Any] = ()) -> None:
+        await self._conn.execute(POSTGRESQL.render(statement), params)
+
+    async def table_columns(self, table: str) -> list[str]:
+        found = await self._conn.fetch(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+            (table,),
+        )
+        return [str(row[0]) for row in found]
+
+
+async def _apply(conn: PgConnection, migration: Migration) -> bool:
+    """One migration in its own transaction; False if another supervisor already did it."""
+    with anyio.CancelScope(shield=True):
+        await conn.command("BEGIN")
+        try:
+            # Serializes supervisors that start at the same moment; released at COMMIT.
+            await conn.fetch("SELECT pg_advisory_xact_lock($1)", (_MIGRATION_LOCK,))
+            await conn.command(SCHEMA_MIGRATIONS_DDL)
+            done = await conn.fetch(
+                "SELECT 1 FROM schema_migrations WHERE version = $1", (migration.version,)
+            )
+            if not done:
+                for statement in migration.statements:
+                    await conn.command(POSTGRESQL.render(statement))
+                if migration.hook is not None:
+                    await migration.hook(_PgMigrationConn(conn))
+                # Bookkeeping time, not protocol time.
+                applied_at = format_stamp(datetime.now(UTC))
+                await conn.execute(
+                    sql.record_migration(POSTGRESQL),
+                    (migration.version, migration.description, applied_at),
+                )
+        except BaseException:
+            await conn.rollback_or_discard()
+            raise
+        await conn.command("COMMIT")
+    return not done
+
+
+async def _migrate_connection(conn: PgConnection, target_version: int) -> tuple[int, ...]:
+    if not 0 <= target_version <= CURRENT_VERSION:
+        raise StoreError(f"target_version must be in 0..{CURRENT_VERSION}, got {target_version}")
+    return await run_migrations(
+        await postgres_schema_version(conn), target_version, partial(_apply, conn)
+    )
+
+
+async def migrate_postgres(
+    url: str, target_version: int = CURRENT_VERSION, *, connect_timeout: float = 10.0
+) -> tuple[int, ...]:
+    """Bring the database at ``url`` up to ``target_version``; return the versions applied."""
+    conn = await connect(url, connect_timeout=connect_timeout)
+    try:
+        return await _migrate_connection(conn, target_version)
+    finally:
+        await conn.close()
+
+
+async def open_postgres_store(url: str, *, connect_timeout: float = 10.0) -> PostgresStore:
+    """Connect, migrate, and return the store; the caller must ``close()`` it."""
+    writer = await connect(url, connect_timeout=connect_timeout)
+    try:
+        applied = await _migrate_connection(writer, CURRENT_VERSION)
+        reader = await connect(url, connect_timeout=connect_timeout, read_only=True)
+    except BaseException:
+        await writer.close()
+        raise
+    return PostgresStore(
+        url=url,
+        writer=writer,
+        reader=reader,
+        applied_migrations=applied,
+        connect_timeout=connect_timeout,
+    )
+
+
+@asynccontextmanager
+async def postgres_store(
+    url: str, *, connect_timeout: float = 10.0
+) -> AsyncIterator[PostgresStore]:
+    """``async with postgres_store(url) as store:`` — open, migrate, and always close."""
+    store = await open_postgres_store(url, connect_timeout=connect_timeout)
+    try:
+        yield store
+    finally:
+        await store.close()
