@@ -10,7 +10,8 @@ from operator import attrgetter
 from typing import Any
 
 from .evidence import UNKNOWN, EvidenceMap, PidEvidence
-from .fingerprints import candidate_token, registry_token, scope_token
+from .fingerprints import candidate_token, is_history, registry_token, scope_token
+from .history import HistorySummary, fold_history
 from .plan_facts import (
     REQUIRED_IDENTITY_FIELDS,
     FactsContext,
@@ -27,6 +28,7 @@ from .plan_types import (
     protected_from_leases,
 )
 from .reasons import (
+    REASON_ALREADY_TERMINAL,
     REASON_AMBIGUOUS_OWNERSHIP,
     REASON_CONFLICTING_IDENTITY,
     REASON_ELIGIBLE,
@@ -173,13 +175,25 @@ def plan_retirement(
     canonical_repository: str | None = None,
     protected: ProtectedOwners | None = None,
     memo: PlanMemo | None = None,
+    history: HistorySummary | None = None,
 ) -> RetirementPlan:
     """Decide, without side effects, which registrations are conclusively stale orphans.
 
     ``memo`` carries per-row facts from earlier plans; the result is the same
     with or without it, only rows whose content changed cost their full price.
+
+    Without ``history``, ``rows`` is the whole registry. With it, ``rows`` is
+    just the active rows and ``history`` the store's summary of the rest: a
+    historical row is always ``already_terminal_registration`` unless it shares
+    an identity with another row, which only a non-normalized identity can do
+    (``history.identity_irregular``), so while ``history.irregular_count`` is 0
+    the historical rows are counted, not planned. The scope token then covers
+    the active rows only until ``with_history_scope`` adds the historical rows
+    that share a key with a candidate.
     """
     all_rows = rows if isinstance(rows, list) else list(rows)
+    if history is not None and any(map(is_history, all_rows)):
+        raise ValueError("with a history summary, pass only the active rows")
     owners = protected or ProtectedOwners()
     context = FactsContext(fencing.host_id, fencing.boot_id, canonical_repository)
     facts = (
@@ -236,13 +250,31 @@ def plan_retirement(
     anchors = [str(c.worker_identity) for c in candidates]
     units = [f.unit for f in facts]
     candidate_units = [facts[i].unit for i in candidate_indices]
+    if history is None:
+        active_units = [f.unit for f in facts if f.active]
+        past = [i for i, f in enumerate(facts) if not f.active]
+        past_units = [facts[i].unit for i in past]
+        past_ids = [all_rows[i].get("worker_identity") for i in past]
+        summary = (
+            fold_history(past_units, past_ids)
+            if memo is None
+            else memo.reuse(
+                "history", (past_units, past_ids), lambda: fold_history(past_units, past_ids)
+            )
+        )
+    else:
+        active_units, summary = units, history
+    registry_inputs = (active_units, summary.digest)
 
     if memo is None:
-        registry = registry_token(units)
+        registry = registry_token(active_units, summary)
         candidate = candidate_token(candidate_units)
-        scope_fingerprint = scope_token([units[i] for i in _scope(facts, anchors)], anchors)
+        scope_units = [units[i] for i in _scope(facts, anchors)]
+        scope_fingerprint = scope_token(scope_units, anchors)
     else:
-        registry = memo.reuse("registry", units, lambda: registry_token(units))
+        registry = memo.reuse(
+            "registry", registry_inputs, lambda: registry_token(active_units, summary)
+        )
         candidate = memo.reuse(
             "candidate", candidate_units, lambda: candidate_token(candidate_units)
         )
@@ -260,6 +292,14 @@ def plan_retirement(
         ((facts[i].canon_identity, dict(all_rows[i])) for i in candidate_indices),
         key=lambda pair: pair[0],
     )
+    counts = Counter(p.reason_code for p in preserved)
+    unlisted = history.count if history is not None else 0
+    if unlisted:
+        counts[REASON_ALREADY_TERMINAL] += unlisted
+    anchor_set = set(anchors)
+    anchor_keys = frozenset(
+        key for f in facts if f.canon_identity in anchor_set for key in f.scope_keys
+    )
     return RetirementPlan(
         registry_fingerprint=registry,
         candidate_fingerprint=candidate,
@@ -267,10 +307,14 @@ def plan_retirement(
         candidates=tuple(candidates),
         preserved=tuple(preserved),
         candidate_rows=tuple(row for _, row in candidate_rows),
-        preserved_reason_counts=dict(sorted(Counter(p.reason_code for p in preserved).items())),
+        preserved_reason_counts=dict(sorted(counts.items())),
         protected=owners,
         fencing=fencing,
         canonical_repository=canonical_repository,
+        unlisted_terminal_count=unlisted,
+        scope_units=tuple(sorted(scope_units)),
+        anchor_identities=tuple(anchors),
+        anchor_keys=anchor_keys,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .canonical import canon
@@ -60,6 +60,13 @@ class RetirementPlan:
     protected: ProtectedOwners
     fencing: FencingContext
     canonical_repository: str | None
+    #: Historical rows counted (as ``already_terminal_registration``) but not listed.
+    unlisted_terminal_count: int = 0
+    # The scope token's inputs, so historical scope rows can be added later
+    # (``plan_scope.with_history_scope``); derived, so not part of equality.
+    scope_units: tuple[str, ...] = field(default=(), compare=False)
+    anchor_identities: tuple[str, ...] = field(default=(), compare=False)
+    anchor_keys: frozenset[tuple[str, str]] = field(default=frozenset(), compare=False)
 
     @property
     def candidate_worker_identities(self) -> tuple[str, ...]:
@@ -67,7 +74,11 @@ class RetirementPlan:
 
     @property
     def assessed_count(self) -> int:
-        return len(self.candidates) + len(self.preserved)
+        return len(self.candidates) + self.preserved_count
+
+    @property
+    def preserved_count(self) -> int:
+        return len(self.preserved) + self.unlisted_terminal_count
 
     def reason_for(self, worker_identity: str) -> PlanEntry | None:
         """The entry for one identity (candidate or preserved), if the row exists."""
