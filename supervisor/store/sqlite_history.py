@@ -1,0 +1,275 @@
+"""The history digest on SQLite: fold the change log, cache scope lookups, compact the log."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Collection, Iterable, Sequence
+from typing import Any, TypeVar
+
+from supervisor.errors import StoreError
+from supervisor.policy.fingerprints import identity_keys, row_unit
+from supervisor.policy.history import HistoryFold, HistorySummary
+from supervisor.store import rows as rowmap
+from supervisor.store.base import Row
+from supervisor.store.schema import REGISTRATION_COLUMNS
+from supervisor.store.schema_history import CHANGE_COLUMNS
+
+__all__ = [
+    "HistoryCache",
+    "compact_job",
+    "history_call",
+    "history_page_job",
+    "scope_job",
+    "summary_job",
+    "view_job",
+]
+
+_REGISTRATIONS = ", ".join(REGISTRATION_COLUMNS)
+_CHANGE_LIST = ", ".join(CHANGE_COLUMNS)
+_SELECT_DIGEST = (
+    "SELECT row_count, irregular_count, product, through_change_id "
+    "FROM registry_history_digest WHERE id = 1"
+)
+# Changes after both the cached position and the compacted one (older ones are
+# already in the digest row or in the cache).
+_SELECT_CHANGES = (
+    f"SELECT change_id, sign, {_CHANGE_LIST} FROM registry_history_changes "
+    "WHERE change_id > max(?1, (SELECT through_change_id FROM registry_history_digest "
+    "WHERE id = 1)) ORDER BY change_id"
+)
+_SELECT_ACTIVE = (
+    f"SELECT {_REGISTRATIONS} FROM worker_registrations WHERE status = 'active' "
+    "ORDER BY worker_identity"
+)
+#: Identity key name -> the column its value is compared with (the instance key
+#: is looked up by instance id and checked exactly in Python).
+_KEY_COLUMNS = {
+    "worker_identity": "worker_identity",
+    "session_id": "session_id",
+    "generation_id": "generation_id",
+    "process_identity": "process_identity",
+    "pid": "pid",
+    "instance_namespace": "client_instance_id",
+}
+_CHUNK = 500
+#: Scope lookups remembered between plans (one list of rows per identity key).
+_MAX_CACHED_KEYS = 200_000
+
+_T = TypeVar("_T")
+Base = tuple[int, int, str, int]
+Change = Sequence[Any]
+
+
+class HistoryCache:
+    """The history digest folded up to one change id, plus remembered scope lookups.
+
+    Lives in the store object: every change in the log is folded once per
+    process, whichever connection read it first. Scope entries are the
+    historical rows (token columns only) carrying one identity key, kept current
+    from the same changes, so a plan asks the database only about new keys.
+    """
+
+    __slots__ = ("compacted_through", "fold", "scope", "through")
+
+    def __init__(self) -> None:
+        self.fold: HistoryFold | None = None
+        self.through = -1
+        self.compacted_through = -1
+        self.scope: dict[tuple[str, str], list[Row]] = {}
+
+    def advance(self, base: Base, changes: Iterable[Change]) -> HistorySummary:
+        """Fold ``changes`` (read together with ``base``) into the cache; the current summary."""
+        count, irregular, product, through = base
+        if self.fold is None or self.through < through:
+            # Someone compacted past what this cache saw: start from the digest row.
+            fold = HistoryFold(
+                HistorySummary(count=count, irregular_count=irregular, product=int(product, 16))
+            )
+            at = through
+            self.scope.clear()
+        else:
+            fold, at = self.fold.copy(), self.through
+        touched: list[tuple[int, Row]] = []
+        for change in changes:
+            change_id, sign = int(change[0]), int(change[1])
+            if change_id <= at:
+                continue
+            row = dict(zip(CHANGE_COLUMNS, change[2:], strict=True))
+            fold.add(row_unit(row), row.get("worker_identity"), sign)
+            touched.append((sign, row))
+            at = change_id
+        self.fold, self.through = fold, at
+        if self.scope:
+            for sign, row in touched:
+                self._rescope(sign, row)
+        return fold.summary()
+
+    def _rescope(self, sign: int, row: Row) -> None:
+        for key in identity_keys(row):
+            held = self.scope.get(key)
+            if held is None:
+                continue
+            if sign >= 0:
+                held.append(row)
+            else:
+                unit = row_unit(row)
+                for index, seen in enumerate(held):
+                    if row_unit(seen) == unit:
+                        del held[index]
+                        break
+
+    def remember(self, found: dict[tuple[str, str], list[Row]]) -> None:
+        if len(self.scope) + len(found) > _MAX_CACHED_KEYS:
+            self.scope.clear()
+        self.scope.update(found)
+
+
+async def history_call(pending: Awaitable[_T]) -> _T:
+    """Await a job on a connection's thread; engine errors become ``StoreError``."""
+    try:
+        return await pending
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite history read failed: {exc}") from exc
+
+
+def _base(raw: sqlite3.Connection) -> Base:
+    found = raw.execute(_SELECT_DIGEST).fetchone()
+    if found is None:
+        raise sqlite3.DatabaseError("registry_history_digest has no row (schema damaged)")
+    return (int(found[0]), int(found[1]), str(found[2]), int(found[3]))
+
+
+def _in_read_tx(raw: sqlite3.Connection) -> bool:
+    if raw.in_transaction:
+        return False
+    raw.execute("BEGIN")
+    return True
+
+
+def view_job(raw: sqlite3.Connection, since: int) -> tuple[list[Row], Base, list[Change]]:
+    """One read transaction: active rows, the digest row and the changes after ``since``."""
+    began = _in_read_tx(raw)
+    try:
+        active = rowmap.as_dicts(REGISTRATION_COLUMNS, raw.execute(_SELECT_ACTIVE).fetchall())
+        return active, _base(raw), raw.execute(_SELECT_CHANGES, (since,)).fetchall()
+    finally:
+        if began:
+            raw.execute("COMMIT")
+
+
+def summary_job(raw: sqlite3.Connection, since: int) -> tuple[Base, list[Change]]:
+    """The digest row and later changes (inside the caller's transaction if one is open)."""
+    began = _in_read_tx(raw)
+    try:
+        return _base(raw), raw.execute(_SELECT_CHANGES, (since,)).fetchall()
+    finally:
+        if began:
+            raw.execute("COMMIT")
+
+
+def _probe(
+    raw: sqlite3.Connection, keys: Collection[tuple[str, str]]
+) -> dict[tuple[str, str], list[Row]]:
+    """Historical rows carrying each key, straight from the table."""
+    by_column: dict[str, list[str]] = {}
+    for name, value in keys:
+        column = _KEY_COLUMNS.get(name)
+        if column is None:
+            continue
+        if name == "instance_namespace":
+            # "instance/namespace": the instance id is some prefix before a "/".
+            cuts = [i for i, char in enumerate(value) if char == "/"]
+            by_column.setdefault(column, []).extend(value[:i] for i in cuts)
+        else:
+            by_column.setdefault(column, []).append(value)
+    wanted = set(keys)
+    found: dict[tuple[str, str], list[Row]] = {key: [] for key in keys}
+    seen: set[int] = set()
+    for column, values in by_column.items():
+        distinct = sorted(set(values))
+        for start in range(0, len(distinct), _CHUNK):
+            chunk = distinct[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            cursor = raw.execute(
+                f"SELECT rowid, {_CHANGE_LIST} FROM worker_registrations "
+                f"WHERE status <> 'active' AND {column} IN ({marks})",
+                chunk,
+            )
+            for hit in cursor:
+                if hit[0] in seen:
+                    continue
+                row = dict(zip(CHANGE_COLUMNS, hit[1:], strict=True))
+                shared = identity_keys(row) & wanted
+                if shared:
+                    # One row object under every key it carries; found once per rowid.
+                    seen.add(hit[0])
+                    for key in shared:
+                        found[key].append(row)
+    return found
+
+
+def scope_job(
+    raw: sqlite3.Connection, since: int, keys: Collection[tuple[str, str]]
+) -> tuple[Base, list[Change], dict[tuple[str, str], list[Row]]]:
+    """The digest position and the rows for ``keys``, consistent with each other."""
+    began = _in_read_tx(raw)
+    try:
+        return _base(raw), raw.execute(_SELECT_CHANGES, (since,)).fetchall(), _probe(raw, keys)
+    finally:
+        if began:
+            raw.execute("COMMIT")
+
+
+def scope_rows(found: dict[tuple[str, str], list[Row]]) -> list[Row]:
+    """Each row once, however many of the keys it carries.
+
+    A row sits in the list of every looked-up key it carries, and the lists may
+    hold separate copies of it (one from the table, one from the change log), so
+    rows are counted by content: equal texts carry equal keys, and ``n`` rows
+    with one text appear ``n`` times per key they share with the lookup.
+    """
+    wanted = set(found)
+    seen: dict[str, list[Row]] = {}
+    for rows in found.values():
+        for row in rows:
+            seen.setdefault(row_unit(row), []).append(row)
+    out: list[Row] = []
+    for held in seen.values():
+        per_row = len(identity_keys(held[0]) & wanted) or 1
+        out.extend(held[: len(held) // per_row])
+    return out
+
+
+def history_page_job(
+    raw: sqlite3.Connection, after: str | None, limit: int, needle: str | None
+) -> list[Row]:
+    """Historical rows by identity after ``after``; ``needle`` narrows by substring first."""
+    where = ["status <> 'active'"]
+    params: list[Any] = []
+    if after is not None:
+        where.append("worker_identity > ?")
+        params.append(after)
+    if needle:
+        # A superset (whitespace-padded spellings included); callers filter exactly.
+        where.append("(instr(client_instance_id, ?) > 0 OR instr(namespace, ?) > 0)")
+        params.extend([needle, needle])
+    params.append(limit)
+    statement = (
+        f"SELECT {_REGISTRATIONS} FROM worker_registrations WHERE {' AND '.join(where)} "
+        "ORDER BY worker_identity LIMIT ?"
+    )
+    return rowmap.as_dicts(REGISTRATION_COLUMNS, raw.execute(statement, params).fetchall())
+
+
+def compact_job(raw: sqlite3.Connection, summary: HistorySummary, through: int) -> None:
+    """Write a folded position to the digest row and drop the changes it covers.
+
+    Runs inside the writer's open transaction. The change at ``through`` itself is
+    kept, so new change ids (max + 1) never restart below the folded position.
+    """
+    raw.execute(
+        "UPDATE registry_history_digest SET row_count = ?, irregular_count = ?, product = ?, "
+        "through_change_id = ? WHERE id = 1 AND through_change_id < ?",
+        (summary.count, summary.irregular_count, format(summary.product, "x"), through, through),
+    )
+    raw.execute("DELETE FROM registry_history_changes WHERE change_id < ?", (through,))
