@@ -43,7 +43,8 @@ def identity_irregular(value: Any) -> bool:
     active row a duplicate and history never needs to be planned row by row.
     """
     if value is None:
-        return False
+        # A NULL key (SQLite allows it) sorts and pages unlike any text: plan it in full.
+        return True
     if type(value) is not str:
         return True
     return value != value.strip()
