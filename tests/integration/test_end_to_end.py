@@ -91,7 +91,7 @@ async def test_killed_worker_is_planned_and_retired_while_others_stay_live(daemo
         await wait_for(
             lambda: planned()["candidate_count"] == 1,
             what="one candidate",
-            show=lambda: planned()["preserved"],
+            show=lambda: planned()["preserved_summary"],
         )
         plan = planned()
         assert plan["candidate_worker_identities"] == [victim["worker_identity"]]

@@ -164,7 +164,11 @@ async def test_plan_returns_tokens_candidates_and_the_audit_context(tmp_path: Pa
     assert result["candidate_worker_identities"] == [dead["worker_identity"]]
     (candidate,) = result["candidates"]
     assert candidate["reason_code"] == REASON_ELIGIBLE
-    assert [p["worker_identity"] for p in result["preserved"]] == [alive["worker_identity"]]
+    # Compact by default: preserved rows as counts per reason with examples, no entries.
+    assert "preserved" not in result
+    assert [
+        e["worker_identity"] for group in result["preserved_summary"] for e in group["examples"]
+    ] == [alive["worker_identity"]]
     assert result["profile"] == READER.name
     assert result["repository"] == {
         "remote": "prgs",
