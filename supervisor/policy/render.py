@@ -9,6 +9,7 @@ from typing import Any
 from .eligibility import PlanEntry, ProtectedOwners, RetirementPlan
 from .permissions import Decision
 from .plan_pages import PlanQuery
+from .plan_types import Entries
 from .reasons import OUTCOME_PLANNED
 from .snapshot import Finding, FleetSnapshot, InstanceGroup
 from .worker_view import WorkerView
@@ -96,15 +97,15 @@ def plan_view_dict(
     """
     data = plan_dict(plan, with_preserved=False)
     wanted = max(0, query.examples)
-    examples: dict[str, list[PlanEntry]] = {}
-    # Both sources are in identity order, so the first ``wanted`` of each suffice.
-    for source in (plan.preserved, extra_examples):
-        taken: dict[str, int] = {}
-        for entry in source:
-            code = entry.reason_code
-            if taken.get(code, 0) < wanted:
-                taken[code] = taken.get(code, 0) + 1
-                examples.setdefault(code, []).append(entry)
+    preserved = plan.preserved
+    examples: dict[str, list[PlanEntry]] = (
+        preserved.first_by_reason(wanted)
+        if isinstance(preserved, Entries)
+        else Entries.of(preserved).first_by_reason(wanted)
+    )
+    for entry in extra_examples:
+        held = examples.setdefault(entry.reason_code, [])
+        held.append(entry)
     data["preserved_summary"] = [
         {
             "reason_code": code,
