@@ -10,7 +10,7 @@ from supervisor.policy.eligibility import FencingContext, RetirementPlan
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.history import HistorySummary, identity_irregular
 from supervisor.policy.plan_pages import PlanQuery, entry_matches, page_of, terminal_entries
-from supervisor.policy.plan_scope import with_history_scope
+from supervisor.policy.plan_scope import with_history_units
 from supervisor.policy.plan_types import PlanEntry
 from supervisor.store.base import Row, Store
 
@@ -55,7 +55,7 @@ async def rescope(store: Store, plan: RetirementPlan, inputs: PlanInputs) -> Ret
     """Add the historical rows sharing a candidate's identity key to the scope token."""
     if inputs.history is None or not plan.anchor_keys or not inputs.history.count:
         return plan
-    return with_history_scope(plan, await store.read_history_scope(plan.anchor_keys))
+    return with_history_units(plan, await store.read_history_scope(plan.anchor_keys))
 
 
 EntryBuilder = Callable[[Sequence[Row]], list[PlanEntry]]

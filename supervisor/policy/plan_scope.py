@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from .fingerprints import identity_keys, is_history, row_unit, scope_token
 from .plan_types import RetirementPlan
 
-__all__ = ["with_history_scope"]
+__all__ = ["with_history_scope", "with_history_units"]
 
 
 def with_history_scope(
@@ -28,8 +28,14 @@ def with_history_scope(
         for row in history_rows
         if is_history(row) and not keys.isdisjoint(identity_keys(row))
     ]
-    if not extra:
+    return with_history_units(plan, extra)
+
+
+def with_history_units(plan: RetirementPlan, units: Sequence[str]) -> RetirementPlan:
+    """``with_history_scope`` from the ``row_unit`` texts of exactly the sharing rows."""
+    if not units:
         return plan
+    extra = units
     units = (*plan.scope_units, *extra)
     return replace(
         plan,

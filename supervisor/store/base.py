@@ -158,9 +158,10 @@ class Store(Protocol):
         """
         ...
 
-    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[Row]:
-        """Committed historical rows carrying one of these identity keys, each once
-        (token columns only); answered from a cache kept current by the change log."""
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
+        """The ``fingerprints.row_unit`` text of each committed historical row carrying one
+        of these identity keys, once per row; answered from a cache the change log keeps
+        current, so a plan asks the database only about keys it has not asked before."""
         ...
 
     async def read_history(

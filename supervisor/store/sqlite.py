@@ -39,7 +39,7 @@ from supervisor.store.sqlite_history import (
     history_call,
     history_page_job,
     scope_job,
-    scope_rows,
+    scope_units,
     summary_job,
     view_job,
 )
@@ -114,7 +114,7 @@ class SQLiteStore:
         )
         return RegistryView(active=active, history=self._history.advance(base, changes))
 
-    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[Row]:
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
         self._check_open()
         cache = self._history
         wanted = set(keys)
@@ -125,7 +125,7 @@ class SQLiteStore:
         cache.advance(base, changes)
         cache.remember(found)
         held = {key: cache.scope.get(key, []) for key in wanted}
-        return scope_rows(held)
+        return scope_units(held)
 
     async def read_history(
         self, *, after: str | None = None, limit: int = 100, needle: str | None = None

@@ -20,6 +20,8 @@ __all__ = [
     "history_call",
     "history_page_job",
     "scope_job",
+    "scope_rows_job",
+    "scope_units",
     "summary_job",
     "view_job",
 ]
@@ -57,6 +59,8 @@ _MAX_CACHED_KEYS = 200_000
 
 _T = TypeVar("_T")
 Base = tuple[int, int, str, int]
+#: One historical row in the scope cache: its token text and its identity keys.
+Held = tuple[str, frozenset[tuple[str, str]]]
 Change = Sequence[Any]
 
 
@@ -75,7 +79,8 @@ class HistoryCache:
         self.fold: HistoryFold | None = None
         self.through = -1
         self.compacted_through = -1
-        self.scope: dict[tuple[str, str], list[Row]] = {}
+        #: Identity key -> (row_unit, identity keys) of each historical row carrying it.
+        self.scope: dict[tuple[str, str], list[Held]] = {}
 
     def advance(self, base: Base, changes: Iterable[Change]) -> HistorySummary:
         """Fold ``changes`` (read together with ``base``) into the cache; the current summary."""
@@ -105,20 +110,23 @@ class HistoryCache:
         return fold.summary()
 
     def _rescope(self, sign: int, row: Row) -> None:
-        for key in identity_keys(row):
+        keys = frozenset(identity_keys(row))
+        if keys.isdisjoint(self.scope):
+            return
+        item = (row_unit(row), keys)
+        for key in keys:
             held = self.scope.get(key)
             if held is None:
                 continue
             if sign >= 0:
-                held.append(row)
+                held.append(item)
             else:
-                unit = row_unit(row)
                 for index, seen in enumerate(held):
-                    if row_unit(seen) == unit:
+                    if seen[0] == item[0]:
                         del held[index]
                         break
 
-    def remember(self, found: dict[tuple[str, str], list[Row]]) -> None:
+    def remember(self, found: dict[tuple[str, str], list[Held]]) -> None:
         if len(self.scope) + len(found) > _MAX_CACHED_KEYS:
             self.scope.clear()
         self.scope.update(found)
@@ -167,10 +175,8 @@ def summary_job(raw: sqlite3.Connection, since: int) -> tuple[Base, list[Change]
             raw.execute("COMMIT")
 
 
-def _probe(
-    raw: sqlite3.Connection, keys: Collection[tuple[str, str]]
-) -> dict[tuple[str, str], list[Row]]:
-    """Historical rows carrying each key, straight from the table."""
+def _columns_for(keys: Collection[tuple[str, str]]) -> dict[str, list[str]]:
+    """Column -> values to look up: a superset of the rows carrying any of ``keys``."""
     by_column: dict[str, list[str]] = {}
     for name, value in keys:
         column = _KEY_COLUMNS.get(name)
@@ -182,35 +188,63 @@ def _probe(
             by_column.setdefault(column, []).extend(value[:i] for i in cuts)
         else:
             by_column.setdefault(column, []).append(value)
+    return by_column
+
+
+def _rows_where(
+    raw: sqlite3.Connection, column: str, values: list[str]
+) -> Iterable[tuple[int, Row]]:
+    distinct = sorted(set(values))
+    for start in range(0, len(distinct), _CHUNK):
+        chunk = distinct[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        cursor = raw.execute(
+            f"SELECT rowid, {_CHANGE_LIST} FROM worker_registrations "
+            f"WHERE status <> 'active' AND {column} IN ({marks})",
+            chunk,
+        )
+        for hit in cursor:
+            yield hit[0], dict(zip(CHANGE_COLUMNS, hit[1:], strict=True))
+
+
+def _probe(
+    raw: sqlite3.Connection, keys: Collection[tuple[str, str]]
+) -> dict[tuple[str, str], list[Held]]:
+    """Historical rows carrying each key, straight from the table."""
     wanted = set(keys)
-    found: dict[tuple[str, str], list[Row]] = {key: [] for key in keys}
+    found: dict[tuple[str, str], list[Held]] = {key: [] for key in keys}
     seen: set[int] = set()
-    for column, values in by_column.items():
-        distinct = sorted(set(values))
-        for start in range(0, len(distinct), _CHUNK):
-            chunk = distinct[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            cursor = raw.execute(
-                f"SELECT rowid, {_CHANGE_LIST} FROM worker_registrations "
-                f"WHERE status <> 'active' AND {column} IN ({marks})",
-                chunk,
-            )
-            for hit in cursor:
-                if hit[0] in seen:
-                    continue
-                row = dict(zip(CHANGE_COLUMNS, hit[1:], strict=True))
-                shared = identity_keys(row) & wanted
-                if shared:
-                    # One row object under every key it carries; found once per rowid.
-                    seen.add(hit[0])
-                    for key in shared:
-                        found[key].append(row)
+    for column, values in _columns_for(keys).items():
+        for rowid, row in _rows_where(raw, column, values):
+            if rowid in seen:
+                continue
+            carried = frozenset(identity_keys(row))
+            shared = carried & wanted
+            if shared:
+                # One entry under every key it carries; found once per rowid.
+                seen.add(rowid)
+                item = (row_unit(row), carried)
+                for key in shared:
+                    found[key].append(item)
     return found
+
+
+def scope_rows_job(raw: sqlite3.Connection, keys: Collection[tuple[str, str]]) -> list[Row]:
+    """Historical rows (token columns) carrying any of ``keys``, each once."""
+    wanted = set(keys)
+    out: list[Row] = []
+    seen: set[int] = set()
+    for column, values in _columns_for(keys).items():
+        for rowid, row in _rows_where(raw, column, values):
+            if rowid not in seen and not wanted.isdisjoint(identity_keys(row)):
+                seen.add(rowid)
+                out.append(row)
+    return out
 
 
 def scope_job(
     raw: sqlite3.Connection, since: int, keys: Collection[tuple[str, str]]
-) -> tuple[Base, list[Change], dict[tuple[str, str], list[Row]]]:
+) -> tuple[Base, list[Change], dict[tuple[str, str], list[Held]]]:
     """The digest position and the rows for ``keys``, consistent with each other."""
     began = _in_read_tx(raw)
     try:
@@ -220,8 +254,8 @@ def scope_job(
             raw.execute("COMMIT")
 
 
-def scope_rows(found: dict[tuple[str, str], list[Row]]) -> list[Row]:
-    """Each row once, however many of the keys it carries.
+def scope_units(found: dict[tuple[str, str], list[Held]]) -> list[str]:
+    """Each row's text once, however many of the looked-up keys it carries.
 
     A row sits in the list of every looked-up key it carries, and the lists may
     hold separate copies of it (one from the table, one from the change log), so
@@ -229,14 +263,14 @@ def scope_rows(found: dict[tuple[str, str], list[Row]]) -> list[Row]:
     with one text appear ``n`` times per key they share with the lookup.
     """
     wanted = set(found)
-    seen: dict[str, list[Row]] = {}
-    for rows in found.values():
-        for row in rows:
-            seen.setdefault(row_unit(row), []).append(row)
-    out: list[Row] = []
-    for held in seen.values():
-        per_row = len(identity_keys(held[0]) & wanted) or 1
-        out.extend(held[: len(held) // per_row])
+    seen: dict[str, list[Held]] = {}
+    for items in found.values():
+        for item in items:
+            seen.setdefault(item[0], []).append(item)
+    out: list[str] = []
+    for unit, held in seen.items():
+        per_row = len(held[0][1] & wanted) or 1
+        out.extend([unit] * (len(held) // per_row))
     return out
 
 

@@ -31,8 +31,7 @@ from supervisor.store.sqlite_exec import (
 from supervisor.store.sqlite_history import (
     HistoryCache,
     history_call,
-    scope_job,
-    scope_rows,
+    scope_rows_job,
     summary_job,
 )
 from supervisor.store.stamps import require_stamp
@@ -129,10 +128,11 @@ class SQLiteWriteTx:
         return scratch.advance(base, changes)
 
     async def history_scope(self, keys: Collection[tuple[str, str]]) -> list[Row]:
-        _base, _changes, found = await history_call(
-            submit(self._live(), partial(scope_job, since=0, keys=list(set(keys))))
+        # Rows, not just texts: apply checks them one by one; a few, read directly.
+        rows = await history_call(
+            submit(self._live(), partial(scope_rows_job, keys=list(set(keys))))
         )
-        return scope_rows(found)
+        return rows
 
     async def max_fencing_epoch(self, *, client_instance_id: str, namespace: str) -> int:
         rows = await fetchall(

@@ -74,7 +74,10 @@ async def _check(store: SQLiteStore) -> None:
     keys = {key for row in view.active for key in identity_keys(row)}
     found = await store.read_history_scope(keys)
     want = sorted(row_unit(r) for r in everything if is_history(r) and identity_keys(r) & keys)
-    assert sorted(map(row_unit, found)) == want
+    assert sorted(found) == want
+    async with store.write() as tx:
+        rows = await tx.history_scope(keys)
+    assert sorted(map(row_unit, rows)) == want
     async with store.write() as tx:
         assert await tx.history_summary() == view.history
 
