@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
 
 from supervisor.errors import StoreError
@@ -28,16 +28,14 @@ __all__ = [
 
 _REGISTRATIONS = ", ".join(REGISTRATION_COLUMNS)
 _CHANGE_LIST = ", ".join(CHANGE_COLUMNS)
-_SELECT_DIGEST = (
-    "SELECT row_count, irregular_count, product, through_change_id "
-    "FROM registry_history_digest WHERE id = 1"
-)
-# Changes after both the cached position and the compacted one (older ones are
-# already in the digest row or in the cache).
-_SELECT_CHANGES = (
-    f"SELECT change_id, sign, {_CHANGE_LIST} FROM registry_history_changes "
-    "WHERE change_id > max(?1, (SELECT through_change_id FROM registry_history_digest "
-    "WHERE id = 1)) ORDER BY change_id"
+# The digest row and the changes after both the cached position and the compacted
+# one (older ones are already in the digest row or in the cache), in one statement
+# so both come from one snapshot even while the writer compacts.
+_SELECT_DIGEST_AND_CHANGES = (
+    "SELECT d.row_count, d.irregular_count, d.product, d.through_change_id, "
+    f"c.change_id, c.sign, {', '.join('c.' + name for name in CHANGE_COLUMNS)} "
+    "FROM registry_history_digest AS d LEFT JOIN registry_history_changes AS c "
+    "ON c.change_id > max(?1, d.through_change_id) WHERE d.id = 1 ORDER BY c.change_id"
 )
 _SELECT_ACTIVE = (
     f"SELECT {_REGISTRATIONS} FROM worker_registrations WHERE status = 'active' "
@@ -140,39 +138,58 @@ async def history_call(pending: Awaitable[_T]) -> _T:
         raise StoreError(f"SQLite history read failed: {exc}") from exc
 
 
-def _base(raw: sqlite3.Connection) -> Base:
-    found = raw.execute(_SELECT_DIGEST).fetchone()
-    if found is None:
+def _digest_and_changes(raw: sqlite3.Connection, since: int) -> tuple[Base, list[Change]]:
+    found = raw.execute(_SELECT_DIGEST_AND_CHANGES, (since,)).fetchall()
+    if not found:
         raise sqlite3.DatabaseError("registry_history_digest has no row (schema damaged)")
-    return (int(found[0]), int(found[1]), str(found[2]), int(found[3]))
+    first = found[0]
+    base = (int(first[0]), int(first[1]), str(first[2]), int(first[3]))
+    # A digest without pending changes comes back as one row of NULL change columns.
+    return base, [row[4:] for row in found if row[4] is not None]
 
 
-def _in_read_tx(raw: sqlite3.Connection) -> bool:
+_SELECT_POSITION = "SELECT max(change_id) FROM registry_history_changes"
+#: Attempts at a read no history change overtook before giving up (fail closed).
+_ATTEMPTS = 8
+
+
+def _position(raw: sqlite3.Connection) -> Any:
+    return raw.execute(_SELECT_POSITION).fetchone()[0]
+
+
+def _consistent(raw: sqlite3.Connection, read: Callable[[], _T]) -> _T:
+    """``read()`` such that no change to history committed while it ran.
+
+    Each statement sees its own committed snapshot; a change to history always
+    appends to the change log (whose largest id only grows), so an unchanged
+    largest id before and after means the statements saw one history. No
+    explicit transaction: the reader connection is shared with chunked reads
+    that keep a cursor open across hops.
+    """
     if raw.in_transaction:
-        return False
-    raw.execute("BEGIN")
-    return True
+        return read()  # the writer's own transaction is consistent already
+    for _ in range(_ATTEMPTS):
+        before = _position(raw)
+        value = read()
+        if _position(raw) == before:
+            return value
+    raise sqlite3.OperationalError("history kept changing during a read; try again")
 
 
 def view_job(raw: sqlite3.Connection, since: int) -> tuple[list[Row], Base, list[Change]]:
-    """One read transaction: active rows, the digest row and the changes after ``since``."""
-    began = _in_read_tx(raw)
-    try:
+    """Active rows, the digest row and the changes after ``since``, as of one history."""
+
+    def read() -> tuple[list[Row], Base, list[Change]]:
+        base, changes = _digest_and_changes(raw, since)
         active = rowmap.as_dicts(REGISTRATION_COLUMNS, raw.execute(_SELECT_ACTIVE).fetchall())
-        return active, _base(raw), raw.execute(_SELECT_CHANGES, (since,)).fetchall()
-    finally:
-        if began:
-            raw.execute("COMMIT")
+        return active, base, changes
+
+    return _consistent(raw, read)
 
 
 def summary_job(raw: sqlite3.Connection, since: int) -> tuple[Base, list[Change]]:
     """The digest row and later changes (inside the caller's transaction if one is open)."""
-    began = _in_read_tx(raw)
-    try:
-        return _base(raw), raw.execute(_SELECT_CHANGES, (since,)).fetchall()
-    finally:
-        if began:
-            raw.execute("COMMIT")
+    return _consistent(raw, lambda: _digest_and_changes(raw, since))
 
 
 def _columns_for(keys: Collection[tuple[str, str]]) -> dict[str, list[str]]:
@@ -245,13 +262,13 @@ def scope_rows_job(raw: sqlite3.Connection, keys: Collection[tuple[str, str]]) -
 def scope_job(
     raw: sqlite3.Connection, since: int, keys: Collection[tuple[str, str]]
 ) -> tuple[Base, list[Change], dict[tuple[str, str], list[Held]]]:
-    """The digest position and the rows for ``keys``, consistent with each other."""
-    began = _in_read_tx(raw)
-    try:
-        return _base(raw), raw.execute(_SELECT_CHANGES, (since,)).fetchall(), _probe(raw, keys)
-    finally:
-        if began:
-            raw.execute("COMMIT")
+    """The digest position and the rows for ``keys``, as of one history."""
+
+    def read() -> tuple[Base, list[Change], dict[tuple[str, str], list[Held]]]:
+        base, changes = _digest_and_changes(raw, since)
+        return base, changes, _probe(raw, keys)
+
+    return _consistent(raw, read)
 
 
 def scope_units(found: dict[tuple[str, str], list[Held]]) -> list[str]:
