@@ -118,6 +118,12 @@ def _parsed(parse: Callable[[object], _T], raw: object) -> _T:
         raise ToolArgumentError([exc.detail]) from exc
 
 
+def _body_budget(max_result_bytes: int) -> int:
+    # A tool result carries the answer twice (structured content, and the SDK's
+    # indented JSON text of it), so one copy gets a third of the whole budget.
+    return max(1024, max_result_bytes // 3)
+
+
 def _text_block(body: Mapping[str, Any]) -> list[ContentBlock]:
     # Clients that ignore structured content still get the whole answer.
     return [TextContent(type="text", text=json.dumps(body, indent=2, default=str))]
@@ -297,7 +303,7 @@ def build_mcp_server(
                 expected_live_revision=_optional_text(expected_live_revision),
             ),
         )
-        return fit_result(answer, max_result_bytes)
+        return fit_result(answer, _body_budget(max_result_bytes))
 
     @server.tool(
         name=PLAN_TOOL,
@@ -370,7 +376,7 @@ def build_mcp_server(
             repo=repo,
             canonical_repository=_optional_text(canonical_repository),
         )
-        return fit_result(result, max_result_bytes)
+        return fit_result(result, _body_budget(max_result_bytes))
 
     @server.tool(
         name=APPLY_TOOL,
@@ -430,7 +436,7 @@ def build_mcp_server(
             repo=repo,
             canonical_repository=_optional_text(canonical_repository),
         )
-        return fit_result(result, max_result_bytes)
+        return fit_result(result, _body_budget(max_result_bytes))
 
     if isinstance(backend, ControlToolBackend):
         register_control_tools(server, backend, profile_resolver=profile_resolver)
