@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from supervisor.policy.eligibility import FencingContext, RetirementPlan
+from supervisor.policy.eligibility import FencingContext, PlanMemo, RetirementPlan
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.history import HistorySummary, identity_irregular
 from supervisor.policy.plan_pages import PlanQuery, entry_matches, page_of, terminal_entries
@@ -51,11 +51,25 @@ async def read_plan_inputs(store: Store) -> PlanInputs:
     return PlanInputs(rows=view.active, history=view.history)
 
 
-async def rescope(store: Store, plan: RetirementPlan, inputs: PlanInputs) -> RetirementPlan:
+async def rescope(
+    store: Store, plan: RetirementPlan, inputs: PlanInputs, memo: PlanMemo | None = None
+) -> RetirementPlan:
     """Add the historical rows sharing a candidate's identity key to the scope token."""
     if inputs.history is None or not plan.anchor_keys or not inputs.history.count:
         return plan
-    return with_history_units(plan, await store.read_history_scope(plan.anchor_keys))
+    units = await store.read_history_scope(plan.anchor_keys)
+    if memo is None:
+        return with_history_units(plan, units)
+
+    # The cached texts are the same objects plan after plan, so an unchanged scope
+    # costs a pass of pointer compares instead of a sort and a hash.
+    def token() -> tuple[str, tuple[str, ...]]:
+        scoped = with_history_units(plan, units)
+        return scoped.scope_fingerprint, scoped.scope_units
+
+    key = (plan.scope_units, plan.anchor_identities, units)
+    fingerprint, scope_units = memo.reuse("history_scope", key, token)
+    return replace(plan, scope_fingerprint=fingerprint, scope_units=scope_units)
 
 
 EntryBuilder = Callable[[Sequence[Row]], list[PlanEntry]]

@@ -281,7 +281,7 @@ class RetirementActor:
                 memo=self._plan_memo,
                 history=inputs.history,
             )
-        plan = await rescope(self._store, plan, inputs)
+        plan = await rescope(self._store, plan, inputs, self._plan_memo)
         build = entry_builder(
             now=now, evidence=evidence, fencing=fencing, canonical_repository=canon_repo
         )
