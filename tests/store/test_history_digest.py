@@ -18,7 +18,7 @@ from supervisor.store import sqlite_store
 from supervisor.store.sqlite import SQLiteStore, migrate, open_sqlite_store
 from tests.store.rowdata import STAMP_2, registration
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]
 
 _TERMINAL = ("released", "superseded", "retired")
 
