@@ -80,6 +80,8 @@ class PostgresStore:
         self._in_write = False
         self._last_job: asyncio.Future[bool] | None = None
         self._closed = False
+        # History summaries computed from full reads (no change-log triggers here yet).
+        self._history_memo = history_scan.ScanMemo()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -111,7 +113,7 @@ class PostgresStore:
 
     async def read_registry_view(self) -> RegistryView:
         # No change-log triggers on PostgreSQL yet: computed from every row (history_scan).
-        return history_scan.view_of(await self.read_registrations())
+        return history_scan.view_of(await self.read_registrations(), self._history_memo)
 
     async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
         return history_scan.scope_units_of(await self.read_registrations(), keys)

@@ -43,3 +43,20 @@ async def test_history_reads_agree_with_a_full_read(store: Any) -> None:
     rest = await store.read_history(after="old-1", limit=10)
     assert [r["worker_identity"] for r in rest] == ["old-2", "old-3"]
     assert await store.read_history(limit=10, needle="nowhere") == []
+
+
+async def test_the_history_summary_follows_a_row_entering_history(store: Any) -> None:
+    async with store.write() as tx:
+        for row in _rows():
+            await tx.insert_registration(row)
+    before = await store.read_registry_view()
+    assert await store.read_registry_view() == before  # unchanged history, same summary
+    async with store.write() as tx:
+        (row,) = await tx.registrations(worker_identities=["wrk-0"])
+        assert await tx.retire_guarded(
+            row, retired_at="2024-05-01T10:20:00.000000Z", retired_by="t", reason="r"
+        )
+    after = await store.read_registry_view()
+    assert after.history != before.history
+    assert after.history == history_summary(await store.read_registrations())
+    assert after.history.count == 5
