@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actors.apply_reads import reread_for_apply
 from actors.messages import ApplyOutcome, ApplyRetirement
 from supervisor.clock import Clock
 from supervisor.gc_pause import gc_paused
@@ -24,8 +25,9 @@ from supervisor.policy.eligibility import (
     protected_from_leases,
 )
 from supervisor.policy.evidence import PidEvidence, row_pid
-from supervisor.policy.fingerprints import lease_fingerprint
+from supervisor.policy.fingerprints import is_history, lease_fingerprint
 from supervisor.policy.liveness import STATUS_ACTIVE
+from supervisor.policy.plan_pages import terminal_entries
 from supervisor.policy.reasons import (
     OUTCOME_APPLIED,
     OUTCOME_MASS_GUARD,
@@ -229,20 +231,36 @@ async def _decide_and_write(
     # The lease fence is captured before the authoritative read so that any
     # lease movement after this point is seen by the per-target re-check.
     fence = lease_fingerprint(await tx.leases(status="active"))
-    rows = await tx.registrations()
+    reread = await reread_for_apply(tx, requested)
+    rows = reread.rows
     leases = await tx.leases(status="active")
     fencing = FencingContext(host_id=probes.host_id(), boot_id=probes.boot_id())
     now = env.clock.now()
     evidence = _evidence_map(probes, rows)
     with gc_paused():
         fresh = plan_retirement(
-            rows,
+            [row for row in rows if not is_history(row)] if reread.history else rows,
             now=now,
             evidence=evidence,
             fencing=fencing,
             canonical_repository=msg.canonical_repository,
             protected=protected_from_leases(leases),
+            history=reread.history,
         )
+    unlisted = (
+        {
+            str(e.worker_identity): e
+            for e in terminal_entries(
+                reread.requested_history,
+                now=now,
+                evidence=evidence,
+                fencing=fencing,
+                canonical_repository=msg.canonical_repository,
+            )
+        }
+        if reread.history
+        else None
+    )
     pre = precheck_apply(
         rows,
         mode=msg.mode,
@@ -250,6 +268,8 @@ async def _decide_and_write(
         expected_candidate_fingerprint=msg.expected_candidate_fingerprint,
         requested=requested,
         fresh_plan=fresh,
+        history=reread.history,
+        unlisted_entries=unlisted,
     )
     result = _base(msg, pre.outcome or OUTCOME_APPLIED)
     result["current_token"] = pre.current_token

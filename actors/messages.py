@@ -31,6 +31,7 @@ from supervisor.policy.eligibility import ProtectedOwners
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.permissions import Profile
+from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.snapshot import ManifestEntry
 
 __all__ = [
@@ -359,6 +360,8 @@ class SnapshotRequest:
 class PlanRequest:
     profile: Profile | None
     canonical_repository: str | None = None
+    #: What to list; ``None`` is the compact default.
+    query: PlanQuery | None = None
     reply: Reply[Mapping[str, Any]]
 
 

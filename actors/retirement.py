@@ -27,6 +27,13 @@ from actors.messages import (
     SnapshotRequest,
     WriterInbox,
 )
+from actors.plan_reads import (
+    PlanInputs,
+    entry_builder,
+    list_entries,
+    read_plan_inputs,
+    rescope,
+)
 from actors.retirement_records import Refused as _Refused
 from actors.retirement_records import audit_event, mark_unrecorded, post_apply_view, write_audit
 from actors.retirement_records import refusal as _refusal
@@ -41,10 +48,11 @@ from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.permissions import Profile, decide
+from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.render import (
     decision_dict,
     owners_dict,
-    plan_dict,
+    plan_view_dict,
     snapshot_dict,
 )
 from supervisor.policy.snapshot import FleetSnapshot, snapshot_fleet
@@ -204,41 +212,42 @@ class RetirementActor:
         except _Refused as refused:
             await self._audit_refusal(request.profile, "snapshot", refused)
             raise
-        rows = await self._store.read_registrations()
+        inputs = await read_plan_inputs(self._store)
         snap = await self._snapshot(
-            rows,
+            inputs,
             canonical_repository=request.canonical_repository,
             expected_live_revision=request.expected_live_revision,
             manifest=request.expected_manifest,
         )
         result = snapshot_dict(snap)
-        result["registry_fingerprint"] = registry_fingerprint(rows)
+        result["registry_fingerprint"] = registry_fingerprint(inputs.rows, inputs.history)
         return result
 
     async def _snapshot(
         self,
-        rows: Sequence[Row],
+        inputs: PlanInputs,
         *,
         canonical_repository: str | None,
         expected_live_revision: str | None = None,
         manifest: Sequence[Any] = (),
     ) -> FleetSnapshot:
-        evidence = await self._evidence(rows)
+        evidence = await self._evidence(inputs.rows)
         with gc_paused():
             return snapshot_fleet(
-                rows,
+                inputs.rows,
                 now=self._clock.now(),
                 evidence=evidence,
                 current_host_id=self._probes.host_id(),
                 canonical_repository=canonical_repository or self._settings.canonical_repository,
                 expected_live_revision=expected_live_revision,
                 expected_manifest=manifest,
+                historical_count=inputs.history.count if inputs.history else 0,
             )
 
     async def plan(self, request: PlanRequest) -> Mapping[str, Any]:
         try:
             self._authorize(request.profile, "plan")
-            result = await self._plan(request.canonical_repository)
+            result = await self._plan(request.canonical_repository, request.query or PlanQuery())
         except _Refused as refused:
             await self._audit_refusal(request.profile, "plan", refused)
             raise
@@ -255,26 +264,36 @@ class RetirementActor:
             )
         return result
 
-    async def _registrations(self) -> list[Row]:
-        """Every registration as last committed."""
-        return await self._store.read_registrations()
-
-    async def _plan(self, canonical_repository: str | None) -> dict[str, Any]:
+    async def _plan(self, canonical_repository: str | None, query: PlanQuery) -> dict[str, Any]:
         owners = await self._owners()
-        rows = await self._registrations()
+        inputs = await read_plan_inputs(self._store)
         canon_repo = canonical_repository or self._settings.canonical_repository
-        evidence = await self._evidence(rows)
+        evidence = await self._evidence(inputs.rows)
+        now, fencing = self._clock.now(), self._fencing()
         with gc_paused():
             plan = plan_retirement(
-                rows,
-                now=self._clock.now(),
+                inputs.rows,
+                now=now,
                 evidence=evidence,
-                fencing=self._fencing(),
+                fencing=fencing,
                 canonical_repository=canon_repo,
                 protected=owners.owners,
                 memo=self._plan_memo,
+                history=inputs.history,
             )
-            result = plan_dict(plan)
+        plan = await rescope(self._store, plan, inputs, self._plan_memo)
+        build = entry_builder(
+            now=now, evidence=evidence, fencing=fencing, canonical_repository=canon_repo
+        )
+        listing = await list_entries(self._store, plan, query, build)
+        with gc_paused():
+            result = plan_view_dict(
+                plan,
+                query,
+                listed=listing.listed,
+                next_cursor=listing.next_cursor,
+                extra_examples=listing.extra_examples,
+            )
         result["protected_active_workflow_owners"] = {
             **owners_dict(owners.owners),
             "active_lease_count": owners.active_lease_count,
@@ -380,11 +399,11 @@ class RetirementActor:
         self, result: Mapping[str, Any], canonical_repository: str | None
     ) -> dict[str, Any]:
         try:
-            rows = await self._store.read_registrations()
-            snap = await self._snapshot(rows, canonical_repository=canonical_repository)
+            inputs = await read_plan_inputs(self._store)
+            snap = await self._snapshot(inputs, canonical_repository=canonical_repository)
         except Exception as exc:
             return {"available": False, "reasons": [f"post-apply view unavailable: {exc}"]}
-        return post_apply_view(rows, snap, result)
+        return post_apply_view(registry_fingerprint(inputs.rows, inputs.history), snap, result)
 
     # --- automatic retirement -----------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -10,7 +10,6 @@ from actors.mailbox import Outbox, ask
 from actors.messages import AppendAudit, WriteAck, WriterInbox
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
-from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.permissions import Profile
 from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import finding_dict
@@ -103,13 +102,13 @@ def mark_unrecorded(result: dict[str, Any], what: str, failure: str) -> None:
 
 
 def post_apply_view(
-    rows: Sequence[Mapping[str, Any]], snap: FleetSnapshot, result: Mapping[str, Any]
+    registry_fingerprint: str, snap: FleetSnapshot, result: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The fleet after an apply, reporting what still blocks instead of claiming safety."""
     retired = {str(r.get("worker_identity")) for r in result.get("retired") or []}
     return {
         "available": True,
-        "registry_fingerprint": registry_fingerprint(rows),
+        "registry_fingerprint": registry_fingerprint,
         "live_worker_count": snap.live_worker_count,
         "stale_worker_count": snap.stale_worker_count,
         "historical_worker_count": snap.historical_worker_count,

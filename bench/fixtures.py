@@ -30,6 +30,7 @@ __all__ = [
     "RowKind",
     "StallMeter",
     "StaticProfiles",
+    "history_rows",
     "insert_rows",
     "live_rows",
     "local_supervisor",
@@ -127,6 +128,34 @@ def registration_row(
         "boot_id": None if legacy else boot_id,
         "process_start_time": None if legacy else start_time,
     }
+
+
+def history_rows(
+    count: int, *, now: datetime, host_id: str | None, boot_id: str | None, pids: Sequence[int]
+) -> list[dict[str, Any]]:
+    """``count`` terminal rows of earlier launches (released, superseded, retired in turn).
+
+    Each has its own identity, instance and session. One in ten reuses a pid
+    number from ``pids`` (cycling), as a host reuses them, so rows sharing a pid
+    with a current row exist and the plan's scope lookup has real history to read;
+    the rest carry numbers no current row has.
+    """
+    statuses = ("released", "superseded", "retired")
+    rows = []
+    for index in range(count):
+        pid = pids[(index // 10) % len(pids)] if index % 10 == 0 else 5_000_000 + index
+        row = registration_row(
+            10_000_000 + index,
+            kind="stale",
+            now=now - timedelta(days=1),
+            host_id=host_id,
+            boot_id=boot_id,
+            pid=pid,
+            start_time=f"ticks-old-{index}",
+        )
+        row["status"] = statuses[index % 3]
+        rows.append(row)
+    return rows
 
 
 def live_rows(count: int, *, first_pid: int) -> list[dict[str, Any]]:

@@ -111,9 +111,7 @@ class Supervisor:
         self._retirement_tx, self._retirement_rx = anyio.create_memory_object_stream[
             RetirementInbox
         ](capacity)
-        self._hosts_tx, self._hosts_rx = anyio.create_memory_object_stream[HostLeaseInbox](
-            capacity
-        )
+        self._hosts_tx, self._hosts_rx = anyio.create_memory_object_stream[HostLeaseInbox](capacity)
         self.hosts = HostLeaseCalls(self._hosts_tx)
         self.handle = SupervisorHandle(
             heartbeat=self._heartbeat_tx,

@@ -21,6 +21,7 @@ from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.launcher import build_launch_config, resolve_server_command, self_command
 from supervisor.namespace_probe import add_probe_parser
 from supervisor.policy.identity import UntrustedInstanceError
+from supervisor.policy.plan_pages import DEFAULT_EXAMPLES, DEFAULT_PAGE, PlanQuery
 from supervisor.version import package_version
 
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
@@ -63,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true", help="machine-readable output")
         if name in ("snapshot", "plan", "apply"):
             sub.add_argument("--canonical-repository")
+        if name == "plan":
+            _plan_listing_arguments(sub)
         if name == "apply":
             tokens = sub.add_mutually_exclusive_group(required=True)
             tokens.add_argument("--registry-fingerprint", help="strict: whole-registry token")
@@ -177,6 +180,30 @@ def _with_progress(label: str, work: Callable[[], Mapping[str, Any]]) -> Mapping
         sys.stderr.write("\r\033[K")
 
 
+def _plan_listing_arguments(sub: argparse.ArgumentParser) -> None:
+    # By default a plan lists candidates in full and preserved rows only as counts
+    # per reason with a few examples; these ask for full preserved entries.
+    sub.add_argument("--full", action="store_true", help="every preserved entry (large)")
+    sub.add_argument("--reason", help="list preserved entries with this reason code")
+    sub.add_argument("--namespace", help="list preserved entries of this namespace")
+    sub.add_argument("--instance", help="list preserved entries of this client_instance_id")
+    sub.add_argument("--limit", type=int, help=f"entries per page (default {DEFAULT_PAGE})")
+    sub.add_argument("--cursor", help="continue after this cursor (a page's next_cursor)")
+    sub.add_argument("--examples", type=int, help="examples per reason code (default 3)")
+
+
+def _plan_query(args: argparse.Namespace) -> PlanQuery:
+    return PlanQuery(
+        full=bool(args.full),
+        reason=args.reason,
+        namespace=args.namespace,
+        instance=args.instance,
+        limit=DEFAULT_PAGE if args.limit is None else args.limit,
+        cursor=args.cursor,
+        examples=DEFAULT_EXAMPLES if args.examples is None else args.examples,
+    )
+
+
 def _operator(args: argparse.Namespace, settings: Settings) -> int:
     from supervisor.client import Client
 
@@ -191,7 +218,9 @@ def _operator(args: argparse.Namespace, settings: Settings) -> int:
             ok = result.get("success", True) and result.get("live_fleet_safe", False)
             return EXIT_OK if ok else EXIT_REFUSED
         if args.command == "plan":
-            result = client.plan(canonical_repository=args.canonical_repository)
+            result = client.plan(
+                canonical_repository=args.canonical_repository, query=_plan_query(args)
+            )
             _emit(result, args.json, format_plan)
             return EXIT_OK if result.get("success") else EXIT_REFUSED
         workers = [w.strip() for w in args.workers.split(",") if w.strip()]
@@ -409,7 +438,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not token:
             sys.stderr.write(f"mcp: a profile token is required (--token or ${TOKEN_ENV})\n")
             return EXIT_USAGE
-        return run_stdio_bridge(settings.socket.path, token)
+        return run_stdio_bridge(
+            settings.socket.path, token, max_result_bytes=settings.mcp.max_result_bytes
+        )
     return EXIT_USAGE
 
 

@@ -64,32 +64,51 @@ def format_snapshot(result: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _entry_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            e.get("worker_identity"),
+            e.get("reason_code"),
+            (e.get("evidence") or {}).get("pid"),
+            (e.get("evidence") or {}).get("namespace"),
+        )
+        for e in entries
+    ]
+
+
 def format_plan(result: Mapping[str, Any]) -> str:
     if not result.get("success", True):
         return _refusal(result)
     candidates = result.get("candidates") or []
-    preserved = result.get("preserved") or []
+    listed = result.get("preserved")
     out = [
-        f"candidates: {len(candidates)}   preserved: {len(preserved)}",
-        table(
-            ["worker", "reason", "pid", "namespace"],
-            [
-                (
-                    e.get("worker_identity"),
-                    e.get("reason_code"),
-                    e["evidence"].get("pid"),
-                    e["evidence"].get("namespace"),
-                )
-                for e in [*candidates, *preserved]
-            ],
-        ),
+        f"candidates: {result.get('candidate_count', len(candidates))}   "
+        f"preserved: {result.get('preserved_count', len(listed or []))}",
+    ]
+    if candidates:
+        out.append(table(["worker", "reason", "pid", "namespace"], _entry_rows(candidates)))
+    summary = result.get("preserved_summary") or []
+    if summary:
+        out.append("\npreserved by reason (first examples; --reason CODE lists them):")
+        for group in summary:
+            examples = ", ".join(str(e.get("worker_identity")) for e in group.get("examples") or [])
+            out.append(f"  {group.get('reason_code')}: {group.get('count')}  {examples}")
+    if listed:
+        out.append("")
+        out.append(table(["worker", "reason", "pid", "namespace"], _entry_rows(listed)))
+    if result.get("next_cursor"):
+        out.append(f"more: --cursor {result.get('next_cursor')}")
+    out += [
         "",
         f"registry_fingerprint:  {result.get('registry_fingerprint')}",
         f"scope_fingerprint:     {result.get('scope_fingerprint')}",
         f"candidate_fingerprint: {result.get('candidate_fingerprint')}",
     ]
-    if candidates:
-        workers = ",".join(str(c.get("worker_identity")) for c in candidates)
+    identities = result.get("candidate_worker_identities") or [
+        c.get("worker_identity") for c in candidates
+    ]
+    if identities:
+        workers = ",".join(str(w) for w in identities)
         out.append(
             "\nto retire them: fleet-supervisor apply "
             f"--scope-fingerprint {result.get('scope_fingerprint')} "

@@ -223,6 +223,8 @@ class McpConfig:
     http_host: str = setting("127.0.0.1", loopback_check)
     #: 0 lets the OS pick a free port (tests); reporting the bound port is the app's job.
     http_port: int = setting(8765, integer_check(0, 65535))
+    #: Largest snapshot or plan answer a tool returns; longer lists are cut, and say so.
+    max_result_bytes: int = setting(65536, integer_check(4096, 1 << 30))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ from supervisor.client_wire import (
     snapshot_args,
 )
 from supervisor.errors import ProtocolError, Unavailable
+from supervisor.policy.plan_pages import PlanQuery, query_args
 from supervisor.unix_stream import UnixStream, connect_unix_stream
 
 __all__ = ["AsyncClient", "Client"]
@@ -147,8 +148,12 @@ class AsyncClient:
         args = snapshot_args(canonical_repository, expected_manifest, expected_live_revision)
         return await self.request("snapshot", args)
 
-    async def plan(self, *, canonical_repository: str | None = None) -> Mapping[str, Any]:
-        return await self.request("plan", {"canonical_repository": canonical_repository})
+    async def plan(
+        self, *, canonical_repository: str | None = None, query: PlanQuery | None = None
+    ) -> Mapping[str, Any]:
+        return await self.request(
+            "plan", {"canonical_repository": canonical_repository, **query_args(query)}
+        )
 
     async def apply(
         self,
@@ -289,8 +294,12 @@ class Client:
         args = snapshot_args(canonical_repository, expected_manifest, expected_live_revision)
         return self.request("snapshot", args)
 
-    def plan(self, *, canonical_repository: str | None = None) -> Mapping[str, Any]:
-        return self.request("plan", {"canonical_repository": canonical_repository})
+    def plan(
+        self, *, canonical_repository: str | None = None, query: PlanQuery | None = None
+    ) -> Mapping[str, Any]:
+        return self.request(
+            "plan", {"canonical_repository": canonical_repository, **query_args(query)}
+        )
 
     def apply(
         self,

@@ -37,6 +37,7 @@ from supervisor.clock import Clock, SystemClock
 from supervisor.handle_control import ControlPlaneCalls
 from supervisor.logs import get_logger
 from supervisor.policy.permissions import Profile
+from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.snapshot import ManifestEntry
 
 __all__ = ["UNAUTHENTICATED_OUTCOME", "SupervisorHandle"]
@@ -155,12 +156,19 @@ class SupervisorHandle(ControlPlaneCalls):
         return result
 
     async def plan(
-        self, profile: Profile | None, *, canonical_repository: str | None = None
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None = None,
+        query: PlanQuery | None = None,
     ) -> Mapping[str, Any]:
         result: Mapping[str, Any] = await ask(
             self._retirement,
             lambda reply: PlanRequest(
-                profile=profile, canonical_repository=canonical_repository, reply=reply
+                profile=profile,
+                canonical_repository=canonical_repository,
+                query=query,
+                reply=reply,
             ),
             actor="retirement",
         )

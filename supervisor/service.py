@@ -197,6 +197,7 @@ async def _serve_until_signal(
                     supervisor.handle,
                     profiles=profiles,
                     sock=listeners.mcp_http,
+                    max_result_bytes=settings.mcp.max_result_bytes,
                     task_status=task_status,
                 )
             )

@@ -10,6 +10,7 @@ from .canonical import canon
 from .eligibility import PlanEntry, RetirementPlan
 from .evidence import PidEvidence
 from .fingerprints import candidate_fingerprint, registry_fingerprint, scope_fingerprint, scope_rows
+from .history import HistorySummary
 from .liveness import STATUS_ACTIVE, STATUS_RETIRED
 from .reasons import (
     OUTCOME_ALREADY_RETIRED,
@@ -84,9 +85,14 @@ class MassGuard:
     reason: str
 
 
-def _token(mode: TokenMode, rows: Sequence[Mapping[str, Any]], requested: Sequence[str]) -> str:
+def _token(
+    mode: TokenMode,
+    rows: Sequence[Mapping[str, Any]],
+    requested: Sequence[str],
+    history: HistorySummary | None,
+) -> str:
     if mode == "strict":
-        return registry_fingerprint(rows)
+        return registry_fingerprint(rows, history)
     return scope_fingerprint(rows, requested)
 
 
@@ -98,14 +104,20 @@ def precheck_apply(
     expected_candidate_fingerprint: str,
     requested: Sequence[str],
     fresh_plan: RetirementPlan,
+    history: HistorySummary | None = None,
+    unlisted_entries: Mapping[str, PlanEntry] | None = None,
 ) -> ApplyPrecheck:
     """Compare tokens against the re-read rows and the recomputed plan; revalidate each target.
 
     ``fresh_plan`` must have been computed from exactly ``rows`` with freshly
-    read lease owners and fresh pid evidence.
+    read lease owners and fresh pid evidence. With ``history`` (the store's
+    digest of every historical row), ``rows`` are the active rows plus at least
+    every historical row that is requested or shares an identity key with a
+    requested row, and ``unlisted_entries`` holds the plan entries of the
+    requested historical rows the plan counted without listing.
     """
     token_name = "registry_fingerprint" if mode == "strict" else "scope_fingerprint"
-    current = _token(mode, rows, requested)
+    current = _token(mode, rows, requested, history)
     by_identity = {canon(row.get("worker_identity")): row for row in rows}
 
     def stop(
@@ -196,7 +208,7 @@ def precheck_apply(
             )
             continue
         if identity not in eligible:
-            entry = fresh_plan.reason_for(identity)
+            entry = fresh_plan.reason_for(identity) or (unlisted_entries or {}).get(identity)
             preserved.append(
                 TargetVerdict(
                     worker_identity=identity,

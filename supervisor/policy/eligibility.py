@@ -9,8 +9,9 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Any
 
-from .evidence import UNKNOWN, EvidenceMap, PidEvidence
-from .fingerprints import candidate_token, registry_token, scope_token
+from .evidence import EvidenceMap
+from .fingerprints import candidate_token, is_history, registry_token, scope_token
+from .history import HistorySummary, fold_history
 from .plan_facts import (
     REQUIRED_IDENTITY_FIELDS,
     FactsContext,
@@ -19,6 +20,7 @@ from .plan_facts import (
     row_facts,
 )
 from .plan_memo import PlanMemo
+from .plan_moment import Moment, entry_evidence, lazy_entries, observe
 from .plan_types import (
     FencingContext,
     PlanEntry,
@@ -27,6 +29,7 @@ from .plan_types import (
     protected_from_leases,
 )
 from .reasons import (
+    REASON_ALREADY_TERMINAL,
     REASON_AMBIGUOUS_OWNERSHIP,
     REASON_CONFLICTING_IDENTITY,
     REASON_ELIGIBLE,
@@ -40,11 +43,6 @@ from .reasons import (
     REASON_WORKER_LIVE,
 )
 from .worker_view import (
-    OWNERSHIP_HISTORICAL,
-    OWNERSHIP_INCONSISTENT,
-    OWNERSHIP_LIVE,
-    OWNERSHIP_LIVE_UNTRUSTED,
-    OWNERSHIP_ORPHANED,
     OWNERSHIP_STALE,
 )
 
@@ -81,68 +79,8 @@ class _FleetContext:
     contested_slots: frozenset[tuple[str, str]]
 
 
-@dataclass(frozen=True, slots=True)
-class _Moment:
-    """Every row at this plan's instant, as parallel columns (no object per row)."""
-
-    probes: list[PidEvidence]
-    ages: list[float | None]
-    fresh: list[bool | None]
-    live: list[bool]
-    ownership: list[str]
-    ambiguous_keys: frozenset[tuple[str, str]]
-
-
-def _observe(facts: Sequence[RowFacts], evidence: EvidenceMap, now: datetime) -> _Moment:
-    """What the probes and ``now`` say about each row; the only per-plan work per row."""
-    probe_of = evidence.get
-    probes: list[PidEvidence] = []
-    ages: list[float | None] = []
-    fresh_of: list[bool | None] = []
-    live_of: list[bool] = []
-    ownership_of: list[str] = []
-    ambiguous: set[tuple[str, str]] = set()
-    for f in facts:
-        pid = f.pid
-        probe = UNKNOWN if pid is None else probe_of(pid, UNKNOWN)
-        alive = probe.alive
-        beat = f.beat
-        age: float | None = None
-        fresh: bool | None = None
-        if beat is not None:
-            age = (now - beat).total_seconds()
-            ttl = f.ttl
-            if ttl is not None:
-                fresh = age < ttl
-        active = f.active
-        # A probe only speaks for rows of this host; it can withdraw liveness, never grant it.
-        live = active and fresh is True and not (alive is False and f.pid_local)
-        if not active:
-            ownership = OWNERSHIP_HISTORICAL
-        elif not live:
-            ownership = OWNERSHIP_INCONSISTENT if f.self_contradicting else OWNERSHIP_STALE
-            # An active row whose liveness cannot be settled may still belong to a
-            # running process, like a live one.
-            if alive is None or fresh is None:
-                ambiguous.update(f.conflict_keys)
-        else:
-            ambiguous.update(f.conflict_keys)
-            if not f.session_id:
-                ownership = OWNERSHIP_ORPHANED
-            elif not f.identity_trusted:
-                ownership = OWNERSHIP_LIVE_UNTRUSTED
-            else:
-                ownership = OWNERSHIP_LIVE
-        probes.append(probe)
-        ages.append(age)
-        fresh_of.append(fresh)
-        live_of.append(live)
-        ownership_of.append(ownership)
-    return _Moment(probes, ages, fresh_of, live_of, ownership_of, frozenset(ambiguous))
-
-
 def _fleet_context(
-    facts: Sequence[RowFacts], moment: _Moment, owners: ProtectedOwners
+    facts: Sequence[RowFacts], moment: Moment, owners: ProtectedOwners
 ) -> _FleetContext:
     identities = Counter(map(_IDENTITY, facts))
     slot_counts = Counter(map(_SLOT, facts))
@@ -173,13 +111,25 @@ def plan_retirement(
     canonical_repository: str | None = None,
     protected: ProtectedOwners | None = None,
     memo: PlanMemo | None = None,
+    history: HistorySummary | None = None,
 ) -> RetirementPlan:
     """Decide, without side effects, which registrations are conclusively stale orphans.
 
     ``memo`` carries per-row facts from earlier plans; the result is the same
     with or without it, only rows whose content changed cost their full price.
+
+    Without ``history``, ``rows`` is the whole registry. With it, ``rows`` is
+    just the active rows and ``history`` the store's summary of the rest: a
+    historical row is always ``already_terminal_registration`` unless it shares
+    an identity with another row, which only a non-normalized identity can do
+    (``history.identity_irregular``), so while ``history.irregular_count`` is 0
+    the historical rows are counted, not planned. The scope token then covers
+    the active rows only until ``with_history_scope`` adds the historical rows
+    that share a key with a candidate.
     """
     all_rows = rows if isinstance(rows, list) else list(rows)
+    if history is not None and any(map(is_history, all_rows)):
+        raise ValueError("with a history summary, pass only the active rows")
     owners = protected or ProtectedOwners()
     context = FactsContext(fencing.host_id, fencing.boot_id, canonical_repository)
     facts = (
@@ -187,62 +137,58 @@ def plan_retirement(
         if memo is not None
         else [row_facts(row, context) for row in all_rows]
     )
-    moment = _observe(facts, evidence, now)
+    moment = observe(facts, evidence, now)
     fleet = _fleet_context(facts, moment, owners)
 
     candidates: list[PlanEntry] = []
     candidate_indices: list[int] = []
-    preserved: list[PlanEntry] = []
-    probes, ages, fresh_of = moment.probes, moment.ages, moment.fresh
-    live_of, ownership_of = moment.live, moment.ownership
+    # Preserved rows keep only their verdict here; their entries are built when read.
+    kept: list[tuple[int, tuple[str, str]]] = []
     for index, f in enumerate(facts):
-        probe, fresh, live, ownership = (
-            probes[index],
-            fresh_of[index],
-            live_of[index],
-            ownership_of[index],
-        )
         verdict = _verdict(f, index, moment, fleet)
-        # Row-static entries come from the template; these six are this plan's own.
-        entry_evidence = dict(f.evidence_template)
-        entry_evidence["pid_alive"] = probe.alive
-        entry_evidence["probed_start_time"] = probe.start_time
-        entry_evidence["heartbeat_age_seconds"] = ages[index]
-        entry_evidence["heartbeat_fresh"] = fresh
-        entry_evidence["live"] = live
-        entry_evidence["ownership_state"] = ownership
         if verdict is None:
             candidates.append(
                 PlanEntry(
                     worker_identity=f.worker_identity,
                     reason_code=REASON_ELIGIBLE,
                     detail=_ELIGIBLE_DETAIL,
-                    evidence=entry_evidence,
+                    evidence=entry_evidence(f, index, moment),
                 )
             )
             candidate_indices.append(index)
         else:
-            preserved.append(
-                PlanEntry(
-                    worker_identity=f.worker_identity,
-                    reason_code=verdict[0],
-                    detail=verdict[1],
-                    evidence=entry_evidence,
-                )
-            )
+            kept.append((index, verdict))
 
     candidates.sort(key=lambda e: e.worker_identity or "")
-    preserved.sort(key=lambda e: (e.worker_identity or "", e.reason_code))
+    preserved = lazy_entries(facts, moment, kept)
     anchors = [str(c.worker_identity) for c in candidates]
     units = [f.unit for f in facts]
     candidate_units = [facts[i].unit for i in candidate_indices]
+    if history is None:
+        active_units = [f.unit for f in facts if f.active]
+        past = [i for i, f in enumerate(facts) if not f.active]
+        past_units = [facts[i].unit for i in past]
+        past_ids = [all_rows[i].get("worker_identity") for i in past]
+        summary = (
+            fold_history(past_units, past_ids)
+            if memo is None
+            else memo.reuse(
+                "history", (past_units, past_ids), lambda: fold_history(past_units, past_ids)
+            )
+        )
+    else:
+        active_units, summary = units, history
+    registry_inputs = (active_units, summary.digest)
 
     if memo is None:
-        registry = registry_token(units)
+        registry = registry_token(active_units, summary)
         candidate = candidate_token(candidate_units)
-        scope_fingerprint = scope_token([units[i] for i in _scope(facts, anchors)], anchors)
+        scope_units = [units[i] for i in _scope(facts, anchors)]
+        scope_fingerprint = scope_token(scope_units, anchors)
     else:
-        registry = memo.reuse("registry", units, lambda: registry_token(units))
+        registry = memo.reuse(
+            "registry", registry_inputs, lambda: registry_token(active_units, summary)
+        )
         candidate = memo.reuse(
             "candidate", candidate_units, lambda: candidate_token(candidate_units)
         )
@@ -260,17 +206,31 @@ def plan_retirement(
         ((facts[i].canon_identity, dict(all_rows[i])) for i in candidate_indices),
         key=lambda pair: pair[0],
     )
+    counts = Counter(verdict[0] for _, verdict in kept)
+    unlisted = history.count if history is not None else 0
+    if unlisted:
+        counts[REASON_ALREADY_TERMINAL] += unlisted
+    anchor_set = set(anchors)
+    anchor_keys: frozenset[tuple[str, str]] = (
+        frozenset().union(*[f.scope_keys for f in facts if f.canon_identity in anchor_set])
+        if anchor_set
+        else frozenset()
+    )
     return RetirementPlan(
         registry_fingerprint=registry,
         candidate_fingerprint=candidate,
         scope_fingerprint=scope_fingerprint,
         candidates=tuple(candidates),
-        preserved=tuple(preserved),
+        preserved=preserved,
         candidate_rows=tuple(row for _, row in candidate_rows),
-        preserved_reason_counts=dict(sorted(Counter(p.reason_code for p in preserved).items())),
+        preserved_reason_counts=dict(sorted(counts.items())),
         protected=owners,
         fencing=fencing,
         canonical_repository=canonical_repository,
+        unlisted_terminal_count=unlisted,
+        scope_units=tuple(sorted(scope_units)),
+        anchor_identities=tuple(anchors),
+        anchor_keys=anchor_keys,
     )
 
 
@@ -286,7 +246,7 @@ def _scope(facts: Sequence[RowFacts], anchor_identities: Sequence[str]) -> list[
     return [i for i, f in enumerate(facts) if not anchor_keys.isdisjoint(f.scope_keys)]
 
 
-def _verdict(facts: RowFacts, index: int, moment: _Moment, fleet: _FleetContext) -> Verdict:
+def _verdict(facts: RowFacts, index: int, moment: Moment, fleet: _FleetContext) -> Verdict:
     """The first requirement this row fails, in the specified order; ``None`` if eligible."""
     identity = facts.worker_identity
     if identity in fleet.duplicate_identities:

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .canonical import canon, digest, serialize
+from .history import EMPTY_HISTORY, HistoryFold, HistorySummary
 
 __all__ = [
     "FINGERPRINT_FIELDS",
@@ -13,7 +14,9 @@ __all__ = [
     "SCOPE_KEY_NAMES",
     "candidate_fingerprint",
     "candidate_token",
+    "history_summary",
     "identity_keys",
+    "is_history",
     "lease_fingerprint",
     "registry_fingerprint",
     "registry_token",
@@ -86,9 +89,30 @@ def row_unit(row: _Row) -> str:
     return serialize(row, FINGERPRINT_FIELDS)
 
 
-def registry_token(units: Iterable[str]) -> str:
-    """``registry_fingerprint`` from rows already serialized with ``row_unit``."""
-    return digest("registryfp-v1", units, "registryfp")
+def is_history(row: _Row) -> bool:
+    """Exactly the planner's test: any status other than ``active`` is history."""
+    return str(row.get("status") or "") != "active"
+
+
+def history_summary(rows: Iterable[_Row]) -> HistorySummary:
+    """From scratch: the set digest of the historical rows among ``rows`` (active ones skipped)."""
+    fold = HistoryFold()
+    for row in rows:
+        if is_history(row):
+            fold.add(row_unit(row), row.get("worker_identity"))
+    return fold.summary()
+
+
+def registry_token(active_units: Iterable[str], history: HistorySummary = EMPTY_HISTORY) -> str:
+    """``registry_fingerprint`` from the active rows' ``row_unit`` texts and the history digest.
+
+    v2: the exact sorted digest of the active rows plus the MuHash set digest of
+    every historical row (``history.HistorySummary``). Both parts are content
+    only and order-free, so the token still moves on any relevant change, and
+    the store can keep the history part current one row at a time instead of
+    the planner re-reading every terminal row per plan.
+    """
+    return digest("registryfp-v2", [*active_units, "\x1dhistory=" + history.digest], "registryfp")
 
 
 def candidate_token(units: Iterable[str]) -> str:
@@ -104,9 +128,16 @@ def scope_token(units: Iterable[str], anchor_identities: Iterable[str]) -> str:
     return digest("scopefp-v1", [*units, "anchors=" + "\x1d".join(anchors)], "scopefp")
 
 
-def registry_fingerprint(rows: Iterable[_Row]) -> str:
-    """Token over every row of the registry (the strict compare-and-swap)."""
-    return registry_token(row_unit(row) for row in rows)
+def registry_fingerprint(rows: Iterable[_Row], history: HistorySummary | None = None) -> str:
+    """Token over every row of the registry (the strict compare-and-swap).
+
+    With ``history`` (the store's maintained summary of every historical row)
+    only the active rows among ``rows`` are read; without it ``rows`` must be
+    the whole registry and the history digest is computed from them.
+    """
+    listed = rows if isinstance(rows, list) else list(rows)
+    active = [row_unit(row) for row in listed if not is_history(row)]
+    return registry_token(active, history if history is not None else history_summary(listed))
 
 
 def candidate_fingerprint(candidate_rows: Iterable[_Row]) -> str:

@@ -15,6 +15,7 @@ __all__ = [
     "OUTCOME_REGISTRY_MOVED",
     "OUTCOME_SCOPE_MOVED",
     "OUTCOME_TRANSACTION_FAILED",
+    "PLAN_REASON_CODES",
     "REASON_ALREADY_TERMINAL",
     "REASON_AMBIGUOUS_OWNERSHIP",
     "REASON_BOOT_UNKNOWN",
@@ -55,6 +56,29 @@ REASON_INSTANCE_CONFLICT = "client_instance_conflict"
 REASON_UNTRUSTED_PROVENANCE = "untrusted_identity_provenance"
 REASON_HOST_UNPROVEN = "host_binding_unproven"
 REASON_BOOT_UNKNOWN = "boot_identity_unknown"
+
+#: Every code a plan entry can carry (a plan listing can be filtered by one).
+PLAN_REASON_CODES = frozenset(
+    {
+        REASON_ELIGIBLE,
+        REASON_CONFLICTING_IDENTITY,
+        REASON_ALREADY_TERMINAL,
+        REASON_INCOMPLETE_IDENTITY,
+        REASON_UNPARSABLE_HEARTBEAT,
+        REASON_WORKER_LIVE,
+        REASON_PID_UNKNOWN,
+        REASON_PID_REUSED,
+        REASON_PID_ALIVE,
+        REASON_HEARTBEAT_FRESH,
+        REASON_AMBIGUOUS_OWNERSHIP,
+        REASON_FOREIGN_REPOSITORY,
+        REASON_PROTECTED_OWNER,
+        REASON_INSTANCE_CONFLICT,
+        REASON_UNTRUSTED_PROVENANCE,
+        REASON_HOST_UNPROVEN,
+        REASON_BOOT_UNKNOWN,
+    }
+)
 
 # Per-target reasons that only apply can produce.
 REASON_ROW_MISSING = "registration_missing"

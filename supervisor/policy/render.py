@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from .eligibility import PlanEntry, ProtectedOwners, RetirementPlan
 from .permissions import Decision
+from .plan_pages import PlanQuery
+from .plan_types import Entries
 from .reasons import OUTCOME_PLANNED
 from .snapshot import Finding, FleetSnapshot, InstanceGroup
 from .worker_view import WorkerView
@@ -17,6 +20,7 @@ __all__ = [
     "finding_dict",
     "owners_dict",
     "plan_dict",
+    "plan_view_dict",
     "snapshot_dict",
     "worker_dict",
 ]
@@ -43,9 +47,9 @@ def owners_dict(owners: ProtectedOwners) -> dict[str, Any]:
     }
 
 
-def plan_dict(plan: RetirementPlan) -> dict[str, Any]:
+def plan_dict(plan: RetirementPlan, *, with_preserved: bool = True) -> dict[str, Any]:
     """The plan in the customer's field names, plus the scoped token."""
-    return {
+    data = {
         "success": True,
         "read_only": True,
         "mutation_performed": False,
@@ -55,10 +59,10 @@ def plan_dict(plan: RetirementPlan) -> dict[str, Any]:
         "scope_fingerprint": plan.scope_fingerprint,
         "assessed_count": plan.assessed_count,
         "candidate_count": len(plan.candidates),
-        "preserved_count": len(plan.preserved),
+        "preserved_count": plan.preserved_count,
         "candidate_worker_identities": list(plan.candidate_worker_identities),
         "candidates": [entry_dict(e) for e in plan.candidates],
-        "preserved": [entry_dict(e) for e in plan.preserved],
+        "preserved": [entry_dict(e) for e in plan.preserved] if with_preserved else [],
         "preserved_reason_counts": dict(plan.preserved_reason_counts),
         "protected_inputs": owners_dict(plan.protected),
         "canonical_repository": plan.canonical_repository,
@@ -67,6 +71,67 @@ def plan_dict(plan: RetirementPlan) -> dict[str, Any]:
             "current_boot_id": plan.fencing.boot_id,
         },
     }
+    if not with_preserved:
+        del data["preserved"]
+    return data
+
+
+def _example(entry: PlanEntry) -> dict[str, Any]:
+    return {"worker_identity": entry.worker_identity, "detail": entry.detail}
+
+
+def plan_view_dict(
+    plan: RetirementPlan,
+    query: PlanQuery,
+    *,
+    listed: Sequence[PlanEntry] | None = None,
+    next_cursor: str | None = None,
+    extra_examples: Sequence[PlanEntry] = (),
+) -> dict[str, Any]:
+    """The plan as a caller reads it: tokens, counts and candidates in full; preserved
+    rows as counts per reason code with the first ``query.examples`` of each, plus
+    the ``listed`` page of full entries when the query asked for one.
+
+    ``extra_examples`` are entries of rows the plan counted without listing
+    (historical rows), in identity order.
+    """
+    data = plan_dict(plan, with_preserved=False)
+    wanted = max(0, query.examples)
+    preserved = plan.preserved
+    examples: dict[str, list[PlanEntry]] = (
+        preserved.first_by_reason(wanted)
+        if isinstance(preserved, Entries)
+        else Entries.of(preserved).first_by_reason(wanted)
+    )
+    for entry in extra_examples:
+        held = examples.setdefault(entry.reason_code, [])
+        held.append(entry)
+    data["preserved_summary"] = [
+        {
+            "reason_code": code,
+            "count": count,
+            "examples": [
+                _example(e)
+                for e in sorted(examples.get(code, ()), key=lambda e: e.worker_identity or "")[
+                    :wanted
+                ]
+            ],
+        }
+        for code, count in plan.preserved_reason_counts.items()
+    ]
+    if listed is not None:
+        data["preserved"] = [entry_dict(e) for e in listed]
+        data["next_cursor"] = next_cursor
+    data["listing"] = {
+        "mode": "full" if query.full else ("page" if listed is not None else "summary"),
+        "reason": query.reason,
+        "namespace": query.namespace,
+        "instance": query.instance,
+        "limit": None if query.full else query.limit,
+        "cursor": query.cursor,
+        "examples_per_reason": query.examples,
+    }
+    return data
 
 
 def worker_dict(view: WorkerView) -> dict[str, Any]:

@@ -147,8 +147,14 @@ def snapshot_fleet(
     canonical_repository: str | None = None,
     expected_live_revision: str | None = None,
     expected_manifest: Sequence[ManifestEntry] | None = None,
+    historical_count: int = 0,
 ) -> FleetSnapshot:
-    """Classify the fleet. Deterministic for the same rows, evidence and ``now``."""
+    """Classify the fleet. Deterministic for the same rows, evidence and ``now``.
+
+    ``historical_count`` counts historical rows left out of ``rows`` (the store
+    keeps their digest): they never block, so they are one summary finding
+    instead of one finding and one worker view each.
+    """
     rows = tuple(rows)
     workers = tuple(
         build_worker_view(
@@ -234,16 +240,24 @@ def snapshot_fleet(
             instance_ids=[iid],
         )
 
+    if historical_count:
+        out.add(
+            CLASS_HISTORICAL,
+            f"{historical_count} historical registration(s) (not active) do not block",
+        )
+
     # Healthy is decided last: collisions and manifest findings about an
     # instance are raised outside its own group and must also rule it out.
+    # One pass over the blockers, not one per instance.
+    blocked_instances: set[str] = set()
+    blocked_workers: set[str | None] = set()
+    for f in out.items:
+        if f.active_blocker:
+            blocked_instances.update(f.client_instance_ids)
+            blocked_workers.update(f.worker_identities)
     for group in instances:
-        blocked = any(
-            f.active_blocker
-            and (
-                group.client_instance_id in f.client_instance_ids
-                or set(f.worker_identities) & set(group.worker_identities)
-            )
-            for f in out.items
+        blocked = group.client_instance_id in blocked_instances or not blocked_workers.isdisjoint(
+            group.worker_identities
         )
         if group.mutation_safe and not blocked:
             out.add(
@@ -273,7 +287,7 @@ def snapshot_fleet(
         },
         live_worker_count=len(live),
         stale_worker_count=sum(1 for w in workers if w.stale),
-        historical_worker_count=sum(1 for w in workers if w.historical),
+        historical_worker_count=sum(1 for w in workers if w.historical) + historical_count,
         live_fleet_safe=safe,
         mutation_safe=safe and all(g.mutation_safe for g in instances),
         snapshot_at=snapshot_at,

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from supervisor.policy.history import HistorySummary
 from supervisor.store.control_base import ControlTx
 from supervisor.store.host_leases import HostLeases
 
-__all__ = ["CommitChain", "ControlTx", "HostLeases", "Row", "Store", "WriteTx"]
+__all__ = ["CommitChain", "ControlTx", "HostLeases", "RegistryView", "Row", "Store", "WriteTx"]
 
 Row = dict[str, Any]
 """A row as the store returns it: column name to value, numbers kept as stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryView:
+    """The active rows and the digest of every other row, read in one transaction."""
+
+    active: list[Row]
+    history: HistorySummary
 
 
 class WriteTx(Protocol):
@@ -36,6 +46,16 @@ class WriteTx(Protocol):
         self, *, status: str | None = None, worker_identities: Sequence[str] | None = None
     ) -> list[Row]:
         """Registration rows ordered by worker_identity, optionally filtered."""
+        ...
+
+    async def history_summary(self) -> HistorySummary:
+        """The maintained digest of every historical (non-active) row, as this
+        transaction sees the registry (its own writes included)."""
+        ...
+
+    async def history_scope(self, keys: Collection[tuple[str, str]]) -> list[Row]:
+        """Every historical row carrying one of these identity keys
+        (``fingerprints.identity_keys``), each once; token columns only."""
         ...
 
     async def max_fencing_epoch(self, *, client_instance_id: str, namespace: str) -> int:
@@ -127,6 +147,29 @@ class Store(Protocol):
 
     async def read_registrations(self, *, status: str | None = None) -> list[Row]:
         """Committed registration rows (never another transaction's pending writes)."""
+        ...
+
+    async def read_registry_view(self) -> RegistryView:
+        """The committed active rows and the history digest, from one read transaction.
+
+        The digest is maintained with every change to a historical row (schema v4's
+        change log), so reading it costs the changes since the last read, never a
+        pass over history.
+        """
+        ...
+
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
+        """The ``fingerprints.row_unit`` text of each committed historical row carrying one
+        of these identity keys, once per row; answered from a cache the change log keeps
+        current, so a plan asks the database only about keys it has not asked before."""
+        ...
+
+    async def read_history(
+        self, *, after: str | None = None, limit: int = 100, needle: str | None = None
+    ) -> list[Row]:
+        """Up to ``limit`` committed historical rows with ``worker_identity > after``, in
+        identity order; ``needle``, when given, keeps rows whose instance id or namespace
+        contains it (a superset of an exact filter)."""
         ...
 
     async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from functools import partial
@@ -14,9 +14,9 @@ import anyio
 import anyio.lowlevel
 
 from supervisor.errors import StoreError
+from supervisor.store import history_scan, sql
 from supervisor.store import rows as rowmap
-from supervisor.store import sql
-from supervisor.store.base import CommitChain, Row
+from supervisor.store.base import CommitChain, RegistryView, Row
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.migrations import run_migrations
@@ -80,6 +80,8 @@ class PostgresStore:
         self._in_write = False
         self._last_job: asyncio.Future[bool] | None = None
         self._closed = False
+        # History summaries computed from full reads (no change-log triggers here yet).
+        self._history_memo = history_scan.ScanMemo()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -108,6 +110,19 @@ class PostgresStore:
         )
         rows = await self._read(statement, (status,) if status is not None else ())
         return rowmap.as_dicts(REGISTRATION_COLUMNS, rows)
+
+    async def read_registry_view(self) -> RegistryView:
+        # No change-log triggers on PostgreSQL yet: computed from every row (history_scan).
+        return history_scan.view_of(await self.read_registrations(), self._history_memo)
+
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
+        return history_scan.scope_units_of(await self.read_registrations(), keys)
+
+    async def read_history(
+        self, *, after: str | None = None, limit: int = 100, needle: str | None = None
+    ) -> list[Row]:
+        rows = await self.read_registrations()
+        return history_scan.page_of_history(rows, after=after, limit=max(0, limit), needle=needle)
 
     async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:
         rows = await self._read(sql.select_active_processes(POSTGRESQL))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
@@ -10,8 +10,10 @@ from typing import Any
 import anyio
 
 from supervisor.errors import StoreError
+from supervisor.policy.fingerprints import history_summary
+from supervisor.policy.history import HistorySummary
+from supervisor.store import history_scan, sql
 from supervisor.store import rows as rowmap
-from supervisor.store import sql
 from supervisor.store.base import Row
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import HostLeaseTx
@@ -146,6 +148,13 @@ class PostgresWriteTx:
             by_status=status is not None, by_ids=worker_identities is not None
         )
         return rowmap.as_dicts(REGISTRATION_COLUMNS, await self._live().fetch(statement, params))
+
+    async def history_summary(self) -> HistorySummary:
+        # Computed from every row until PostgreSQL has the change-log triggers.
+        return history_summary(await self.registrations())
+
+    async def history_scope(self, keys: Collection[tuple[str, str]]) -> list[Row]:
+        return history_scan.scope_rows_of(await self.registrations(), keys)
 
     async def max_fencing_epoch(self, *, client_instance_id: str, namespace: str) -> int:
         rows = await self._live().fetch(

@@ -59,6 +59,11 @@ def _fingerprint(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return digest("tablefp-v1", units, "tablefp")
 
 
+#: Kept by the SQLite store from the other tables (the history digest and its change
+#: log); the PostgreSQL store does not read them, and its migration seeds its own.
+_DERIVED_TABLES = frozenset({"registry_history_digest", "registry_history_changes"})
+
+
 def _read_sqlite(path: Path) -> tuple[int, dict[str, tuple[list[str], list[tuple[Any, ...]]]]]:
     """Schema version and every table's columns and rows (read-only, one snapshot)."""
     if not path.is_file():
@@ -79,7 +84,7 @@ def _read_sqlite(path: Path) -> tuple[int, dict[str, tuple[list[str], list[tuple
             version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
             tables: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {}
             for name in names:
-                if name == "schema_migrations":
+                if name == "schema_migrations" or name in _DERIVED_TABLES:
                     continue
                 columns = [str(c[1]) for c in conn.execute(f'PRAGMA table_info("{name}")')]
                 rows = list(conn.execute(f'SELECT * FROM "{name}" ORDER BY rowid'))

@@ -6,6 +6,11 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from supervisor.store.schema_control import V3_DESCRIPTION, V3_STATEMENTS
+from supervisor.store.schema_history import (
+    HISTORY_DESCRIPTION,
+    HISTORY_STATEMENTS,
+    create_history_triggers,
+)
 from supervisor.store.schema_hosts import V5_DESCRIPTION, V5_STATEMENTS
 from supervisor.store.schema_links import (
     V4_DESCRIPTION,
@@ -208,5 +213,14 @@ _V4 = Migration(
 # Version 5 only adds the host_leases table (schema_hosts.py).
 _V5 = Migration(version=5, description=V5_DESCRIPTION, statements=V5_STATEMENTS)
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5)
+# Version 6: the maintained history digest (see schema_history.py); its hook creates
+# the engine's triggers that feed the change log.
+_V6 = Migration(
+    version=6,
+    description=HISTORY_DESCRIPTION,
+    statements=HISTORY_STATEMENTS,
+    hook=create_history_triggers,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 CURRENT_VERSION = MIGRATIONS[-1].version

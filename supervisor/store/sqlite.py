@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from functools import partial
@@ -20,7 +20,7 @@ import anyio.to_thread
 from supervisor.errors import StoreError, StoreUnwritable
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
-from supervisor.store.base import CommitChain, Row
+from supervisor.store.base import CommitChain, RegistryView, Row
 from supervisor.store.dialect import SQLITE
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.migrations import run_migrations
@@ -33,6 +33,16 @@ from supervisor.store.schema import (
 )
 from supervisor.store.sqlite_beats import stamp_and_commit
 from supervisor.store.sqlite_exec import check_submit_support, fetch_in_chunks, submit
+from supervisor.store.sqlite_history import (
+    HistoryCache,
+    compact_job,
+    history_call,
+    history_page_job,
+    scope_job,
+    scope_units,
+    summary_job,
+    view_job,
+)
 from supervisor.store.sqlite_tx import (
     SQLiteWriteTx,
     begin_immediate,
@@ -43,7 +53,14 @@ from supervisor.store.sqlite_tx import (
 )
 from supervisor.store.stamps import format_stamp
 
-__all__ = ["SQLiteStore", "migrate", "open_sqlite_store", "schema_version", "sqlite_store"]
+__all__ = [
+    "RegistryView",
+    "SQLiteStore",
+    "migrate",
+    "open_sqlite_store",
+    "schema_version",
+    "sqlite_store",
+]
 
 
 class SQLiteStore:
@@ -75,6 +92,7 @@ class SQLiteStore:
         # write connection must not interleave (a second BEGIN inside the first fails).
         self._write_lock = anyio.Lock()
         self._closed = False
+        self._history = HistoryCache()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -88,6 +106,37 @@ class SQLiteStore:
         statement = sql.select_registrations(SQLITE, by_status=status is not None, id_count=None)
         rows = await self._read(statement, (status,) if status is not None else ())
         return rowmap.as_dicts(REGISTRATION_COLUMNS, rows)
+
+    async def read_registry_view(self) -> RegistryView:
+        self._check_open()
+        active, base, changes = await history_call(
+            submit(self._reader, partial(view_job, since=self._history.through))
+        )
+        return RegistryView(active=active, history=self._history.advance(base, changes))
+
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
+        self._check_open()
+        cache = self._history
+        wanted = set(keys)
+        missing = [key for key in wanted if key not in cache.scope]
+        base, changes, found = await history_call(
+            submit(self._reader, partial(scope_job, since=cache.through, keys=missing))
+        )
+        cache.advance(base, changes)
+        cache.remember(found)
+        held = {key: cache.scope.get(key, []) for key in wanted}
+        return scope_units(held)
+
+    async def read_history(
+        self, *, after: str | None = None, limit: int = 100, needle: str | None = None
+    ) -> list[Row]:
+        self._check_open()
+        return await history_call(
+            submit(
+                self._reader,
+                partial(history_page_job, after=after, limit=max(0, limit), needle=needle),
+            )
+        )
 
     async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:
         # Plain tuples of four columns: a sweep of a large fleet must not pay for
@@ -117,7 +166,7 @@ class SQLiteStore:
         async with self._write_lock:
             self._check_open()
             await begin_immediate(self._writer)
-            tx = SQLiteWriteTx(self._writer)
+            tx = SQLiteWriteTx(self._writer, self._history)
             try:
                 # A caller cancelled while waiting for the lock should not run its body.
                 await anyio.lowlevel.checkpoint_if_cancelled()
@@ -127,7 +176,26 @@ class SQLiteStore:
                 await rollback(self._writer)
                 raise
             tx.finish()
+            through = await self._compact_history()
             await commit(self._writer)
+            if through is not None:
+                self._history.compacted_through = through
+
+    async def _compact_history(self) -> int | None:
+        """Write the cached fold into the digest row (inside the open write transaction).
+
+        Only changes a reader has already folded are compacted, so this costs a
+        statement or two and no hashing; the log stays short without the writer
+        ever folding on its own.
+        """
+        cache = self._history
+        if cache.fold is None or cache.through <= cache.compacted_through:
+            return None
+        summary, through = cache.fold.summary(), cache.through
+        await history_call(
+            submit(self._writer, partial(compact_job, summary=summary, through=through))
+        )
+        return through
 
     def submit_heartbeats(
         self, beats: Sequence[tuple[str, str]], chain: CommitChain
@@ -147,6 +215,28 @@ class SQLiteStore:
         failure = next((f for f in failures if f is not None), None)
         if failure is not None:
             raise StoreError(f"closing the store for {self.path} failed: {failure}") from failure
+
+
+async def fold_history_at_open(writer: aiosqlite.Connection, cache: HistoryCache) -> None:
+    """Fold the change log once at open, so the first plan does not pay for it.
+
+    The read needs no lock; the write lock is taken only when there is something
+    to compact (a current schema with nothing pending opens without it).
+    """
+    base, changes = await history_call(submit(writer, partial(summary_job, since=-1)))
+    summary = cache.advance(base, changes)
+    if cache.through <= base[3]:
+        cache.compacted_through = cache.through
+        return
+    await begin_immediate(writer)
+    try:
+        job = partial(compact_job, summary=summary, through=cache.through)
+        await history_call(submit(writer, job))
+    except BaseException:
+        await rollback(writer)
+        raise
+    await commit(writer)
+    cache.compacted_through = cache.through
 
 
 def _process_tuple(r: Sequence[Any]) -> tuple[str, Any, Any, Any]:
@@ -278,9 +368,7 @@ async def _migrate_connection(conn: aiosqlite.Connection, target_version: int) -
     if not 0 <= target_version <= CURRENT_VERSION:
         # Checked before reading the version, so a bad target never touches the file.
         raise StoreError(f"target_version must be in 0..{CURRENT_VERSION}, got {target_version}")
-    return await run_migrations(
-        await schema_version(conn), target_version, partial(_apply, conn)
-    )
+    return await run_migrations(await schema_version(conn), target_version, partial(_apply, conn))
 
 
 async def migrate(
@@ -325,7 +413,14 @@ async def open_sqlite_store(path: str | Path, *, busy_timeout_ms: int = 5000) ->
         ):
             raise StoreUnwritable(_unwritable_detail(db_path, str(cause))) from exc
         raise
-    return SQLiteStore(path=db_path, writer=writer, reader=reader, applied_migrations=applied)
+    store = SQLiteStore(path=db_path, writer=writer, reader=reader, applied_migrations=applied)
+    try:
+        await fold_history_at_open(writer, store._history)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await store.close()
+        raise
+    return store
 
 
 #: SQLite's primary result codes for a file that cannot be written or created here.

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import aiosqlite
 import anyio
 
 from supervisor.errors import StoreError
+from supervisor.policy.history import HistorySummary
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import Row
@@ -24,6 +26,13 @@ from supervisor.store.sqlite_exec import (
     executemany,
     fetchall,
     rollback,
+    submit,
+)
+from supervisor.store.sqlite_history import (
+    HistoryCache,
+    history_call,
+    scope_rows_job,
+    summary_job,
 )
 from supervisor.store.stamps import require_stamp
 
@@ -49,8 +58,9 @@ class _NotAllMatched(Exception):
 class SQLiteWriteTx:
     """One BEGIN IMMEDIATE transaction on the write connection (see base.WriteTx)."""
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: aiosqlite.Connection, history: HistoryCache | None = None) -> None:
         self._conn = conn
+        self._history = history or HistoryCache()
         self._open = True
         self._savepoints = 0
 
@@ -106,6 +116,23 @@ class SQLiteWriteTx:
         result = rowmap.as_dicts(REGISTRATION_COLUMNS, found)
         result.sort(key=lambda row: row["worker_identity"])
         return result
+
+    async def history_summary(self) -> HistorySummary:
+        # Folded into a copy: this transaction's own changes may still roll back.
+        cache = self._history
+        base, changes = await history_call(
+            submit(self._live(), partial(summary_job, since=cache.through))
+        )
+        scratch = HistoryCache()
+        scratch.fold, scratch.through = cache.fold, cache.through
+        return scratch.advance(base, changes)
+
+    async def history_scope(self, keys: Collection[tuple[str, str]]) -> list[Row]:
+        # Rows, not just texts: apply checks them one by one; a few, read directly.
+        rows = await history_call(
+            submit(self._live(), partial(scope_rows_job, keys=list(set(keys))))
+        )
+        return rows
 
     async def max_fencing_epoch(self, *, client_instance_id: str, namespace: str) -> int:
         rows = await fetchall(

@@ -24,9 +24,11 @@ from supervisor.client import AsyncClient
 from supervisor.errors import ConfigError, Unavailable
 from supervisor.logs import configure_logging, get_logger
 from supervisor.policy.permissions import Profile
+from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.profiles import ProfileBook
 from supervisor.surfaces.mcp_bridge_control import SocketControlCalls, unanswered_as_unavailable
+from supervisor.surfaces.mcp_size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp_stdio import serve_stdio
 from supervisor.surfaces.mcp_tools import ToolBackend, build_mcp_server
 
@@ -103,11 +105,15 @@ class SocketToolBackend(SocketControlCalls):
             )
 
     async def plan(
-        self, profile: Profile | None, *, canonical_repository: str | None
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None,
+        query: PlanQuery | None = None,
     ) -> Mapping[str, Any]:
         del profile
         with unanswered_as_unavailable():
-            return await self._client.plan(canonical_repository=canonical_repository)
+            return await self._client.plan(canonical_repository=canonical_repository, query=query)
 
     async def apply(
         self,
@@ -130,19 +136,25 @@ class SocketToolBackend(SocketControlCalls):
             )
 
 
-async def serve_mcp_stdio(backend: ToolBackend) -> None:
+async def serve_mcp_stdio(
+    backend: ToolBackend, *, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+) -> None:
     """Serve the fleet tools on this process's stdin/stdout until the client disconnects."""
     # No profile on this side: a socket backend carries its own credentials (see above).
-    server = build_mcp_server(backend, profile_resolver=lambda: None)
+    server = build_mcp_server(
+        backend, profile_resolver=lambda: None, max_result_bytes=max_result_bytes
+    )
     await serve_stdio(server)
 
 
-async def _bridge(socket_path: str | Path, token: str) -> None:
+async def _bridge(socket_path: str | Path, token: str, max_result_bytes: int) -> None:
     async with SocketToolBackend(socket_path, token) as backend:
-        await serve_mcp_stdio(backend)
+        await serve_mcp_stdio(backend, max_result_bytes=max_result_bytes)
 
 
-def run_stdio_bridge(socket_path: str | Path, token: str) -> int:
+def run_stdio_bridge(
+    socket_path: str | Path, token: str, *, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+) -> int:
     """Blocking entry point for ``fleet-supervisor mcp``; returns the exit code.
 
     Starts even when the daemon is down: each tool call then answers with a
@@ -151,7 +163,7 @@ def run_stdio_bridge(socket_path: str | Path, token: str) -> int:
     """
     # stdout is the MCP transport: every log line must go to stderr.
     configure_logging("warning", stream=sys.stderr)
-    anyio.run(_bridge, socket_path, token)
+    anyio.run(_bridge, socket_path, token, max_result_bytes)
     return 0
 
 
@@ -309,6 +321,7 @@ async def serve_mcp_http(
     host: str = "127.0.0.1",
     port: int = 8765,
     sock: socket.socket | None = None,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the tools over streamable HTTP at ``http://host:port/mcp`` until cancelled.
@@ -324,13 +337,17 @@ async def serve_mcp_http(
     if sock is None:
         sock = mcp_http_listener(host, port)
     try:
-        await _serve_http(handle, profiles, sock, task_status)
+        await _serve_http(handle, profiles, sock, task_status, max_result_bytes)
     finally:
         sock.close()  # uvicorn closes it too once it started; closing twice is harmless
 
 
 async def _serve_http(
-    handle: ToolBackend, profiles: ProfileBook, sock: socket.socket, task_status: TaskStatus[str]
+    handle: ToolBackend,
+    profiles: ProfileBook,
+    sock: socket.socket,
+    task_status: TaskStatus[str],
+    max_result_bytes: int,
 ) -> None:
     host, port = sock.getsockname()[:2]
     base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
@@ -340,6 +357,7 @@ async def _serve_http(
         profile_resolver=_http_profile(profiles),
         token_verifier=ProfileTokenVerifier(profiles, audit=audit),
         issuer_url=base,
+        max_result_bytes=max_result_bytes,
     )
     # host= makes the SDK reject Host/Origin headers that are not loopback (DNS rebinding).
     app: ASGIApp = server.streamable_http_app(host=host)

@@ -21,13 +21,15 @@ from pydantic import AnyHttpUrl, ValidationError
 
 from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
 from supervisor.policy.permissions import Profile
+from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.mcp_answers import OUTCOME_FAILED, OUTCOME_UNKNOWN
 from supervisor.surfaces.mcp_control_tools import ControlToolBackend, register_control_tools
 from supervisor.surfaces.mcp_health_tools import ASSESS_HEALTH_TOOL
 from supervisor.surfaces.mcp_results import flag_error
-from supervisor.surfaces.protocol import parse_manifest, parse_worker_identities
+from supervisor.surfaces.mcp_size import DEFAULT_MAX_RESULT_BYTES, fit_result
+from supervisor.surfaces.protocol import parse_manifest, parse_plan_query, parse_worker_identities
 from supervisor.version import package_version
 
 __all__ = [
@@ -76,7 +78,11 @@ class ToolBackend(Protocol):
     ) -> Mapping[str, Any]: ...
 
     async def plan(
-        self, profile: Profile | None, *, canonical_repository: str | None
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None,
+        query: PlanQuery | None = None,
     ) -> Mapping[str, Any]: ...
 
     async def apply(
@@ -110,6 +116,12 @@ def _parsed(parse: Callable[[object], _T], raw: object) -> _T:
         return parse(raw)
     except ProtocolError as exc:
         raise ToolArgumentError([exc.detail]) from exc
+
+
+def _body_budget(max_result_bytes: int) -> int:
+    # A tool result carries the answer twice (structured content, and the SDK's
+    # indented JSON text of it), so one copy gets a third of the whole budget.
+    return max(1024, max_result_bytes // 3)
 
 
 def _text_block(body: Mapping[str, Any]) -> list[ContentBlock]:
@@ -221,6 +233,7 @@ def build_mcp_server(
     profile_resolver: ProfileResolver,
     token_verifier: TokenVerifier | None = None,
     issuer_url: str = "http://127.0.0.1",
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> MCPServer[Any]:
     """An MCP server exposing the three fleet tools over ``backend``, plus the
     control-plane tools (allocator, lease heartbeat and release, mutation gate)
@@ -230,7 +243,8 @@ def build_mcp_server(
     the backend, which makes every role and operation decision. With
     ``token_verifier`` the streamable HTTP app refuses requests without a
     bearer token the verifier accepts (``issuer_url`` only fills the SDK's
-    required setting; no authorization server is served).
+    required setting; no authorization server is served). Snapshot and plan
+    answers are cut to ``max_result_bytes`` (``mcp_size.fit_result``).
     """
     auth = (
         # resource_server_url=None: tokens are the supervisor's own, not audience-bound OAuth.
@@ -280,7 +294,7 @@ def build_mcp_server(
             expected_live_revision: Revision live workers are expected to run.
         """
         manifest = _parsed(parse_manifest, expected_manifest)
-        return await _answer(
+        answer = await _answer(
             "snapshot",
             backend.snapshot(
                 profile_resolver(),
@@ -289,25 +303,35 @@ def build_mcp_server(
                 expected_live_revision=_optional_text(expected_live_revision),
             ),
         )
+        return fit_result(answer, _body_budget(max_result_bytes))
 
     @server.tool(
         name=PLAN_TOOL,
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False),
     )
     async def plan_tool(
+        *,
         remote: str = "dadeschools",
         host: str | None = None,
         org: str | None = None,
         repo: str | None = None,
         canonical_repository: str | None = None,
+        reason: str | None = None,
+        namespace: str | None = None,
+        instance: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        full: bool = False,
     ) -> dict[str, Any]:
         """Read-only: which worker registrations are conclusively stale, with tokens to retire them.
 
         Every registration is either a candidate or preserved with the first
         reason it cannot be proven stale. Returns registry_fingerprint,
         scope_fingerprint, candidate_fingerprint and candidate_worker_identities
-        for the apply tool. Retires nothing. Needs gitea.read and a controller or
-        reconciler role.
+        for the apply tool, the candidates in full, and preserved rows as counts
+        per reason code with a few examples (preserved_summary); pass reason,
+        namespace or instance for full preserved entries, a page at a time.
+        Retires nothing. Needs gitea.read and a controller or reconciler role.
 
         Args:
             remote: Instance name, recorded as audit context only.
@@ -316,11 +340,32 @@ def build_mcp_server(
             repo: Repository name, recorded as audit context only.
             canonical_repository: Repository binding workers must have to be
                 retired (defaults to the supervisor's configured repository).
+            reason: List the preserved entries with this reason code.
+            namespace: List the preserved entries of this namespace.
+            instance: List the preserved entries of this client_instance_id.
+            limit: Entries per page (default 50).
+            cursor: The next_cursor of the previous page.
+            full: List every preserved entry (large; the answer is cut to size).
         """
+        wanted: dict[str, Any] = {
+            key: value
+            for key, value in {
+                "reason": _optional_text(reason),
+                "namespace": _optional_text(namespace),
+                "instance": _optional_text(instance),
+                "limit": limit,
+                "cursor": _optional_text(cursor),
+                "full": full,
+            }.items()
+            if value is not None
+        }
+        query = _parsed(lambda _raw: parse_plan_query(wanted), wanted)
         result = await _answer(
             "plan",
             backend.plan(
-                profile_resolver(), canonical_repository=_optional_text(canonical_repository)
+                profile_resolver(),
+                canonical_repository=_optional_text(canonical_repository),
+                query=query,
             ),
         )
         result["repository"] = _repository(
@@ -331,7 +376,7 @@ def build_mcp_server(
             repo=repo,
             canonical_repository=_optional_text(canonical_repository),
         )
-        return result
+        return fit_result(result, _body_budget(max_result_bytes))
 
     @server.tool(
         name=APPLY_TOOL,
@@ -391,7 +436,7 @@ def build_mcp_server(
             repo=repo,
             canonical_repository=_optional_text(canonical_repository),
         )
-        return result
+        return fit_result(result, _body_budget(max_result_bytes))
 
     if isinstance(backend, ControlToolBackend):
         register_control_tools(server, backend, profile_resolver=profile_resolver)

@@ -8,7 +8,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from json.scanner import make_scanner
@@ -17,6 +17,14 @@ from typing import Any, ClassVar
 from actors.messages import HeartbeatResult
 from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.policy.fast_init import fast_init
+from supervisor.policy.plan_pages import (
+    DEFAULT_EXAMPLES,
+    DEFAULT_PAGE,
+    MAX_EXAMPLES,
+    MAX_PAGE,
+    PlanQuery,
+)
+from supervisor.policy.reasons import PLAN_REASON_CODES
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.protocol_control import CONTROL_OPS, ControlArgs, parse_control_args
 from supervisor.surfaces.protocol_hosts import HOST_OPS, HostArgs, parse_host_args
@@ -50,6 +58,7 @@ __all__ = [
     "error_frame",
     "ok_frame",
     "parse_manifest",
+    "parse_plan_query",
     "parse_worker_identities",
     "peek_request_id",
     "to_wire",
@@ -122,6 +131,7 @@ class SnapshotArgs:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanArgs:
     canonical_repository: str | None
+    query: PlanQuery = field(default_factory=PlanQuery)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,6 +175,34 @@ def _int(args: Mapping[str, Any], name: str, *, required: bool = True) -> int | 
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
         raise ProtocolError(f"args.{name} must be a positive integer")
     return value
+
+
+def _bounded(args: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = args.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ProtocolError(f"args.{name} must be an integer in {low}..{high}")
+    return value
+
+
+def parse_plan_query(args: Mapping[str, Any]) -> PlanQuery:
+    """What of a plan to list (see ``plan_pages.PlanQuery``); absent keys take defaults."""
+    full = args.get("full", False)
+    if not isinstance(full, bool):
+        raise ProtocolError("args.full must be a boolean")
+    reason = _text(args, "reason")
+    if reason is not None and reason not in PLAN_REASON_CODES:
+        raise ProtocolError(f"args.reason must be one of {sorted(PLAN_REASON_CODES)}")
+    return PlanQuery(
+        full=full,
+        reason=reason,
+        namespace=_text(args, "namespace"),
+        instance=_text(args, "instance"),
+        limit=_bounded(args, "limit", DEFAULT_PAGE, 1, MAX_PAGE),
+        cursor=_text(args, "cursor"),
+        examples=_bounded(args, "examples", DEFAULT_EXAMPLES, 0, MAX_EXAMPLES),
+    )
 
 
 def parse_worker_identities(raw: object) -> tuple[str, ...]:
@@ -263,7 +301,9 @@ def _args(op: str, args: Mapping[str, Any]) -> Args:
             expected_live_revision=_text(args, "expected_live_revision"),
         )
     if op == "plan":
-        return PlanArgs(canonical_repository=_text(args, "canonical_repository"))
+        return PlanArgs(
+            canonical_repository=_text(args, "canonical_repository"), query=parse_plan_query(args)
+        )
     if op == "apply":
         return ApplyArgs(
             registry_fingerprint=_text(args, "registry_fingerprint"),

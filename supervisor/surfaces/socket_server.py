@@ -361,6 +361,7 @@ class _SocketServer:
                 return await self._handle.plan(
                     await self._authenticate(request, peer),
                     canonical_repository=args.canonical_repository,
+                    query=args.query,
                 )
             case "apply", ApplyArgs() as args:
                 return await self._handle.apply(

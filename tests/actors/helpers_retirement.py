@@ -12,6 +12,7 @@ import pytest
 
 from supervisor.policy.identity import mint_instance_id
 from supervisor.policy.permissions import Profile
+from supervisor.policy.plan_pages import PlanQuery
 from supervisor.probes import ProcessEvidence
 from supervisor.store.base import WriteTx
 from supervisor.store.stamps import format_stamp
@@ -84,6 +85,8 @@ async def enroll(
 
 
 async def plan(h: Harness, profile: Profile | None = READER, **kwargs: Any) -> Mapping[str, Any]:
+    """A plan listing every entry (``query=None`` asks for the compact default)."""
+    kwargs.setdefault("query", PlanQuery(full=True))
     result = await h.handle.plan(profile, **kwargs)
     assert result["success"] is True, result
     return result

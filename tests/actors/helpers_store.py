@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
-from supervisor.store.base import CommitChain, ControlTx, HostLeases, Row, Store, WriteTx
+from supervisor.policy.history import HistorySummary
+from supervisor.store.base import (
+    CommitChain,
+    ControlTx,
+    HostLeases,
+    RegistryView,
+    Row,
+    Store,
+    WriteTx,
+)
 
 __all__ = ["RecordingStore", "RecordingTx"]
 
@@ -29,6 +38,12 @@ class RecordingTx:
         self, *, status: str | None = None, worker_identities: Sequence[str] | None = None
     ) -> list[Row]:
         return await self._inner.registrations(status=status, worker_identities=worker_identities)
+
+    async def history_summary(self) -> HistorySummary:
+        return await self._inner.history_summary()
+
+    async def history_scope(self, keys: Collection[tuple[str, str]]) -> list[Row]:
+        return await self._inner.history_scope(keys)
 
     async def max_fencing_epoch(self, *, client_instance_id: str, namespace: str) -> int:
         return await self._inner.max_fencing_epoch(
@@ -162,6 +177,32 @@ class RecordingStore:
         self._begin()
         try:
             return await self._inner.read_registrations(status=status)
+        finally:
+            self._end()
+
+    async def read_registry_view(self) -> RegistryView:
+        # The plan's read: fails the same way a full registration read does.
+        if self.read_registrations_error is not None:
+            raise self.read_registrations_error
+        self._begin()
+        try:
+            return await self._inner.read_registry_view()
+        finally:
+            self._end()
+
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
+        self._begin()
+        try:
+            return await self._inner.read_history_scope(keys)
+        finally:
+            self._end()
+
+    async def read_history(
+        self, *, after: str | None = None, limit: int = 100, needle: str | None = None
+    ) -> list[Row]:
+        self._begin()
+        try:
+            return await self._inner.read_history(after=after, limit=limit, needle=needle)
         finally:
             self._end()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -164,7 +165,11 @@ async def test_plan_returns_tokens_candidates_and_the_audit_context(tmp_path: Pa
     assert result["candidate_worker_identities"] == [dead["worker_identity"]]
     (candidate,) = result["candidates"]
     assert candidate["reason_code"] == REASON_ELIGIBLE
-    assert [p["worker_identity"] for p in result["preserved"]] == [alive["worker_identity"]]
+    # Compact by default: preserved rows as counts per reason with examples, no entries.
+    assert "preserved" not in result
+    assert [
+        e["worker_identity"] for group in result["preserved_summary"] for e in group["examples"]
+    ] == [alive["worker_identity"]]
     assert result["profile"] == READER.name
     assert result["repository"] == {
         "remote": "prgs",
@@ -327,3 +332,28 @@ async def test_both_or_neither_registry_token_is_refused_by_the_supervisor(
         assert refused["success"] is False
         assert refused["outcome"] == "refused"
         assert refused["retired_count"] == 0
+
+
+async def test_the_plan_tool_lists_entries_on_request_and_stays_under_its_size(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as h:
+        _, alive = await stale_fleet(h)
+        async with tools_as(h, READER) as client:
+            listed = await call(client, PLAN_TOOL, reason="worker_live", limit=5)
+        tiny = build_mcp_server(h.handle, profile_resolver=lambda: READER, max_result_bytes=6000)
+        async with Client(tiny) as client:
+            cut = await call(client, SNAPSHOT_TOOL)
+            raw = await client.call_tool(SNAPSHOT_TOOL, {})
+            refused = await call_error(client, PLAN_TOOL, reason="not_a_reason")
+
+    assert [e["worker_identity"] for e in listed["preserved"]] == [alive["worker_identity"]]
+    assert listed["preserved"][0]["evidence"]["live"] is True
+    assert listed["next_cursor"] is None
+    assert listed["listing"]["mode"] == "page"
+    assert "truncated" in cut
+    # The whole tool result: the structured answer and its JSON text together.
+    text = "".join(getattr(block, "text", "") for block in raw.content)
+    assert len(text.encode()) + len(json.dumps(raw.structured_content).encode()) <= 6000
+    assert cut["live_worker_count"] == 1
+    assert refused["success"] is False

@@ -44,6 +44,7 @@ EXPECTED = (
     "plan.pure_100k_beats_ms",
     "plan.linearity",
     "plan.actor_10k_ms",
+    "plan.actor_10k_history_ms",
     "sweep.cpu_ms",
     "sweep.max_stall_ms",
     "exit.pidfd_p50_ms",

@@ -18,7 +18,7 @@ from supervisor.policy.eligibility import (
 from supervisor.policy.evidence import EvidenceMap, PidEvidence, evidence_for
 from supervisor.policy.fingerprints import (
     candidate_token,
-    registry_token,
+    registry_fingerprint,
     row_unit,
     scope_indices,
     scope_token,
@@ -257,7 +257,7 @@ def reference_plan(
     # Serialized once: the registry and scope tokens share every row's unit.
     units = [row_unit(row) for row in all_rows]
     return RetirementPlan(
-        registry_fingerprint=registry_token(units),
+        registry_fingerprint=registry_fingerprint(all_rows),
         candidate_fingerprint=candidate_token(row_unit(row) for row in candidate_rows),
         scope_fingerprint=scope_token(
             (units[i] for i in scope_indices(all_rows, anchors)), anchors

@@ -12,6 +12,7 @@ from mcp.types import CallToolResult
 
 from supervisor.errors import ActorStopped, PermissionDenied, SupervisorError, Unavailable
 from supervisor.policy.permissions import Profile
+from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.mcp_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL, build_mcp_server
 from supervisor.version import package_version
@@ -59,7 +60,11 @@ class Recorder:
         )
 
     async def plan(
-        self, profile: Profile | None, *, canonical_repository: str | None
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None,
+        query: PlanQuery | None = None,
     ) -> Mapping[str, Any]:
         return self._record("plan", profile, canonical_repository=canonical_repository)
 

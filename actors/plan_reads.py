@@ -1,0 +1,131 @@
+"""The reads behind a plan: active rows and the history digest, scope rows and history pages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from supervisor.policy.eligibility import FencingContext, PlanMemo, RetirementPlan
+from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.history import HistorySummary, identity_irregular
+from supervisor.policy.plan_pages import PlanQuery, entry_matches, page_of, terminal_entries
+from supervisor.policy.plan_scope import with_history_units
+from supervisor.policy.plan_types import PlanEntry
+from supervisor.store.base import Row, Store
+
+__all__ = ["PlanInputs", "PlanListing", "list_entries", "read_plan_inputs", "rescope"]
+
+#: Historical rows read per page while filling a filtered listing.
+_HISTORY_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class PlanInputs:
+    """Rows to plan and the history summary (``None``: the rows are the whole registry)."""
+
+    rows: list[Row]
+    history: HistorySummary | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanListing:
+    listed: list[PlanEntry] | None
+    next_cursor: str | None
+    extra_examples: list[PlanEntry]
+
+
+async def read_plan_inputs(store: Store) -> PlanInputs:
+    """The active rows and the digest of the rest, or every row when history must be planned.
+
+    Only a non-normalized ``worker_identity`` (never minted by the supervisor) can
+    make a historical row matter to another row's verdict; while there is none
+    anywhere, history is counted, not read.
+    """
+    view = await store.read_registry_view()
+    irregular = view.history.irregular_count > 0 or any(
+        identity_irregular(row.get("worker_identity")) for row in view.active
+    )
+    if irregular:
+        return PlanInputs(rows=await store.read_registrations(), history=None)
+    return PlanInputs(rows=view.active, history=view.history)
+
+
+async def rescope(
+    store: Store, plan: RetirementPlan, inputs: PlanInputs, memo: PlanMemo | None = None
+) -> RetirementPlan:
+    """Add the historical rows sharing a candidate's identity key to the scope token."""
+    if inputs.history is None or not plan.anchor_keys or not inputs.history.count:
+        return plan
+    units = await store.read_history_scope(plan.anchor_keys)
+    if memo is None:
+        return with_history_units(plan, units)
+
+    # The cached texts are the same objects plan after plan, so an unchanged scope
+    # costs a pass of pointer compares instead of a sort and a hash.
+    def token() -> tuple[str, tuple[str, ...]]:
+        scoped = with_history_units(plan, units)
+        return scoped.scope_fingerprint, scoped.scope_units
+
+    key = (plan.scope_units, plan.anchor_identities, units)
+    fingerprint, scope_units = memo.reuse("history_scope", key, token)
+    return replace(plan, scope_fingerprint=fingerprint, scope_units=scope_units)
+
+
+EntryBuilder = Callable[[Sequence[Row]], list[PlanEntry]]
+
+
+def entry_builder(
+    *,
+    now: datetime,
+    evidence: Mapping[int, PidEvidence],
+    fencing: FencingContext,
+    canonical_repository: str | None,
+) -> EntryBuilder:
+    def build(rows: Sequence[Row]) -> list[PlanEntry]:
+        return terminal_entries(
+            rows,
+            now=now,
+            evidence=evidence,
+            fencing=fencing,
+            canonical_repository=canonical_repository,
+        )
+
+    return build
+
+
+async def list_entries(
+    store: Store,
+    plan: RetirementPlan,
+    query: PlanQuery,
+    build: EntryBuilder,
+) -> PlanListing:
+    """The page of entries the query asks for, and examples of the unlisted history rows."""
+    unlisted = plan.unlisted_terminal_count
+    examples: list[PlanEntry] = []
+    if unlisted and query.examples > 0:
+        examples = build(await store.read_history(limit=query.examples))
+    if not query.lists_entries:
+        return PlanListing(listed=None, next_cursor=None, extra_examples=examples)
+    history: list[PlanEntry] = []
+    if unlisted and query.wants_history:
+        history = await _history_matches(store, query, build)
+    listed, cursor = page_of([*plan.preserved, *history], query)
+    return PlanListing(listed=listed, next_cursor=cursor, extra_examples=examples)
+
+
+async def _history_matches(store: Store, query: PlanQuery, build: EntryBuilder) -> list[PlanEntry]:
+    """Matching historical entries after the cursor: all of them (full) or one page plus one."""
+    need = None if query.full else query.limit + 1
+    needle = query.instance or query.namespace
+    after = query.cursor
+    found: list[PlanEntry] = []
+    while need is None or len(found) < need:
+        rows = await store.read_history(after=after, limit=_HISTORY_BATCH, needle=needle)
+        if not rows:
+            break
+        found.extend(e for e in build(rows) if entry_matches(e, query))
+        after = str(rows[-1].get("worker_identity") or "")
+        if len(rows) < _HISTORY_BATCH:
+            break
+    return found

@@ -1,0 +1,127 @@
+"""One plan's observations of every row, and the preserved entries built from them on demand."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .evidence import UNKNOWN, EvidenceMap, PidEvidence
+from .plan_facts import RowFacts
+from .plan_types import Entries, PlanEntry
+from .worker_view import (
+    OWNERSHIP_HISTORICAL,
+    OWNERSHIP_INCONSISTENT,
+    OWNERSHIP_LIVE,
+    OWNERSHIP_LIVE_UNTRUSTED,
+    OWNERSHIP_ORPHANED,
+    OWNERSHIP_STALE,
+)
+
+__all__ = ["Moment", "entry_evidence", "lazy_entries", "observe"]
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """Every row at this plan's instant, as parallel columns (no object per row)."""
+
+    probes: list[PidEvidence]
+    ages: list[float | None]
+    fresh: list[bool | None]
+    live: list[bool]
+    ownership: list[str]
+    ambiguous_keys: frozenset[tuple[str, str]]
+
+
+def observe(facts: Sequence[RowFacts], evidence: EvidenceMap, now: datetime) -> Moment:
+    """What the probes and ``now`` say about each row; the only per-plan work per row."""
+    probe_of = evidence.get
+    probes: list[PidEvidence] = []
+    ages: list[float | None] = []
+    fresh_of: list[bool | None] = []
+    live_of: list[bool] = []
+    ownership_of: list[str] = []
+    ambiguous: set[tuple[str, str]] = set()
+    for f in facts:
+        pid = f.pid
+        probe = UNKNOWN if pid is None else probe_of(pid, UNKNOWN)
+        alive = probe.alive
+        beat = f.beat
+        age: float | None = None
+        fresh: bool | None = None
+        if beat is not None:
+            age = (now - beat).total_seconds()
+            ttl = f.ttl
+            if ttl is not None:
+                fresh = age < ttl
+        active = f.active
+        # A probe only speaks for rows of this host; it can withdraw liveness, never grant it.
+        live = active and fresh is True and not (alive is False and f.pid_local)
+        if not active:
+            ownership = OWNERSHIP_HISTORICAL
+        elif not live:
+            ownership = OWNERSHIP_INCONSISTENT if f.self_contradicting else OWNERSHIP_STALE
+            # An active row whose liveness cannot be settled may still belong to a
+            # running process, like a live one.
+            if alive is None or fresh is None:
+                ambiguous.update(f.conflict_keys)
+        else:
+            ambiguous.update(f.conflict_keys)
+            if not f.session_id:
+                ownership = OWNERSHIP_ORPHANED
+            elif not f.identity_trusted:
+                ownership = OWNERSHIP_LIVE_UNTRUSTED
+            else:
+                ownership = OWNERSHIP_LIVE
+        probes.append(probe)
+        ages.append(age)
+        fresh_of.append(fresh)
+        live_of.append(live)
+        ownership_of.append(ownership)
+    return Moment(probes, ages, fresh_of, live_of, ownership_of, frozenset(ambiguous))
+
+
+def entry_evidence(f: RowFacts, index: int, moment: Moment) -> dict[str, Any]:
+    """One entry's evidence: the row's template plus this plan's six observations."""
+    probe = moment.probes[index]
+    entry_evidence = dict(f.evidence_template)
+    entry_evidence["pid_alive"] = probe.alive
+    entry_evidence["probed_start_time"] = probe.start_time
+    entry_evidence["heartbeat_age_seconds"] = moment.ages[index]
+    entry_evidence["heartbeat_fresh"] = moment.fresh[index]
+    entry_evidence["live"] = moment.live[index]
+    entry_evidence["ownership_state"] = moment.ownership[index]
+    return entry_evidence
+
+
+def lazy_entries(
+    facts: Sequence[RowFacts], moment: Moment, kept: list[tuple[int, tuple[str, str]]]
+) -> Entries:
+    def order(item: tuple[int, tuple[str, str]]) -> tuple[str, str]:
+        return (facts[item[0]].worker_identity or "", item[1][0])
+
+    def entry(item: tuple[int, tuple[str, str]]) -> PlanEntry:
+        index, (reason, detail) = item
+        f = facts[index]
+        return PlanEntry(
+            worker_identity=f.worker_identity,
+            reason_code=reason,
+            detail=detail,
+            evidence=entry_evidence(f, index, moment),
+        )
+
+    def build() -> tuple[PlanEntry, ...]:
+        return tuple(map(entry, sorted(kept, key=order)))
+
+    def first(n: int) -> list[PlanEntry]:
+        taken: dict[str, int] = {}
+        picked: list[PlanEntry] = []
+        for item in sorted(kept, key=order):
+            code = item[1][0]
+            if taken.get(code, 0) < n:
+                taken[code] = taken.get(code, 0) + 1
+                picked.append(entry(item))
+        return picked
+
+    return Entries(len(kept), build, first)

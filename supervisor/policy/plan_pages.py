@@ -1,0 +1,151 @@
+"""Which plan entries a caller sees: a compact summary by default, filtered pages on request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .evidence import UNKNOWN, EvidenceMap
+from .plan_facts import FactsContext, row_facts
+from .plan_types import FencingContext, PlanEntry
+from .reasons import REASON_ALREADY_TERMINAL
+from .worker_view import OWNERSHIP_HISTORICAL
+
+__all__ = [
+    "DEFAULT_EXAMPLES",
+    "DEFAULT_PAGE",
+    "MAX_EXAMPLES",
+    "MAX_PAGE",
+    "PlanQuery",
+    "entry_matches",
+    "page_of",
+    "query_args",
+    "terminal_entries",
+]
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 1000
+DEFAULT_EXAMPLES = 3
+MAX_EXAMPLES = 50
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanQuery:
+    """What of a plan to list. Tokens, counts and candidates are always complete.
+
+    ``full`` lists every preserved entry (costs a pass over history); otherwise
+    entries are listed only when a filter or a cursor is given, ``limit`` per
+    page, in (worker_identity, reason_code) order, continuing after ``cursor``
+    (the ``next_cursor`` of the previous page).
+    """
+
+    full: bool = False
+    reason: str | None = None
+    namespace: str | None = None
+    instance: str | None = None
+    limit: int = DEFAULT_PAGE
+    cursor: str | None = None
+    examples: int = DEFAULT_EXAMPLES
+
+    @property
+    def lists_entries(self) -> bool:
+        return self.full or any(
+            value is not None for value in (self.reason, self.namespace, self.instance, self.cursor)
+        )
+
+    @property
+    def wants_history(self) -> bool:
+        """Whether historical rows (always ``already_terminal_registration``) can match."""
+        return self.reason is None or self.reason == REASON_ALREADY_TERMINAL
+
+
+def query_args(query: PlanQuery | None) -> dict[str, Any]:
+    """The wire arguments of a query (defaults left out)."""
+    if query is None:
+        return {}
+    args: dict[str, Any] = {}
+    default = PlanQuery()
+    for name in ("full", "reason", "namespace", "instance", "limit", "cursor", "examples"):
+        value = getattr(query, name)
+        if value != getattr(default, name):
+            args[name] = value
+    return args
+
+
+def entry_matches(entry: PlanEntry, query: PlanQuery) -> bool:
+    """The filters on one entry, read from its own evidence (as the full plan shows it)."""
+    if query.reason is not None and entry.reason_code != query.reason:
+        return False
+    evidence = entry.evidence
+    if query.namespace is not None and evidence.get("namespace") != query.namespace:
+        return False
+    return query.instance is None or evidence.get("client_instance_id") == query.instance
+
+
+def _key(entry: PlanEntry) -> tuple[str, str]:
+    return (entry.worker_identity or "", entry.reason_code)
+
+
+def page_of(entries: Iterable[PlanEntry], query: PlanQuery) -> tuple[list[PlanEntry], str | None]:
+    """Matching entries after the cursor, sorted, at most ``limit`` (all when ``full``).
+
+    Returns the page and the cursor for the next one (``None`` when this is the
+    last). Entries with one identity never straddle two pages.
+    """
+    after = query.cursor
+    chosen = sorted(
+        (e for e in entries if entry_matches(e, query) and (after is None or _key(e)[0] > after)),
+        key=_key,
+    )
+    if query.full or len(chosen) <= query.limit:
+        return chosen, None
+    cut = query.limit
+    last = chosen[cut - 1].worker_identity or ""
+    while cut < len(chosen) and (chosen[cut].worker_identity or "") == last:
+        cut += 1
+    return chosen[:cut], (last if cut < len(chosen) else None)
+
+
+def terminal_entries(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime,
+    evidence: EvidenceMap,
+    fencing: FencingContext,
+    canonical_repository: str | None,
+) -> list[PlanEntry]:
+    """The entries a whole-registry plan gives these historical rows.
+
+    Valid while no row shares a (stripped) identity with another, the condition
+    under which a plan counts history instead of planning it: then every
+    historical row fails the terminal-status check and nothing else about the
+    fleet can change its entry.
+    """
+    context = FactsContext(fencing.host_id, fencing.boot_id, canonical_repository)
+    out: list[PlanEntry] = []
+    for row in rows:
+        f = row_facts(row, context)
+        if f.active or f.static_verdict is None:
+            raise ValueError("terminal_entries takes historical rows only")
+        probe = UNKNOWN if f.pid is None else evidence.get(f.pid, UNKNOWN)
+        age = None if f.beat is None else (now - f.beat).total_seconds()
+        fresh = None if age is None or f.ttl is None else age < f.ttl
+        entry_evidence = dict(f.evidence_template)
+        entry_evidence["pid_alive"] = probe.alive
+        entry_evidence["probed_start_time"] = probe.start_time
+        entry_evidence["heartbeat_age_seconds"] = age
+        entry_evidence["heartbeat_fresh"] = fresh
+        entry_evidence["live"] = False
+        entry_evidence["ownership_state"] = OWNERSHIP_HISTORICAL
+        reason, detail = f.static_verdict
+        out.append(
+            PlanEntry(
+                worker_identity=f.worker_identity,
+                reason_code=reason,
+                detail=detail,
+                evidence=entry_evidence,
+            )
+        )
+    return out

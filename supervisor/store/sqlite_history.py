@@ -1,0 +1,326 @@
+"""The history digest on SQLite: fold the change log, cache scope lookups, compact the log."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from typing import Any, TypeVar
+
+from supervisor.errors import StoreError
+from supervisor.policy.fingerprints import identity_keys, row_unit
+from supervisor.policy.history import HistoryFold, HistorySummary
+from supervisor.store import rows as rowmap
+from supervisor.store.base import Row
+from supervisor.store.schema import REGISTRATION_COLUMNS
+from supervisor.store.schema_history import CHANGE_COLUMNS
+
+__all__ = [
+    "HistoryCache",
+    "compact_job",
+    "history_call",
+    "history_page_job",
+    "scope_job",
+    "scope_rows_job",
+    "scope_units",
+    "summary_job",
+    "view_job",
+]
+
+_REGISTRATIONS = ", ".join(REGISTRATION_COLUMNS)
+_CHANGE_LIST = ", ".join(CHANGE_COLUMNS)
+# The digest row and the changes after both the cached position and the compacted
+# one (older ones are already in the digest row or in the cache), in one statement
+# so both come from one snapshot even while the writer compacts.
+_SELECT_DIGEST_AND_CHANGES = (
+    "SELECT d.row_count, d.irregular_count, d.product, d.through_change_id, "
+    f"c.change_id, c.sign, {', '.join('c.' + name for name in CHANGE_COLUMNS)} "
+    "FROM registry_history_digest AS d LEFT JOIN registry_history_changes AS c "
+    "ON c.change_id > max(?1, d.through_change_id) WHERE d.id = 1 ORDER BY c.change_id"
+)
+_SELECT_ACTIVE = (
+    f"SELECT {_REGISTRATIONS} FROM worker_registrations WHERE status = 'active' "
+    "ORDER BY worker_identity"
+)
+#: Identity key name -> the column its value is compared with (the instance key
+#: is looked up by instance id and checked exactly in Python).
+_KEY_COLUMNS = {
+    "worker_identity": "worker_identity",
+    "session_id": "session_id",
+    "generation_id": "generation_id",
+    "process_identity": "process_identity",
+    "pid": "pid",
+    "instance_namespace": "client_instance_id",
+}
+_CHUNK = 500
+#: Scope lookups remembered between plans (one list of rows per identity key).
+_MAX_CACHED_KEYS = 200_000
+
+_T = TypeVar("_T")
+Base = tuple[int, int, str, int]
+#: One historical row in the scope cache: its token text and its identity keys.
+Held = tuple[str, frozenset[tuple[str, str]]]
+Change = Sequence[Any]
+
+
+class HistoryCache:
+    """The history digest folded up to one change id, plus remembered scope lookups.
+
+    Lives in the store object: every change in the log is folded once per
+    process, whichever connection read it first. Scope entries are the
+    historical rows (token columns only) carrying one identity key, kept current
+    from the same changes, so a plan asks the database only about new keys.
+    """
+
+    __slots__ = ("compacted_through", "fold", "scope", "through")
+
+    def __init__(self) -> None:
+        self.fold: HistoryFold | None = None
+        self.through = -1
+        self.compacted_through = -1
+        #: Identity key -> (row_unit, identity keys) of each historical row carrying it.
+        self.scope: dict[tuple[str, str], list[Held]] = {}
+
+    def advance(self, base: Base, changes: Iterable[Change]) -> HistorySummary:
+        """Fold ``changes`` (read together with ``base``) into the cache; the current summary."""
+        count, irregular, product, through = base
+        if self.fold is None or self.through < through:
+            # Someone compacted past what this cache saw: start from the digest row.
+            fold = HistoryFold(
+                HistorySummary(count=count, irregular_count=irregular, product=int(product, 16))
+            )
+            at = through
+            self.scope.clear()
+        else:
+            fold, at = self.fold.copy(), self.through
+        touched: list[tuple[int, Row]] = []
+        for change in changes:
+            change_id, sign = int(change[0]), int(change[1])
+            if change_id <= at:
+                continue
+            row = dict(zip(CHANGE_COLUMNS, change[2:], strict=True))
+            fold.add(row_unit(row), row.get("worker_identity"), sign)
+            touched.append((sign, row))
+            at = change_id
+        self.fold, self.through = fold, at
+        if self.scope:
+            for sign, row in touched:
+                self._rescope(sign, row)
+        return fold.summary()
+
+    def _rescope(self, sign: int, row: Row) -> None:
+        keys = frozenset(identity_keys(row))
+        if keys.isdisjoint(self.scope):
+            return
+        item = (row_unit(row), keys)
+        for key in keys:
+            held = self.scope.get(key)
+            if held is None:
+                continue
+            if sign >= 0:
+                held.append(item)
+            else:
+                for index, seen in enumerate(held):
+                    if seen[0] == item[0]:
+                        del held[index]
+                        break
+
+    def remember(self, found: dict[tuple[str, str], list[Held]]) -> None:
+        if len(self.scope) + len(found) > _MAX_CACHED_KEYS:
+            self.scope.clear()
+        self.scope.update(found)
+
+
+async def history_call(pending: Awaitable[_T]) -> _T:
+    """Await a job on a connection's thread; engine errors become ``StoreError``."""
+    try:
+        return await pending
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite history read failed: {exc}") from exc
+
+
+def _digest_and_changes(raw: sqlite3.Connection, since: int) -> tuple[Base, list[Change]]:
+    found = raw.execute(_SELECT_DIGEST_AND_CHANGES, (since,)).fetchall()
+    if not found:
+        raise sqlite3.DatabaseError("registry_history_digest has no row (schema damaged)")
+    first = found[0]
+    base = (int(first[0]), int(first[1]), str(first[2]), int(first[3]))
+    # A digest without pending changes comes back as one row of NULL change columns.
+    return base, [row[4:] for row in found if row[4] is not None]
+
+
+_SELECT_POSITION = "SELECT max(change_id) FROM registry_history_changes"
+#: Attempts at a read no history change overtook before giving up (fail closed).
+_ATTEMPTS = 8
+
+
+def _position(raw: sqlite3.Connection) -> Any:
+    return raw.execute(_SELECT_POSITION).fetchone()[0]
+
+
+def _consistent(raw: sqlite3.Connection, read: Callable[[], _T]) -> _T:
+    """``read()`` such that no change to history committed while it ran.
+
+    Each statement sees its own committed snapshot; a change to history always
+    appends to the change log (whose largest id only grows), so an unchanged
+    largest id before and after means the statements saw one history. No
+    explicit transaction: the reader connection is shared with chunked reads
+    that keep a cursor open across hops.
+    """
+    if raw.in_transaction:
+        return read()  # the writer's own transaction is consistent already
+    for _ in range(_ATTEMPTS):
+        before = _position(raw)
+        value = read()
+        if _position(raw) == before:
+            return value
+    raise sqlite3.OperationalError("history kept changing during a read; try again")
+
+
+def view_job(raw: sqlite3.Connection, since: int) -> tuple[list[Row], Base, list[Change]]:
+    """Active rows, the digest row and the changes after ``since``, as of one history."""
+
+    def read() -> tuple[list[Row], Base, list[Change]]:
+        base, changes = _digest_and_changes(raw, since)
+        active = rowmap.as_dicts(REGISTRATION_COLUMNS, raw.execute(_SELECT_ACTIVE).fetchall())
+        return active, base, changes
+
+    return _consistent(raw, read)
+
+
+def summary_job(raw: sqlite3.Connection, since: int) -> tuple[Base, list[Change]]:
+    """The digest row and later changes (inside the caller's transaction if one is open)."""
+    return _consistent(raw, lambda: _digest_and_changes(raw, since))
+
+
+def _columns_for(keys: Collection[tuple[str, str]]) -> dict[str, list[str]]:
+    """Column -> values to look up: a superset of the rows carrying any of ``keys``."""
+    by_column: dict[str, list[str]] = {}
+    for name, value in keys:
+        column = _KEY_COLUMNS.get(name)
+        if column is None:
+            continue
+        if name == "instance_namespace":
+            # "instance/namespace": the instance id is some prefix before a "/".
+            cuts = [i for i, char in enumerate(value) if char == "/"]
+            by_column.setdefault(column, []).extend(value[:i] for i in cuts)
+        else:
+            by_column.setdefault(column, []).append(value)
+    return by_column
+
+
+def _rows_where(
+    raw: sqlite3.Connection, column: str, values: list[str]
+) -> Iterable[tuple[int, Row]]:
+    distinct = sorted(set(values))
+    for start in range(0, len(distinct), _CHUNK):
+        chunk = distinct[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        cursor = raw.execute(
+            f"SELECT rowid, {_CHANGE_LIST} FROM worker_registrations "
+            f"WHERE status <> 'active' AND {column} IN ({marks})",
+            chunk,
+        )
+        for hit in cursor:
+            yield hit[0], dict(zip(CHANGE_COLUMNS, hit[1:], strict=True))
+
+
+def _probe(
+    raw: sqlite3.Connection, keys: Collection[tuple[str, str]]
+) -> dict[tuple[str, str], list[Held]]:
+    """Historical rows carrying each key, straight from the table."""
+    wanted = set(keys)
+    found: dict[tuple[str, str], list[Held]] = {key: [] for key in keys}
+    seen: set[int] = set()
+    for column, values in _columns_for(keys).items():
+        for rowid, row in _rows_where(raw, column, values):
+            if rowid in seen:
+                continue
+            carried = frozenset(identity_keys(row))
+            shared = carried & wanted
+            if shared:
+                # One entry under every key it carries; found once per rowid.
+                seen.add(rowid)
+                item = (row_unit(row), carried)
+                for key in shared:
+                    found[key].append(item)
+    return found
+
+
+def scope_rows_job(raw: sqlite3.Connection, keys: Collection[tuple[str, str]]) -> list[Row]:
+    """Historical rows (token columns) carrying any of ``keys``, each once."""
+    wanted = set(keys)
+    out: list[Row] = []
+    seen: set[int] = set()
+    for column, values in _columns_for(keys).items():
+        for rowid, row in _rows_where(raw, column, values):
+            if rowid not in seen and not wanted.isdisjoint(identity_keys(row)):
+                seen.add(rowid)
+                out.append(row)
+    return out
+
+
+def scope_job(
+    raw: sqlite3.Connection, since: int, keys: Collection[tuple[str, str]]
+) -> tuple[Base, list[Change], dict[tuple[str, str], list[Held]]]:
+    """The digest position and the rows for ``keys``, as of one history."""
+
+    def read() -> tuple[Base, list[Change], dict[tuple[str, str], list[Held]]]:
+        base, changes = _digest_and_changes(raw, since)
+        return base, changes, _probe(raw, keys)
+
+    return _consistent(raw, read)
+
+
+def scope_units(found: dict[tuple[str, str], list[Held]]) -> list[str]:
+    """Each row's text once, however many of the looked-up keys it carries.
+
+    A row sits in the list of every looked-up key it carries, and the lists may
+    hold separate copies of it (one from the table, one from the change log), so
+    rows are counted by content: equal texts carry equal keys, and ``n`` rows
+    with one text appear ``n`` times per key they share with the lookup.
+    """
+    wanted = set(found)
+    seen: dict[str, list[Held]] = {}
+    for items in found.values():
+        for item in items:
+            seen.setdefault(item[0], []).append(item)
+    out: list[str] = []
+    for unit, held in seen.items():
+        per_row = len(held[0][1] & wanted) or 1
+        out.extend([unit] * (len(held) // per_row))
+    return out
+
+
+def history_page_job(
+    raw: sqlite3.Connection, after: str | None, limit: int, needle: str | None
+) -> list[Row]:
+    """Historical rows by identity after ``after``; ``needle`` narrows by substring first."""
+    where = ["status <> 'active'"]
+    params: list[Any] = []
+    if after is not None:
+        where.append("worker_identity > ?")
+        params.append(after)
+    if needle:
+        # A superset (whitespace-padded spellings included); callers filter exactly.
+        where.append("(instr(client_instance_id, ?) > 0 OR instr(namespace, ?) > 0)")
+        params.extend([needle, needle])
+    params.append(limit)
+    statement = (
+        f"SELECT {_REGISTRATIONS} FROM worker_registrations WHERE {' AND '.join(where)} "
+        "ORDER BY worker_identity LIMIT ?"
+    )
+    return rowmap.as_dicts(REGISTRATION_COLUMNS, raw.execute(statement, params).fetchall())
+
+
+def compact_job(raw: sqlite3.Connection, summary: HistorySummary, through: int) -> None:
+    """Write a folded position to the digest row and drop the changes it covers.
+
+    Runs inside the writer's open transaction. The change at ``through`` itself is
+    kept, so new change ids (max + 1) never restart below the folded position.
+    """
+    raw.execute(
+        "UPDATE registry_history_digest SET row_count = ?, irregular_count = ?, product = ?, "
+        "through_change_id = ? WHERE id = 1 AND through_change_id < ?",
+        (summary.count, summary.irregular_count, format(summary.product, "x"), through, through),
+    )
+    raw.execute("DELETE FROM registry_history_changes WHERE change_id < ?", (through,))

@@ -1,0 +1,114 @@
+"""Plan listing arguments on the wire, the MCP size cap, and the CLI's compact plan text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from supervisor.cli_format import format_plan
+from supervisor.errors import ProtocolError
+from supervisor.policy.plan_pages import DEFAULT_PAGE, PlanQuery, query_args
+from supervisor.policy.reasons import REASON_ALREADY_TERMINAL
+from supervisor.surfaces.mcp_size import fit_result
+from supervisor.surfaces.protocol import PlanArgs, decode_request, parse_plan_query
+
+
+def test_absent_listing_arguments_mean_the_compact_default() -> None:
+    assert parse_plan_query({}) == PlanQuery()
+    assert not PlanQuery().lists_entries
+
+
+def test_listing_arguments_round_trip_through_the_wire_form() -> None:
+    query = PlanQuery(
+        reason=REASON_ALREADY_TERMINAL, namespace="author", limit=7, cursor="wkr-9", examples=0
+    )
+    assert parse_plan_query(query_args(query)) == query
+    assert query_args(PlanQuery()) == {}
+    wire: dict[str, Any] = {"reason": REASON_ALREADY_TERMINAL, "full": True}
+    frame = {"v": 1, "id": "1", "op": "plan", "args": wire}
+    parsed = decode_request(json.dumps(frame).encode()).args
+    assert isinstance(parsed, PlanArgs)
+    assert parsed.query == PlanQuery(reason=REASON_ALREADY_TERMINAL, full=True)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"reason": "no_such_reason"},
+        {"limit": 0},
+        {"limit": 1001},
+        {"limit": True},
+        {"limit": "5"},
+        {"examples": -1},
+        {"full": "yes"},
+        {"cursor": ""},
+        {"namespace": "   "},
+    ],
+)
+def test_bad_listing_arguments_are_refused(args: dict[str, Any]) -> None:
+    with pytest.raises(ProtocolError):
+        parse_plan_query(args)
+
+
+def _size(body: dict[str, Any]) -> int:
+    return len(json.dumps(body, default=str, separators=(",", ":")).encode())
+
+
+def test_an_answer_that_fits_is_returned_unchanged() -> None:
+    body = {"success": True, "candidates": [{"worker_identity": "w-1"}]}
+    assert fit_result(body, 65_536) == body
+
+
+def test_a_large_answer_is_cut_to_size_and_says_what_was_cut() -> None:
+    entry = {"worker_identity": "w", "evidence": {"pad": "x" * 500}}
+    body = {
+        "success": True,
+        "registry_fingerprint": "registryfp-1",
+        "candidate_count": 400,
+        "candidates": [entry] * 400,
+        "candidate_worker_identities": [f"wkr-{i:06d}" for i in range(400)],
+    }
+    cut = fit_result(body, 8_192)
+    assert _size(cut) <= 8_192
+    assert cut["registry_fingerprint"] == "registryfp-1"
+    assert cut["candidate_count"] == 400
+    shown = cut["truncated"]["candidates"]
+    assert shown["total"] == 400
+    assert shown["shown"] == len(cut["candidates"]) < 400
+    # The identities, needed by apply, are cut only when nothing else is left to cut.
+    assert cut["candidate_worker_identities"] == body["candidate_worker_identities"]
+    assert "truncation_note" in cut
+
+
+def test_the_cli_prints_the_summary_and_the_complete_apply_command() -> None:
+    result = {
+        "success": True,
+        "candidate_count": 2,
+        "preserved_count": 7,
+        "candidates": [
+            {"worker_identity": "w-1", "reason_code": "eligible_stale_orphan", "evidence": {}},
+            {"worker_identity": "w-2", "reason_code": "eligible_stale_orphan", "evidence": {}},
+        ],
+        "candidate_worker_identities": ["w-1", "w-2"],
+        "preserved_summary": [
+            {
+                "reason_code": REASON_ALREADY_TERMINAL,
+                "count": 7,
+                "examples": [{"worker_identity": "h-1", "detail": "status is 'retired'"}],
+            }
+        ],
+        "registry_fingerprint": "registryfp-r",
+        "scope_fingerprint": "scopefp-s",
+        "candidate_fingerprint": "candidatefp-c",
+        "next_cursor": None,
+    }
+    text = format_plan(result)
+    assert "candidates: 2   preserved: 7" in text
+    assert f"{REASON_ALREADY_TERMINAL}: 7  h-1" in text
+    assert (
+        "fleet-supervisor apply --scope-fingerprint scopefp-s "
+        "--candidate-fingerprint candidatefp-c --workers w-1,w-2"
+    ) in text
+    assert DEFAULT_PAGE == 50
