@@ -84,7 +84,13 @@ _V2_REGISTRATION_COLUMNS: tuple[str, ...] = (
     "released_at",
 )
 
-REGISTRATION_COLUMNS: tuple[str, ...] = V1_REGISTRATION_COLUMNS + _V2_REGISTRATION_COLUMNS
+# Version 6 appends the launching client of an ``exec`` sidecar (its pid and start
+# time), so a worker that outlives its client can be reported as orphaned.
+_V6_REGISTRATION_COLUMNS: tuple[str, ...] = ("client_pid", "client_process_start_time")
+
+REGISTRATION_COLUMNS: tuple[str, ...] = (
+    V1_REGISTRATION_COLUMNS + _V2_REGISTRATION_COLUMNS + _V6_REGISTRATION_COLUMNS
+)
 
 # What the retirement compare-and-swap asserts unchanged between plan and write:
 # every identity, liveness and fencing column that a retirement decision rests on.
@@ -208,5 +214,15 @@ _V4 = Migration(
 # Version 5 only adds the host_leases table (schema_hosts.py).
 _V5 = Migration(version=5, description=V5_DESCRIPTION, statements=V5_STATEMENTS)
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5)
+# Version 6 appends the launching client of an ``exec`` sidecar (_V6_REGISTRATION_COLUMNS).
+_V6 = Migration(
+    version=6,
+    description="launching client of a worker (orphan detection)",
+    statements=(
+        "ALTER TABLE worker_registrations ADD COLUMN client_pid INTEGER",
+        "ALTER TABLE worker_registrations ADD COLUMN client_process_start_time TEXT",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 CURRENT_VERSION = MIGRATIONS[-1].version
