@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -164,6 +165,8 @@ class _Job:
     newest: dict[str, str]
     #: None when no beat of the job was accepted: nothing to write.
     done: Awaitable[bool] | None
+    #: ``time.perf_counter()`` when the job was queued on the store.
+    queued_at: float = 0.0
 
 
 class BeatPipeline:
@@ -180,8 +183,16 @@ class BeatPipeline:
     redone, in order, by the writer's full transaction, which judges from the table.
     """
 
-    def __init__(self, store: Store, *, max_jobs: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_jobs: int,
+        on_commit: Callable[[float], None] | None = None,
+    ) -> None:
         self._store = store
+        #: Told each committed job's queue-to-commit seconds (the commit latency metric).
+        self._on_commit = on_commit
         self._max_jobs = max_jobs
         self._jobs: deque[_Job] = deque()
         self._chain = CommitChain()
@@ -209,7 +220,15 @@ class BeatPipeline:
                 # failed commit when its turn comes, and nothing after it may write.
                 self._chain.broken = True
                 done = _failed(exc)
-        self._jobs.append(_Job(messages=messages, verdicts=verdicts, newest=newest, done=done))
+        self._jobs.append(
+            _Job(
+                messages=messages,
+                verdicts=verdicts,
+                newest=newest,
+                done=done,
+                queued_at=time.perf_counter(),
+            )
+        )
 
     async def settle_oldest(self, fallback: Fallback) -> None:
         """Wait for the oldest job and answer it; after a failure, settle every job."""
@@ -254,6 +273,8 @@ class BeatPipeline:
             return
         if job.done is not None:
             self.committed += 1
+            if self._on_commit is not None:
+                self._on_commit(time.perf_counter() - job.queued_at)
         for message, results in beat_results(job.messages, job.verdicts, job.newest):
             message.reply.send(results)
 

@@ -33,6 +33,7 @@ from actors.messages import (
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
+from supervisor.metrics import Metrics
 from supervisor.policy.identity import NAMESPACES, assess_instance_identity
 from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.stamps import format_stamp
@@ -58,6 +59,11 @@ CLAIM_FIELDS: tuple[str, ...] = (
     "fleet_run_id",
     "authenticated_account",
     "heartbeat_ttl_seconds",
+    # The process that launched an exec sidecar (its MCP client): recorded so a worker
+    # that outlives it is reported orphaned. Only ever a finding about the claimant's
+    # own row, never a reason to retire anything.
+    "client_pid",
+    "client_process_start_time",
 )
 
 
@@ -82,8 +88,10 @@ class HeartbeatActor:
         clock: Clock,
         probes: ProbeBackend,
         settings: HeartbeatSettings | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._inbox = inbox
+        self._metrics = metrics or Metrics()
         self._writer = writer
         self._liveness = liveness
         self._clock = clock
@@ -133,6 +141,7 @@ class HeartbeatActor:
             slot: dict[tuple[str, int, str, int], int] = {}
             writes: list[HeartbeatWrite] = []
             positions: list[list[int]] = []
+            answered = 0
             for message in beats:
                 claims = message.claims if isinstance(message, HeartbeatGroup) else (message,)
                 mine: list[int] = []
@@ -144,6 +153,7 @@ class HeartbeatActor:
                         writes.append(_as_write(beat, stamp))
                     mine.append(position)
                 positions.append(mine)
+                answered += len(mine)
             results: Sequence[HeartbeatResult]
             try:
                 results = await self._write(writes)
@@ -157,6 +167,7 @@ class HeartbeatActor:
                     )
                     for w in writes
                 ]
+            self._count(results, positions, answered)
             for message, mine in zip(beats, positions, strict=True):
                 with message.reply:
                     if isinstance(message, HeartbeatGroup):
@@ -165,6 +176,18 @@ class HeartbeatActor:
                         message.reply.send(results[mine[0]])
         finally:
             self._in_flight.release()
+
+    def _count(
+        self, results: Sequence[HeartbeatResult], positions: list[list[int]], answered: int
+    ) -> None:
+        """Every answered beat counted by outcome: while all are accepted that is one pass
+        over the distinct writes and one counter update; refusals take a per-beat tally."""
+        # A list, then all(): a generator would cost a resumption per beat.
+        oks = [r.ok for r in results]
+        if not all(oks):
+            self._metrics.count_heartbeats(results[p] for mine in positions for p in mine)
+        else:
+            self._metrics.accept_heartbeats(answered)
 
     async def _write(self, writes: Sequence[HeartbeatWrite]) -> list[HeartbeatResult]:
         """One writer message per ``max_batch`` beats: a group from a pipelining peer may
@@ -196,6 +219,9 @@ class HeartbeatActor:
             return RegisterResult(
                 ok=False, code="host_unknown", detail="the supervisor cannot establish its host id"
             )
+        problem = self._client_problem(message.claims)
+        if problem:
+            return RegisterResult(ok=False, code="invalid_registration", detail=problem)
         row = self._row(message, host_id=host_id, start_time=seen.start_time)
         try:
             ack: WriteAck = await ask(
@@ -230,6 +256,19 @@ class HeartbeatActor:
         ttl = float(registration["heartbeat_ttl_seconds"])
         registration["heartbeat_interval_seconds"] = round(ttl / 3, 3)
         return RegisterResult(ok=True, code="registered", detail="", registration=registration)
+
+    def _client_problem(self, claims: Mapping[str, Any]) -> str | None:
+        """A claimed launching client that still runs must be the incarnation claimed."""
+        pid, claimed = claims.get("client_pid"), claims.get("client_process_start_time")
+        if pid is None:
+            return "client_process_start_time needs client_pid" if claimed else None
+        seen = self._probes.probe(int(pid))
+        if seen.alive and seen.start_time and claimed and seen.start_time != claimed:
+            return (
+                f"client_pid {pid} runs with start time {seen.start_time!r}, "
+                f"not the claimed {claimed!r}"
+            )
+        return None
 
     def _row(self, message: Register, *, host_id: str, start_time: str) -> dict[str, Any]:
         claims = message.claims
@@ -312,6 +351,11 @@ def _claim_problem(claims: Mapping[str, Any], settings: HeartbeatSettings) -> st
                     f"heartbeat_ttl_seconds must be within [{settings.min_ttl_seconds}, "
                     f"{settings.max_ttl_seconds}]"
                 )
+        elif name == "client_pid":
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31
+            ):
+                return "client_pid must be a positive integer"
         elif value is not None and (not isinstance(value, str) or len(value) > 512):
             return f"{name} must be a string of at most 512 characters"
     namespace = claims.get("namespace")

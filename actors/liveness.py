@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from supervisor import probes as os_probes
 from supervisor.clock import Clock
 from supervisor.exit_watch import ExitWatchSet, exit_watch_supported
 from supervisor.logs import get_logger
+from supervisor.metrics import Metrics
 from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.probes import ProbeBackend, ProcessEvidence
@@ -93,8 +95,10 @@ class LivenessActor:
         probes: ProbeBackend,
         settings: LivenessSettings | None = None,
         pidfd_open: Callable[[int, str | None], int | None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._inbox = inbox
+        self._metrics = metrics or Metrics()
         self._store = store
         self._clock = clock
         self._probes = probes
@@ -124,6 +128,7 @@ class LivenessActor:
                 self._exits = None
             self._watched.clear()
             self._exited.clear()
+            self._metrics.exit_watches.set(0)
 
     async def _serve(self, task_status: TaskStatus[None]) -> None:
         async with anyio.create_task_group() as tg:
@@ -143,6 +148,8 @@ class LivenessActor:
         match message:
             case Watch():
                 self._watch(message.worker_identity, message.pid, message.start_time)
+                # Here and at the end of a sweep, not per watch: a sweep may open thousands.
+                self._metrics.exit_watches.set(len(self._watched))
             case ProbeNow():
                 with message.reply:
                     message.reply.send(self.probe_now(message.pids))
@@ -196,6 +203,9 @@ class LivenessActor:
         Rows whose exit is being watched through a pidfd are not probed: an
         open pidfd that has not fired is proof that very process still runs.
         """
+        # Real elapsed time on purpose: this is a measurement for operators, not
+        # protocol time, and under a FakeClock every sweep would take zero seconds.
+        began = time.perf_counter()
         rows = await self._store.read_active_processes()
         host = self._probes.host_id()
         chunk = max(1, self._settings.sweep_chunk)
@@ -251,6 +261,9 @@ class LivenessActor:
                     self._watch(identity, pid, registered_start)
             await _let_others_run()
         self._sweeps += 1
+        self._metrics.sweeps.inc()
+        self._metrics.sweep_seconds.observe(time.perf_counter() - began)
+        self._metrics.exit_watches.set(len(self._watched))
 
     def verdict(self, worker_identity: str) -> Verdict | None:
         record = self._verdicts.get(worker_identity)
@@ -280,6 +293,7 @@ class LivenessActor:
 
     def _unwatch(self, identity: str) -> None:
         self._watched.pop(identity, None)
+        self._metrics.exit_watches.set(len(self._watched))
         if self._exits is not None:
             self._exits.discard(identity)
 
@@ -295,6 +309,7 @@ class LivenessActor:
                 start = watched[3] if watched is not None and watched[0] == pid else None
                 if start is not None:
                     self._exited.setdefault((pid, start), set()).add(identity)
+                self._metrics.exit_watches.set(len(self._watched))
                 self._verdicts[identity] = (
                     pid,
                     DEAD,

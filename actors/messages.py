@@ -47,6 +47,8 @@ __all__ = [
     "ControlOp",
     "ControlWrite",
     "ExpireLeases",
+    "FleetCounts",
+    "FleetCountsQuery",
     "GetIncidentLinks",
     "GetTerminalLock",
     "Heartbeat",
@@ -385,4 +387,19 @@ class AutoRetireTick:
     reply: Reply[Mapping[str, Any]] | None = None
 
 
-RetirementInbox = SnapshotRequest | PlanRequest | ApplyRequest | AutoRetireTick
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetCounts:
+    """Registrations by (status, ownership_state, namespace), and how many are orphaned."""
+
+    workers: Mapping[tuple[str, str, str], int]
+    orphaned: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetCountsQuery:
+    """The fleet classified for the metrics gauges; needs no profile (counts only)."""
+
+    reply: Reply[FleetCounts]
+
+
+RetirementInbox = SnapshotRequest | PlanRequest | ApplyRequest | AutoRetireTick | FleetCountsQuery

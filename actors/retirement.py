@@ -15,6 +15,8 @@ from actors.messages import (
     ApplyRequest,
     ApplyRetirement,
     AutoRetireTick,
+    FleetCounts,
+    FleetCountsQuery,
     LeaseOwners,
     LeaseOwnersQuery,
     LeaseWatchInbox,
@@ -35,18 +37,27 @@ from actors.plan_reads import (
     rescope,
 )
 from actors.retirement_records import Refused as _Refused
-from actors.retirement_records import audit_event, mark_unrecorded, post_apply_view, write_audit
+from actors.retirement_records import (
+    audit_event,
+    count_fleet,
+    mark_unrecorded,
+    orphan_fields,
+    post_apply_view,
+    write_audit,
+)
 from actors.retirement_records import refusal as _refusal
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.gc_pause import gc_paused
 from supervisor.logs import get_logger
+from supervisor.metrics import Metrics
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.cohort import classify_cohort
 from supervisor.policy.eligibility import FencingContext, PlanMemo, plan_retirement
 from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.liveness import STATUS_ACTIVE
+from supervisor.policy.orphans import OrphanFinding, client_pids, find_orphans
 from supervisor.policy.permissions import Profile, decide
 from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.render import (
@@ -62,6 +73,8 @@ from supervisor.store.base import Row, Store
 __all__ = ["ProfileLookup", "RetirementActor", "RetirementSettings"]
 
 _log = get_logger()
+
+OrphanList = tuple[OrphanFinding, ...]
 
 
 class ProfileLookup(Protocol):
@@ -93,8 +106,10 @@ class RetirementActor:
         probes: ProbeBackend,
         profiles: ProfileLookup,
         settings: RetirementSettings | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._inbox = inbox
+        self._metrics = metrics or Metrics()
         self._writer = writer
         self._liveness = liveness
         self._lease_watch = lease_watch
@@ -126,12 +141,29 @@ class RetirementActor:
                     message.reply.send(await self._guarded(self.snapshot(message)))
             case PlanRequest():
                 with message.reply:
-                    message.reply.send(await self._guarded(self.plan(message)))
+                    result = await self._guarded(self.plan(message))
+                    self._metrics.count_outcome("plan", result.get("outcome"))
+                    message.reply.send(result)
             case ApplyRequest():
                 with message.reply:
-                    message.reply.send(await self._guarded(self.apply(message)))
+                    result = await self._guarded(self.apply(message))
+                    self._metrics.count_outcome("apply", result.get("outcome"))
+                    message.reply.send(result)
+            case FleetCountsQuery():
+                with message.reply:
+                    try:
+                        counts = await self.fleet_counts()
+                    except Exception as exc:
+                        # A scrape must not crash the actor: unanswered, the asker
+                        # gets ActorStopped and renders the gauges as unavailable.
+                        _log.warning("fleet_counts_failed", error=repr(exc))
+                    else:
+                        message.reply.send(counts)
             case AutoRetireTick():
                 result = await self._guarded(self.auto_retire())
+                # A round that stopped at its plan is counted as a plan, else as an apply.
+                kind = "plan" if "candidate_count" in result else "apply"
+                self._metrics.count_outcome(kind, result.get("outcome"))
                 if message.reply is not None:
                     with message.reply:
                         message.reply.send(result)
@@ -152,16 +184,14 @@ class RetirementActor:
         return FencingContext(host_id=self._probes.host_id(), boot_id=self._probes.boot_id())
 
     async def _evidence(self, rows: Sequence[Row]) -> Mapping[int, PidEvidence]:
-        pids = tuple(
-            sorted(
-                {
-                    pid
-                    for row in rows
-                    if str(row.get("status") or "") == STATUS_ACTIVE
-                    and (pid := row_pid(row)) is not None
-                }
-            )
-        )
+        """Fresh probes of every active row's pid, and of their launching clients' pids."""
+        workers = {
+            pid
+            for row in rows
+            if str(row.get("status") or "") == STATUS_ACTIVE and (pid := row_pid(row)) is not None
+        }
+        clients = client_pids(rows, current_host_id=self._probes.host_id())
+        pids = tuple(sorted(workers | clients))
         evidence: Mapping[int, PidEvidence] = await ask(
             self._liveness, lambda reply: ProbeNow(pids=pids, reply=reply), actor="liveness"
         )
@@ -213,15 +243,30 @@ class RetirementActor:
             await self._audit_refusal(request.profile, "snapshot", refused)
             raise
         inputs = await read_plan_inputs(self._store)
+        evidence = await self._evidence(inputs.rows)
         snap = await self._snapshot(
             inputs,
             canonical_repository=request.canonical_repository,
             expected_live_revision=request.expected_live_revision,
             manifest=request.expected_manifest,
+            evidence=evidence,
         )
         result = snapshot_dict(snap)
+        result.update(orphan_fields(self._orphans(inputs.rows, evidence)))
         result["registry_fingerprint"] = registry_fingerprint(inputs.rows, inputs.history)
         return result
+
+    async def fleet_counts(self) -> FleetCounts:
+        """Registrations by status, ownership and namespace: the metrics gauges' source."""
+        # The same reads as a snapshot: active rows plus the history digest, so a scrape
+        # does not grow with history either.
+        inputs = await read_plan_inputs(self._store)
+        evidence = await self._evidence(inputs.rows)
+        snap = await self._snapshot(inputs, canonical_repository=None, evidence=evidence)
+        return count_fleet(snap, self._orphans(inputs.rows, evidence))
+
+    def _orphans(self, rows: Sequence[Row], evidence: Mapping[int, PidEvidence]) -> OrphanList:
+        return find_orphans(rows, evidence=evidence, current_host_id=self._probes.host_id())
 
     async def _snapshot(
         self,
@@ -230,8 +275,10 @@ class RetirementActor:
         canonical_repository: str | None,
         expected_live_revision: str | None = None,
         manifest: Sequence[Any] = (),
+        evidence: Mapping[int, PidEvidence] | None = None,
     ) -> FleetSnapshot:
-        evidence = await self._evidence(inputs.rows)
+        if evidence is None:
+            evidence = await self._evidence(inputs.rows)
         with gc_paused():
             return snapshot_fleet(
                 inputs.rows,
@@ -294,6 +341,8 @@ class RetirementActor:
                 next_cursor=listing.next_cursor,
                 extra_examples=listing.extra_examples,
             )
+        # A finding, not a retirement: a live orphan stays preserved by its live pid.
+        result.update(orphan_fields(self._orphans(inputs.rows, evidence)))
         result["protected_active_workflow_owners"] = {
             **owners_dict(owners.owners),
             "active_lease_count": owners.active_lease_count,

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from actors.mailbox import Outbox, ask
-from actors.messages import AppendAudit, WriteAck, WriterInbox
+from actors.messages import AppendAudit, FleetCounts, WriteAck, WriterInbox
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
+from supervisor.policy.orphans import OrphanFinding, orphan_dict
 from supervisor.policy.permissions import Profile
 from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import finding_dict
 from supervisor.policy.snapshot import FleetSnapshot
 from supervisor.policy.stamps import format_stamp
+from supervisor.policy.worker_view import OWNERSHIP_HISTORICAL
 
 __all__ = [
     "AUDITED_KEYS",
     "Refused",
     "audit_event",
+    "count_fleet",
     "mark_unrecorded",
+    "orphan_fields",
     "post_apply_view",
     "refusal",
     "write_audit",
@@ -142,4 +146,27 @@ def refusal(reason: str, **extra: Any) -> dict[str, Any]:
         "retired_count": 0,
         "reasons": [reason],
         **extra,
+    }
+
+
+def count_fleet(snap: FleetSnapshot, orphans: Sequence[OrphanFinding]) -> FleetCounts:
+    """Registrations by (status, ownership_state, namespace), for the metrics and status."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for worker in snap.workers:
+        if worker.historical:
+            continue
+        key = (worker.status, worker.ownership_state, worker.namespace or "")
+        counts[key] = counts.get(key, 0) + 1
+    # History is counted, not read (see plan_reads), so it is one bucket whatever
+    # the rows' terminal status and namespace.
+    if snap.historical_worker_count:
+        counts[(OWNERSHIP_HISTORICAL, OWNERSHIP_HISTORICAL, "")] = snap.historical_worker_count
+    return FleetCounts(workers=counts, orphaned=len(orphans))
+
+
+def orphan_fields(orphans: Sequence[OrphanFinding]) -> dict[str, Any]:
+    """The orphaned-worker finding as the keys a snapshot or plan answer carries."""
+    return {
+        "orphaned_workers": [orphan_dict(o) for o in orphans],
+        "orphaned_worker_count": len(orphans),
     }

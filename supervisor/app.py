@@ -33,6 +33,7 @@ from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle_hosts import HostLeaseCalls
 from supervisor.logs import bind_actor, get_logger
+from supervisor.metrics import Metrics
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Store
 
@@ -88,8 +89,10 @@ class Supervisor:
         profiles: ProfileLookup,
         settings: AppSettings | None = None,
         supervisor_id: str | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = metrics or Metrics()
         # One per daemon launch: tells this supervisor's host lease from a second one
         # started with the same host id.
         self.supervisor_id = supervisor_id or f"sup-{secrets.token_hex(6)}"
@@ -123,6 +126,8 @@ class Supervisor:
         )
         self._stop = anyio.Event()
         self.restarts: dict[str, int] = {}
+        #: Actor name -> "running", "restarting" (crashed, being remade) or "stopped".
+        self.actor_states: dict[str, str] = {}
         self.liveness: LivenessActor | None = None
         self.lease_watch: LeaseWatch | None = None
         self.writer: RegistryWriter | None = None
@@ -174,7 +179,12 @@ class Supervisor:
 
         def make_writer() -> ActorRun:
             self.writer = RegistryWriter(
-                store=store, inbox=self._writer_rx, clock=clock, probes=probes, settings=s.writer
+                store=store,
+                inbox=self._writer_rx,
+                clock=clock,
+                probes=probes,
+                settings=s.writer,
+                metrics=self.metrics,
             )
             return self.writer.run
 
@@ -189,6 +199,7 @@ class Supervisor:
                 clock=clock,
                 probes=probes,
                 settings=s.liveness,
+                metrics=self.metrics,
             )
             return self.liveness.run
 
@@ -218,6 +229,7 @@ class Supervisor:
                 clock=clock,
                 probes=probes,
                 settings=s.heartbeat,
+                metrics=self.metrics,
             ).run
 
         await tg.start(self._supervise, "heartbeat", make_heartbeat, (hb_writer, hb_liveness))
@@ -239,6 +251,7 @@ class Supervisor:
                 probes=probes,
                 profiles=self.profiles,
                 settings=s.retirement,
+                metrics=self.metrics,
             ).run
 
         await tg.start(
@@ -277,11 +290,15 @@ class Supervisor:
         try:
             while True:
                 run = make()
+                self.actor_states[name] = "running"
                 try:
                     with bind_actor(name):
                         await run(task_status=status)
+                    self.actor_states[name] = "stopped"
                     return
                 except Exception as exc:
+                    # Not healthy until remade (the watchdog and /healthz read this).
+                    self.actor_states[name] = "restarting"
                     if not status.done:
                         raise  # failing before ready is a start-up error, not a crash
                     now = self.clock.monotonic()
@@ -295,8 +312,11 @@ class Supervisor:
                             f"{self.settings.restart_window_seconds}s; last error: {exc!r}"
                         ) from exc
                     self.restarts[name] = self.restarts.get(name, 0) + 1
+                    self.metrics.actor_restarts.labels(name).inc()
                     _log.warning("actor_restarting", actor=name, error=repr(exc))
         finally:
+            if self.actor_states.get(name) == "running":
+                self.actor_states[name] = "stopped"  # cancelled
             for stream in owned:
                 stream.close()
 

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
@@ -23,6 +23,9 @@ from supervisor.namespace_probe import add_probe_parser
 from supervisor.policy.identity import UntrustedInstanceError
 from supervisor.policy.plan_pages import DEFAULT_EXAMPLES, DEFAULT_PAGE, PlanQuery
 from supervisor.version import package_version
+
+if TYPE_CHECKING:
+    from supervisor.client import Client
 
 __all__ = ["EXIT_OK", "EXIT_REFUSED", "EXIT_UNREACHABLE", "EXIT_USAGE", "main"]
 
@@ -66,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--canonical-repository")
         if name == "plan":
             _plan_listing_arguments(sub)
+        if name == "status":
+            sub.add_argument("--watch", action="store_true", help="refresh until interrupted")
+            sub.add_argument(
+                "--interval", type=float, default=2.0, help="seconds between refreshes (2)"
+            )
+            sub.add_argument("--count", type=int, help="with --watch: stop after N refreshes")
         if name == "apply":
             tokens = sub.add_mutually_exclusive_group(required=True)
             tokens.add_argument("--registry-fingerprint", help="strict: whole-registry token")
@@ -209,9 +218,11 @@ def _operator(args: argparse.Namespace, settings: Settings) -> int:
 
     with Client(settings.socket.path, token=_token(args)) as client:
         if args.command == "status":
+            if args.watch:
+                return _watch_status(client, args)
             result = client.status()
             _emit(result, args.json, format_status)
-            return EXIT_OK
+            return EXIT_OK if result.get("success", True) else EXIT_REFUSED
         if args.command == "snapshot":
             result = client.snapshot(canonical_repository=args.canonical_repository)
             _emit(result, args.json, format_snapshot)
@@ -239,6 +250,28 @@ def _operator(args: argparse.Namespace, settings: Settings) -> int:
             workers
         )
         return EXIT_OK if complete else EXIT_REFUSED
+
+
+def _watch_status(client: Client, args: argparse.Namespace) -> int:
+    """Redraw the status every ``--interval`` seconds (a terminal is cleared first)."""
+    if args.interval <= 0 or (args.count is not None and args.count < 1):
+        sys.stderr.write("status: --interval must be > 0 and --count >= 1\n")
+        return EXIT_USAGE
+    clear = "\033[H\033[2J" if sys.stdout.isatty() else ""
+    shown = 0
+    try:
+        while True:
+            result = client.status()
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            text = json.dumps(result, default=str) if args.json else format_status(result)
+            sys.stdout.write(f"{clear}{text}\n" if args.json else f"{clear}{stamp}\n{text}\n\n")
+            sys.stdout.flush()
+            shown += 1
+            if args.count is not None and shown >= args.count:
+                return EXIT_OK
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return EXIT_OK
 
 
 def _work(args: argparse.Namespace, settings: Settings) -> int:
@@ -429,7 +462,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             sys.stderr.write("exec: give the command to run after --\n")
             return EXIT_USAGE
         return run_exec(
-            child, socket_path=settings.socket.path, namespace=args.namespace, ttl=args.ttl
+            child,
+            socket_path=settings.socket.path,
+            namespace=args.namespace,
+            ttl=args.ttl,
+            orphans=settings.exec,
         )
     if args.command == "mcp":
         from supervisor.surfaces.mcp_bridge import run_stdio_bridge

@@ -21,11 +21,38 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def format_status(result: Mapping[str, Any]) -> str:
-    lines = [f"{key}: {value}" for key, value in result.items() if not isinstance(value, Mapping)]
-    for key, value in result.items():
-        if isinstance(value, Mapping):
-            lines.append(f"{key}:")
-            lines.extend(f"  {k}: {v}" for k, v in value.items())
+    """A few lines an operator reads at a glance; ``--json`` has everything."""
+    if not result.get("success", True):
+        return _refusal(result)
+    server = result.get("server") or {}
+    liveness = result.get("liveness") or {}
+    leases = result.get("leases") or {}
+    fleet = result.get("fleet") or {}
+    caller = result.get("profile") or f"socket owner ({result.get('authenticated_by')})"
+    lines = [
+        f"supervisor pid {server.get('pid')}  socket {server.get('socket_path')}  "
+        f"connections {server.get('active_connections')}/{server.get('max_connections')}  "
+        f"as {caller}",
+    ]
+    if fleet.get("available"):
+        owned = fleet.get("by_ownership") or {}
+        counts = "  ".join(f"{k} {v}" for k, v in owned.items()) or "none"
+        spread = fleet.get("active_by_namespace") or {}
+        lines.append(f"workers: {counts}  orphaned {fleet.get('orphaned', 0)}")
+        if spread:
+            lines.append("active by namespace: " + "  ".join(f"{k} {v}" for k, v in spread.items()))
+    elif fleet:
+        lines.append(f"workers: unavailable ({fleet.get('detail')})")
+    verdicts = liveness.get("verdicts") or {}
+    lines.append(
+        f"liveness: {liveness.get('sweeps_completed')} sweeps  "
+        f"{liveness.get('watched_pids')} exit watches  "
+        + ("  ".join(f"{k} {v}" for k, v in verdicts.items()) or "no verdicts")
+    )
+    lease_line = f"leases: {leases.get('active_lease_count')} active"
+    if not leases.get("readable", True):
+        lease_line += f" (unreadable: {leases.get('detail')})"
+    lines.append(lease_line)
     return "\n".join(lines)
 
 

@@ -41,11 +41,13 @@ __all__ = [
     "LOG_LEVELS",
     "AuthConfig",
     "DatabaseSettings",
+    "ExecConfig",
     "HeartbeatConfig",
     "HostsConfig",
     "LeaseConfig",
     "LivenessConfig",
     "McpConfig",
+    "OpsConfig",
     "RestartConfig",
     "RetirementConfig",
     "Settings",
@@ -228,6 +230,25 @@ class McpConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OpsConfig:
+    """The operations HTTP listener (/metrics, /healthz, /readyz)."""
+
+    http_enabled: bool = setting(False, boolean_check)
+    http_host: str = setting("127.0.0.1", loopback_check)
+    #: 9464 is the customary Prometheus exporter port; 0 lets the OS pick one (tests).
+    http_port: int = setting(9464, integer_check(0, 65535))
+    page_enabled: bool = setting(True, boolean_check)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecConfig:
+    """The ``exec`` sidecar's handling of a server whose launching client is gone."""
+
+    reap_orphans: bool = setting(False, boolean_check)
+    reap_grace_seconds: float = setting(5.0, POSITIVE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AuthConfig:
     profiles_path: Path = field(
         default_factory=default_profiles_path,
@@ -252,6 +273,8 @@ class Settings:
     hosts: HostsConfig = field(default_factory=HostsConfig)
     socket: SocketConfig = field(default_factory=SocketConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
+    ops: OpsConfig = field(default_factory=OpsConfig)
+    exec: ExecConfig = field(default_factory=ExecConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
 
 

@@ -15,7 +15,9 @@ import anyio.lowlevel
 from anyio.abc import Process
 
 from supervisor.client import keep_registered
+from supervisor.config import ExecConfig
 from supervisor.logs import configure_logging, get_logger
+from supervisor.orphan_watch import OrphanGuard, launching_client
 from supervisor.policy.identity import (
     ENV_CLIENT,
     ENV_FLEET_RUN,
@@ -111,22 +113,39 @@ class _Forwarder:
 
 
 async def _supervise_child(
-    argv: Sequence[str], socket_path: Path, claims: Mapping[str, Any]
+    argv: Sequence[str],
+    socket_path: Path,
+    claims: Mapping[str, Any],
+    orphans: ExecConfig | None = None,
 ) -> int:
+    orphans = orphans or ExecConfig()
+    # Recorded before anything else: once the client dies this process is
+    # reparented and its parent no longer names the client.
+    client = launching_client()
+    if client is not None:
+        claims = {**claims, **client.claims()}
     # stdin/stdout/stderr are inherited untouched: the child speaks MCP over
-    # them, and this process must never write a byte to stdout.
+    # them, and this process must never write a byte to stdout. A reaped child
+    # leads its own process group, so its own children go with it.
     process = await anyio.open_process(
-        list(argv), stdin=None, stdout=None, stderr=None, start_new_session=False
+        list(argv), stdin=None, stdout=None, stderr=None, start_new_session=orphans.reap_orphans
+    )
+    guard = OrphanGuard(
+        process, client, reap=orphans.reap_orphans, grace=orphans.reap_grace_seconds
     )
     forwarder = _Forwarder(process)
     async with process, anyio.create_task_group() as tg:
         tg.start_soon(forwarder.run)
+        tg.start_soon(guard.run)
         async with keep_registered(socket_path, claims, pid=process.pid) as keeper:
             returncode = await process.wait()
             # A signal sent to the whole process group reaches this process and the
             # child together; let its delivery, already queued, be recorded first.
             await anyio.lowlevel.checkpoint()
-            released = releases_on_exit(returncode, stop_requested=forwarder.stop_requested)
+            # A reaped orphan was stopped on purpose and is released too.
+            released = guard.reaped or releases_on_exit(
+                returncode, stop_requested=forwarder.stop_requested
+            )
             if not released:
                 keeper.abandon()
         tg.cancel_scope.cancel()
@@ -146,12 +165,17 @@ def run_exec(
     socket_path: Path,
     namespace: str | None = None,
     ttl: float | None = None,
+    orphans: ExecConfig | None = None,
 ) -> int:
-    """Run ``argv`` as a registered worker; returns the child's exit status."""
+    """Run ``argv`` as a registered worker; returns the child's exit status.
+
+    ``orphans`` (the ``[exec]`` settings) says whether a child whose launching
+    client is gone is stopped and released, or only reported.
+    """
     configure_logging("info", stream=sys.stderr)
     claims = claims_from_env(os.environ, namespace=namespace, ttl=ttl)
     try:
-        return anyio.run(_supervise_child, argv, socket_path, claims)
+        return anyio.run(_supervise_child, argv, socket_path, claims, orphans)
     except FileNotFoundError as exc:
         sys.stderr.write(f"exec: cannot run {argv[0]!r}: {exc.strerror}\n")
         return 127

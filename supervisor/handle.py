@@ -12,6 +12,8 @@ from actors.messages import (
     ApplyRequest,
     AutoRetireTick,
     BeatClaim,
+    FleetCounts,
+    FleetCountsQuery,
     Heartbeat,
     HeartbeatGroup,
     HeartbeatInbox,
@@ -202,6 +204,12 @@ class SupervisorHandle(ControlPlaneCalls):
     async def auto_retire(self) -> Mapping[str, Any]:
         result: Mapping[str, Any] = await ask(
             self._retirement, lambda reply: AutoRetireTick(reply=reply), actor="retirement"
+        )
+        return result
+
+    async def fleet_counts(self) -> FleetCounts:
+        result: FleetCounts = await ask(
+            self._retirement, lambda reply: FleetCountsQuery(reply=reply), actor="retirement"
         )
         return result
 

@@ -21,13 +21,22 @@ from supervisor.config import Settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.lockfile import database_lock
 from supervisor.logs import configure_logging, get_logger
+from supervisor.ops import OpsState, start_ops
 from supervisor.probes import LocalProbes, ProbeBackend
 from supervisor.profiles import ProfileBook
+from supervisor.sd_notify import notify
 from supervisor.store.factory import describe_store, open_store
+from supervisor.surfaces.ops_http import ops_listener
 from supervisor.surfaces.socket_bind import bound_listener
 from supervisor.surfaces.socket_server import serve_socket
 
-__all__ = ["McpPortUnavailable", "app_settings", "freeze_startup_heap", "run_service"]
+__all__ = [
+    "McpPortUnavailable",
+    "OpsPortUnavailable",
+    "app_settings",
+    "freeze_startup_heap",
+    "run_service",
+]
 
 _log = get_logger()
 
@@ -67,12 +76,19 @@ class McpPortUnavailable(SupervisorError):
     code: ClassVar[str] = "mcp_port_unavailable"
 
 
+class OpsPortUnavailable(SupervisorError):
+    """The ops HTTP listener (metrics, health, fleet page) cannot have its loopback port."""
+
+    code: ClassVar[str] = "ops_port_unavailable"
+
+
 @dataclass(frozen=True, slots=True)
 class _Listeners:
     """What start-up claimed for the surfaces, before anything else started."""
 
     unix: tuple[socket.socket, Path]
     mcp_http: socket.socket | None
+    ops_http: socket.socket | None = None
 
 
 async def run_service(
@@ -159,12 +175,29 @@ def _claim(settings: Settings, daemon: ExitStack, surfaces: ExitStack) -> _Liste
         # starlette, uvicorn) is about half of an idle daemon's memory.
         from supervisor.surfaces.mcp_bridge import mcp_http_listener
 
-        try:
-            http = mcp_http_listener(settings.mcp.http_host, settings.mcp.http_port)
-        except Unavailable as exc:
-            raise McpPortUnavailable(exc.detail) from None
-        surfaces.callback(http.close)
-    return _Listeners(unix=bound, mcp_http=http)
+        mcp = settings.mcp
+        http = _port(
+            surfaces, lambda: mcp_http_listener(mcp.http_host, mcp.http_port), McpPortUnavailable
+        )
+    ops: socket.socket | None = None
+    if settings.ops.http_enabled:
+        opc = settings.ops
+        ops = _port(
+            surfaces, lambda: ops_listener(opc.http_host, opc.http_port), OpsPortUnavailable
+        )
+    return _Listeners(unix=bound, mcp_http=http, ops_http=ops)
+
+
+def _port(
+    surfaces: ExitStack, listen: Callable[[], socket.socket], refusal: type[SupervisorError]
+) -> socket.socket:
+    """A TCP port claimed for a surface (closed with ``surfaces``), or ``refusal``."""
+    try:
+        sock = listen()
+    except Unavailable as exc:
+        raise refusal(exc.detail) from None
+    surfaces.callback(sock.close)
+    return sock
 
 
 async def _serve_until_signal(
@@ -201,9 +234,16 @@ async def _serve_until_signal(
                     task_status=task_status,
                 )
             )
+        ops = OpsState(supervisor, supervisor.metrics, profiles)
+        await start_ops(
+            surfaces, ops, settings.ops, clock=supervisor.clock, sock=listeners.ops_http
+        )
+        ops.serving = True
         freeze_startup_heap()
         where = describe_store(url=settings.database.url, path=settings.database.path)
         _log.info("ready", socket=str(path), database=where, pid=os.getpid())
+        # The writer reported ready (migrations done) before any surface started.
+        notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving on {path}")
         if on_ready is not None:
             on_ready(Path(path))
         async for signum in signals:
@@ -218,6 +258,7 @@ async def _serve_until_signal(
                 continue
             _log.info("signal", signal=signal.Signals(signum).name)
             break
+        notify("STOPPING=1")
         # Stop taking requests before the actors drain, so nothing new arrives
         # at an inbox that is closing.
         surfaces.cancel_scope.cancel()

@@ -89,7 +89,13 @@ _V2_REGISTRATION_COLUMNS: tuple[str, ...] = (
     "released_at",
 )
 
-REGISTRATION_COLUMNS: tuple[str, ...] = V1_REGISTRATION_COLUMNS + _V2_REGISTRATION_COLUMNS
+# Version 7 appends the launching client of an ``exec`` sidecar (its pid and start
+# time), so a worker that outlives its client can be reported as orphaned.
+_V7_REGISTRATION_COLUMNS: tuple[str, ...] = ("client_pid", "client_process_start_time")
+
+REGISTRATION_COLUMNS: tuple[str, ...] = (
+    V1_REGISTRATION_COLUMNS + _V2_REGISTRATION_COLUMNS + _V7_REGISTRATION_COLUMNS
+)
 
 # What the retirement compare-and-swap asserts unchanged between plan and write:
 # every identity, liveness and fencing column that a retirement decision rests on.
@@ -222,5 +228,15 @@ _V6 = Migration(
     hook=create_history_triggers,
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# Version 7 appends the launching client of an ``exec`` sidecar (orphan detection).
+_V7 = Migration(
+    version=7,
+    description="launching client of a worker (orphan detection)",
+    statements=(
+        "ALTER TABLE worker_registrations ADD COLUMN client_pid INTEGER",
+        "ALTER TABLE worker_registrations ADD COLUMN client_process_start_time TEXT",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 CURRENT_VERSION = MIGRATIONS[-1].version

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -378,7 +379,7 @@ class _SocketServer:
                     active_connections=self._active,
                     max_connections=self._settings.max_connections,
                 )
-                profile = await self._authenticate(request, peer)
+                profile = await self._status_caller(request, peer)
                 return await status_report(self._handle, profile, figures)
             case _, ControlArgs() as args:
                 profile = await self._authenticate(request, peer)
@@ -388,7 +389,13 @@ class _SocketServer:
                 return await dispatch_hosts(self._hosts, profile, args)
         raise ProtocolError(f"op {request.op!r} has no handler")
 
-    async def _authenticate(self, request: Request, peer: Conversation) -> Profile:
+    async def _authenticate(
+        self,
+        request: Request,
+        peer: Conversation,
+        *,
+        missing: str = "this operation needs a profile token (token)",
+    ) -> Profile:
         token = request.token
         if token:
             profile = self._profiles.authenticate(token)
@@ -401,13 +408,26 @@ class _SocketServer:
                 raise ProfilesUnreadable(f"no token can be proved right now: {broken}")
             reason = "the token proves no profile"
         else:
-            reason = "this operation needs a profile token (token)"
+            reason = missing
         # A denial like any other: logged and audited (committed) before the refusal is sent.
         peer_pid = peer.credentials[0] if peer.credentials is not None else None
         await self._handle.audit_unauthenticated(
             surface="socket", action=request.op, reason=reason, peer_pid=peer_pid
         )
         raise Unauthenticated(reason)
+
+    async def _status_caller(self, request: Request, peer: Conversation) -> Profile | None:
+        """A token's profile; without a token, None for the socket's owner (same uid as
+        this daemon, by peer credentials), who may read ``status`` as at their terminal."""
+        credentials = peer.credentials
+        if not request.token and credentials is not None and credentials[1] == os.geteuid():
+            return None
+        return await self._authenticate(
+            request,
+            peer,
+            missing="status needs a profile token (token), or a connection from the uid "
+            "that runs the supervisor",
+        )
 
     def _authorize_pid(self, pid: int, peer: Conversation, op: str) -> None:
         authorize_pid(self._probes, pid, peer, op)

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
+from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.permissions import Profile, decide
 from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import decision_dict
@@ -25,11 +27,15 @@ class ServerFigures:
 
 
 async def status_report(
-    handle: SupervisorHandle, profile: Profile, server: ServerFigures
+    handle: SupervisorHandle, profile: Profile | None, server: ServerFigures
 ) -> dict[str, Any]:
-    """What ``status`` answers, or a structured refusal for a profile without the grant."""
-    decision = decide(profile, "status")
-    if not decision.allowed:
+    """What ``status`` answers, or a structured refusal for a profile without the grant.
+
+    ``profile`` None means the caller proved no profile but is the socket's owner
+    (same uid, from peer credentials): the operator at their own terminal.
+    """
+    decision = decide(profile, "status") if profile is not None else None
+    if decision is not None and not decision.allowed:
         return {
             "success": False,
             "outcome": OUTCOME_REFUSED,
@@ -42,8 +48,9 @@ async def status_report(
     owners = await handle.lease_owners()
     return {
         "success": True,
-        "profile": profile.name,
-        "role_kind": profile.role_kind,
+        "profile": profile.name if profile is not None else None,
+        "role_kind": profile.role_kind if profile is not None else None,
+        "authenticated_by": "token" if profile is not None else "peer_uid",
         "server": {
             "protocol_version": PROTOCOL_VERSION,
             "pid": os.getpid(),
@@ -61,4 +68,25 @@ async def status_report(
             "active_lease_count": owners.active_lease_count,
             "detail": owners.detail,
         },
+        "fleet": await _fleet(handle),
+    }
+
+
+async def _fleet(handle: SupervisorHandle) -> dict[str, Any]:
+    """Registrations by ownership state and active ones by namespace (the metrics' counts)."""
+    try:
+        counts = await handle.fleet_counts()
+    except SupervisorError as exc:
+        return {"available": False, "detail": f"{exc.code}: {exc.detail}"}
+    by_ownership: Counter[str] = Counter()
+    by_namespace: Counter[str] = Counter()
+    for (status, ownership, namespace), count in counts.workers.items():
+        by_ownership[ownership] += count
+        if status == STATUS_ACTIVE:
+            by_namespace[namespace or "none"] += count
+    return {
+        "available": True,
+        "by_ownership": dict(sorted(by_ownership.items())),
+        "active_by_namespace": dict(sorted(by_namespace.items())),
+        "orphaned": counts.orphaned,
     }

@@ -97,6 +97,9 @@ async def test_a_crashed_actor_is_restarted_and_serves_again(
         owners = await h.handle.lease_owners()  # answered by the restarted actor
         assert owners.readable
         assert h.supervisor.restarts == {"lease_watch": 1}
+        registry = h.supervisor.metrics.registry
+        restarts = registry.get_sample_value("fleet_actor_restarts_total", {"actor": "lease_watch"})
+        assert restarts == 1
         assert len(calls) == 2
         # The rest of the supervisor never noticed.
         reg = await h.register()

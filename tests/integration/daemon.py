@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +89,10 @@ async def wait_ready(daemon: Daemon) -> None:
 
 
 @contextmanager
-def running_daemon(**settings: Any) -> Iterator[Daemon]:
+def running_daemon(
+    *, extra_config: Sequence[str] = (), env: Mapping[str, str] | None = None, **settings: Any
+) -> Iterator[Daemon]:
+    """``extra_config`` lines are appended to the config file; ``env`` adds to the daemon's."""
     with tempfile.TemporaryDirectory(dir="/tmp", prefix="fsv-") as tmp:
         workdir = Path(tmp)
         profiles = workdir / "profiles.toml"
@@ -119,6 +122,7 @@ def running_daemon(**settings: Any) -> Iterator[Daemon]:
                     f'path = "{workdir / "s.sock"}"',
                     "[auth]",
                     f'profiles_path = "{profiles}"',
+                    *extra_config,
                     "",
                 ]
             )
@@ -128,6 +132,7 @@ def running_daemon(**settings: Any) -> Iterator[Daemon]:
             [sys.executable, "-m", "supervisor.cli", "--config", str(config), "run"],
             stdout=subprocess.DEVNULL,
             stderr=log,
+            env={**os.environ, **(env or {})},
         )
         daemon = Daemon(
             process=process,

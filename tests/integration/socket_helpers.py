@@ -16,8 +16,9 @@ from typing import Any
 import anyio
 
 from supervisor.config import SocketConfig
+from supervisor.probes import peer_credentials
 from supervisor.profiles import ProfileBook, create_token
-from supervisor.surfaces.socket_server import serve_socket
+from supervisor.surfaces.socket_server import CredentialsReader, serve_socket
 from supervisor.unix_stream import connect_unix_stream
 from tests.actors.harness import INSTANCE, REPO, Harness
 from tests.actors.helpers_app import SettledHarness, harness
@@ -101,11 +102,24 @@ class Served:
 
 
 @asynccontextmanager
-async def serve(h: Harness, config: SocketConfig, profiles: ProfileBook) -> AsyncIterator[Path]:
+async def serve(
+    h: Harness,
+    config: SocketConfig,
+    profiles: ProfileBook,
+    *,
+    credentials: CredentialsReader = peer_credentials,
+) -> AsyncIterator[Path]:
     """Run ``serve_socket`` for the supervisor in ``h`` until the block ends."""
     async with anyio.create_task_group() as tg:
         path: Path = await tg.start(
-            partial(serve_socket, h.handle, settings=config, profiles=profiles, probes=h.probes)
+            partial(
+                serve_socket,
+                h.handle,
+                settings=config,
+                profiles=profiles,
+                probes=h.probes,
+                credentials=credentials,
+            )
         )
         try:
             yield path
@@ -114,13 +128,19 @@ async def serve(h: Harness, config: SocketConfig, profiles: ProfileBook) -> Asyn
 
 
 @asynccontextmanager
-async def served(tmp_path: Path, sock_dir: Path, **socket: Any) -> AsyncIterator[Served]:
+async def served(
+    tmp_path: Path,
+    sock_dir: Path,
+    *,
+    credentials: CredentialsReader = peer_credentials,
+    **socket: Any,
+) -> AsyncIterator[Served]:
     """A harness supervisor, with this process scripted alive, served on ``sock_dir``."""
     book, tokens = write_profiles(tmp_path)
     config = SocketConfig(path=sock_dir / "s.sock", **socket)
     async with harness(tmp_path) as h:
         h.probes.set(os.getpid(), alive=True, start_time=SELF_START, cwd=REPO)
-        async with serve(h, config, book) as path:
+        async with serve(h, config, book, credentials=credentials) as path:
             yield Served(h=h, path=path, config=config, profiles=book, tokens=tokens)
 
 

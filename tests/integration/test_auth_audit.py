@@ -30,7 +30,8 @@ async def test_a_wrong_token_leaves_an_audit_row_and_a_warning() -> None:
         missing = AsyncClient(daemon.socket, token=None, timeout=30.0)
         try:
             plan = await _refused(wrong, "plan")
-            status = await _refused(missing, "status")
+            # (status would be answered: the socket's owner needs no token for it)
+            status = await _refused(missing, "snapshot")
         finally:
             await wrong.aclose()
             await missing.aclose()
@@ -50,7 +51,7 @@ async def test_a_wrong_token_leaves_an_audit_row_and_a_warning() -> None:
     assert (plan.remote_code, status.remote_code) == ("unauthenticated", "unauthenticated")
     assert [(actor, role, action) for actor, role, action, _, _ in rows] == [
         (None, None, "plan"),
-        (None, None, "status"),
+        (None, None, "snapshot"),
     ]
     details = [json.loads(detail) for *_, detail in rows]
     assert [d["reasons"] for d in details] == [
@@ -66,5 +67,5 @@ async def test_a_wrong_token_leaves_an_audit_row_and_a_warning() -> None:
     warnings = [line for line in lines if line["event"] == "unauthenticated_request"]
     assert [(w["level"], w["action"]) for w in warnings] == [
         ("warning", "plan"),
-        ("warning", "status"),
+        ("warning", "snapshot"),
     ]

@@ -128,7 +128,7 @@ async def test_clients_reconnect_after_a_server_restart(tmp_path: Path, sock_dir
 async def test_error_frames_raise_typed_errors(tmp_path: Path, sock_dir: Path) -> None:
     async with served(tmp_path, sock_dir) as s, AsyncClient(s.path) as client:
         with pytest.raises(RemoteUnauthenticated) as unauthenticated:
-            await client.status()
+            await client.snapshot()
         assert isinstance(unauthenticated.value, PermissionDenied)
         assert unauthenticated.value.to_dict()["error"] == "unauthenticated"
         with pytest.raises(RemoteProtocolError) as unknown:

@@ -158,7 +158,9 @@ async def test_a_child_whose_start_time_cannot_be_read_is_not_vouched_for(
 async def test_operator_ops_need_a_valid_token(tmp_path: Path, sock_dir: Path, op: str) -> None:
     args = {"candidate_fingerprint": "c", "scope_fingerprint": "s"} if op == "apply" else {}
     async with served(tmp_path, sock_dir) as s:
-        for token in (None, "not-a-token", ""):
+        # The socket's owner may read status without a token (see the tests below).
+        tokens = ("not-a-token",) if op == "status" else (None, "not-a-token", "")
+        for token in tokens:
             async with AsyncClient(s.path, token=token) as client:
                 with pytest.raises(RemoteUnauthenticated) as refused:
                     await client.request(op, args)
@@ -224,6 +226,39 @@ async def test_status_summarises_the_supervisor(tmp_path: Path, sock_dir: Path) 
             refused = await client.status()
         assert refused["success"] is False
         assert refused["permission"]["missing_operation"] == "gitea.read"
+
+
+@pytest.mark.anyio
+async def test_status_without_a_token_is_answered_for_the_sockets_owner(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    async with served(tmp_path, sock_dir) as s:
+        async with AsyncClient(s.path, token=s.tokens["ops-author"]) as worker:
+            await worker.register(claims())
+        async with AsyncClient(s.path) as owner:
+            status = await owner.status()
+    assert status["success"] is True
+    assert status["authenticated_by"] == "peer_uid"
+    assert status["profile"] is None
+    assert status["fleet"]["available"] is True
+    assert status["fleet"]["by_ownership"] == {"live": 1}
+    assert status["fleet"]["active_by_namespace"] == {"author": 1}
+
+
+@pytest.mark.anyio
+async def test_status_without_a_token_from_another_uid_is_unauthenticated(
+    tmp_path: Path, sock_dir: Path
+) -> None:
+    def stranger(sock: socket.socket) -> tuple[int, int, int]:
+        return os.getpid(), os.geteuid() + 1, os.getegid()
+
+    async with served(tmp_path, sock_dir, credentials=stranger) as s:
+        async with AsyncClient(s.path) as client:
+            with pytest.raises(RemoteUnauthenticated) as refused:
+                await client.status()
+        assert "uid that runs the supervisor" in refused.value.detail
+        async with AsyncClient(s.path, token=s.token) as client:
+            assert (await client.status())["authenticated_by"] == "token"
 
 
 # --- fuzzing ---------------------------------------------------------------------------
@@ -334,7 +369,10 @@ def _bad_frames(draw: st.DrawFn) -> tuple[str, bytes]:
             "snapshot": {"expected_manifest": [junk]},
             "apply": {"candidate_fingerprint": "c", "worker_identities": [junk]},
         }.get(op, {"canonical_repository": junk})
-        return kind, _compact({"op": op, "args": args})
+        # status ignores its args and needs no token from the socket's owner (this test):
+        # a token that proves nothing keeps it a refusal.
+        token = {"token": "proves-nothing"} if op == "status" else {}
+        return kind, _compact({"op": op, "args": args, **token})
     if kind == "deep":
         return kind, b'{"op":"heartbeat","args":' + draw(_deep).encode() + b"}"
     size = draw(st.integers(min_value=_FUZZ_FRAME_LIMIT + 1, max_value=3 * _FUZZ_FRAME_LIMIT))

@@ -163,7 +163,7 @@ async def test_pipelined_frames_are_answered_in_order(tmp_path: Path, sock_dir: 
     async with served(tmp_path, sock_dir) as s:
         frames: list[dict[str, Any]] = [
             {"id": "a", "op": "nope"},
-            {"id": "b", "op": "status"},
+            {"id": "b", "op": "snapshot"},
             {"id": "c", "op": "register", "args": {"claims": claims()}},
         ]
         payload = b"".join(encode(f) for f in frames) + b"not json\n\n"
@@ -299,7 +299,7 @@ async def test_pipelined_heartbeats_are_judged_one_by_one_in_order(
                 _beat(reg, "2", fencing_epoch=reg["fencing_epoch"] + 1),
                 _beat(reg, "3", pid=foreign_pid),
                 b'{"id":"4","op":"heartbeat","args":{}}\n',
-                encode({"id": "5", "op": "status"}),
+                encode({"id": "5", "op": "plan"}),
                 _beat(reg, "6"),
                 _beat(reg, "7", worker_identity="wkr-unknown"),
             ]

@@ -16,7 +16,7 @@ STAMP_3 = "2024-05-01T10:10:00.000000Z"
 
 
 def registration(worker_identity: str = "wrk-1", **overrides: Any) -> dict[str, Any]:
-    """A complete, plausible v2 registration row."""
+    """A complete, plausible registration row of the current schema."""
     row: dict[str, Any] = {
         "worker_identity": worker_identity,
         "client_name": "codex",
@@ -47,6 +47,9 @@ def registration(worker_identity: str = "wrk-1", **overrides: Any) -> dict[str, 
         "host_id": "host-a",
         "boot_id": "boot-1",
         "process_start_time": "123456",
+        # Version 4: no launching client recorded (not started by the exec sidecar).
+        "client_pid": None,
+        "client_process_start_time": None,
     }
     row.update(overrides)
     return row

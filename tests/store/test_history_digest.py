@@ -149,6 +149,9 @@ async def test_rows_terminal_before_the_upgrade_enter_the_digest(tmp_path: Path)
     with closing(sqlite3.connect(path)) as conn, conn:
         for index, status in enumerate(("active", "retired", "released")):
             row = _row(index, index, status)
+            # Columns a later version adds are not there yet at version 3.
+            for later in ("client_pid", "client_process_start_time"):
+                row.pop(later, None)
             names = ", ".join(row)
             marks = ", ".join("?" * len(row))
             conn.execute(

@@ -1,0 +1,110 @@
+"""Workers that outlive the client that launched them: a finding, never a retirement."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical import canon
+from .evidence import UNKNOWN, EvidenceMap, row_pid
+from .liveness import STATUS_ACTIVE
+
+__all__ = [
+    "REASON_CLIENT_EXITED",
+    "REASON_CLIENT_PID_REUSED",
+    "OrphanFinding",
+    "client_pids",
+    "find_orphans",
+    "orphan_dict",
+]
+
+#: The launching client's pid is not running on this host any more.
+REASON_CLIENT_EXITED = "launching_client_exited"
+#: The pid runs, but as another process: the client that launched the worker is gone.
+REASON_CLIENT_PID_REUSED = "launching_client_pid_reused"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OrphanFinding:
+    worker_identity: str
+    namespace: str | None
+    client_instance_id: str | None
+    pid: int | None
+    client_pid: int
+    reason_code: str
+    detail: str
+
+
+def _client_pid(row: Mapping[str, Any]) -> int | None:
+    return row_pid({"pid": row.get("client_pid")})
+
+
+def _candidate(row: Mapping[str, Any], host_id: str | None) -> int | None:
+    """The client pid this host's probes can speak for, on an active row; else None."""
+    if canon(row.get("status")) != STATUS_ACTIVE or not host_id:
+        return None
+    if canon(row.get("host_id")) != host_id:
+        return None  # another machine's pid numbers mean nothing here
+    return _client_pid(row)
+
+
+def client_pids(rows: Iterable[Mapping[str, Any]], *, current_host_id: str | None) -> set[int]:
+    """The launching-client pids to probe for ``find_orphans``."""
+    return {pid for row in rows if (pid := _candidate(row, current_host_id)) is not None}
+
+
+def find_orphans(
+    rows: Iterable[Mapping[str, Any]], *, evidence: EvidenceMap, current_host_id: str | None
+) -> tuple[OrphanFinding, ...]:
+    """Active rows of this host whose launching client is gone, in identity order.
+
+    A worker already known dead is left to the retirement plan (it is stale, not an
+    orphan), and a client that cannot be probed is not called gone: unknown is never
+    treated as an answer.
+    """
+    found: list[OrphanFinding] = []
+    for row in rows:
+        client = _candidate(row, current_host_id)
+        if client is None:
+            continue
+        worker_pid = row_pid(row)
+        if worker_pid is not None and evidence.get(worker_pid, UNKNOWN).alive is False:
+            continue
+        seen = evidence.get(client, UNKNOWN)
+        recorded = canon(row.get("client_process_start_time")) or None
+        if seen.alive is False:
+            reason = REASON_CLIENT_EXITED
+            detail = f"launching client pid {client} is not running"
+        elif seen.alive and recorded and seen.start_time and seen.start_time != recorded:
+            reason = REASON_CLIENT_PID_REUSED
+            detail = (
+                f"pid {client} now runs another process (start {seen.start_time!r}, "
+                f"the client's was {recorded!r})"
+            )
+        else:
+            continue
+        found.append(
+            OrphanFinding(
+                worker_identity=canon(row.get("worker_identity")),
+                namespace=canon(row.get("namespace")) or None,
+                client_instance_id=canon(row.get("client_instance_id")) or None,
+                pid=worker_pid,
+                client_pid=client,
+                reason_code=reason,
+                detail=detail,
+            )
+        )
+    return tuple(sorted(found, key=lambda f: f.worker_identity))
+
+
+def orphan_dict(finding: OrphanFinding) -> dict[str, Any]:
+    return {
+        "worker_identity": finding.worker_identity,
+        "namespace": finding.namespace,
+        "client_instance_id": finding.client_instance_id,
+        "pid": finding.pid,
+        "client_pid": finding.client_pid,
+        "reason_code": finding.reason_code,
+        "detail": finding.detail,
+    }

@@ -1,0 +1,133 @@
+"""The read-only fleet page: its HTML and the JSON it refreshes from, behind a token/uid gate."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from supervisor.errors import SupervisorError
+from supervisor.handle import SupervisorHandle
+from supervisor.policy.permissions import OP_READ, Profile
+from supervisor.surfaces.fleet_page_html import PAGE_HTML
+from supervisor.surfaces.protocol import to_wire
+from supervisor.surfaces.socket_server import ProfileLookupWithAuth
+
+__all__ = ["OWNER_VIEWER", "PAGE_ROUTES", "FleetPage", "PageResponse"]
+
+#: Who a same-uid visitor is for the snapshot and plan permission checks: read only.
+OWNER_VIEWER = Profile(
+    name="local-owner", role_kind="controller", allowed_operations=frozenset({OP_READ})
+)
+
+PAGE_ROUTES = frozenset({"/", "/api/fleet", "/api/plan"})
+
+_SECURITY_HEADERS = (
+    ("x-frame-options", "DENY"),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    (
+        "content-security-policy",
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+        "connect-src 'self'; img-src 'self' data:",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageResponse:
+    status: int
+    body: bytes
+    content_type: str
+    headers: tuple[tuple[str, str], ...] = _SECURITY_HEADERS
+
+
+def _json(status: int, value: object) -> PageResponse:
+    body = json.dumps(to_wire(value), default=str).encode()
+    return PageResponse(status=status, body=body, content_type="application/json")
+
+
+def _loopback_host(host_header: str) -> bool:
+    """The Host header names this machine by a loopback literal or ``localhost``.
+
+    Why: a page on another site that rebinds its DNS name to 127.0.0.1 would be
+    same-origin with this listener and, running in the user's browser, pass the
+    same-uid check; it cannot make the browser send a loopback Host header.
+    """
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host
+    else:
+        host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class FleetPage:
+    """Answers the page and its two JSON endpoints by asking the actors through the handle."""
+
+    def __init__(self, handle: SupervisorHandle, profiles: ProfileLookupWithAuth | None) -> None:
+        self._handle = handle
+        self._profiles = profiles
+
+    def _caller(
+        self, target: str, headers: Mapping[str, str], peer_uid: int | None
+    ) -> Profile | str:
+        """The profile to act as, or why the request is refused."""
+        if not _loopback_host(headers.get("host", "")):
+            return "the Host header must name a loopback address"
+        token = _token(target, headers)
+        if token:
+            profile = self._profiles.authenticate(token) if self._profiles else None
+            return profile if profile is not None else "the token proves no profile"
+        if peer_uid is not None and peer_uid == os.geteuid():
+            return OWNER_VIEWER
+        return (
+            "this page needs a profile token (?token= or Authorization: Bearer), or a "
+            "browser running as the uid that runs the supervisor"
+        )
+
+    async def respond(
+        self, route: str, target: str, headers: Mapping[str, str], peer_uid: int | None
+    ) -> PageResponse:
+        caller = self._caller(target, headers, peer_uid)
+        if isinstance(caller, str):
+            return _json(401, {"error": "unauthenticated", "detail": caller})
+        if route == "/":
+            return PageResponse(
+                status=200, body=PAGE_HTML.encode(), content_type="text/html; charset=utf-8"
+            )
+        try:
+            if route == "/api/plan":
+                return _json(200, await self._handle.plan(caller))
+            return _json(200, await self._fleet(caller))
+        except SupervisorError as exc:
+            return _json(503, {"error": exc.code, "detail": exc.detail})
+
+    async def _fleet(self, caller: Profile) -> dict[str, Any]:
+        snapshot = dict(await self._handle.snapshot(caller))
+        owners = await self._handle.lease_owners()
+        snapshot["leases"] = {
+            "readable": owners.readable,
+            "active_lease_count": owners.active_lease_count,
+            "detail": owners.detail,
+            "owners": to_wire(owners.owners),
+        }
+        snapshot["viewer"] = caller.name
+        return snapshot
+
+
+def _token(target: str, headers: Mapping[str, str]) -> str | None:
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    values = parse_qs(urlsplit(target).query).get("token")
+    return values[0] if values else None

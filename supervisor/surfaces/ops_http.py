@@ -1,0 +1,204 @@
+"""The operations HTTP listener on loopback: /metrics, /healthz, /readyz and the fleet page."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+import anyio
+import h11
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus
+
+from supervisor.errors import SupervisorError, Unavailable
+from supervisor.handle import SupervisorHandle
+from supervisor.health import HealthReport
+from supervisor.logs import get_logger
+from supervisor.metrics import CONTENT_TYPE_LATEST, FleetGauges, Metrics
+from supervisor.surfaces.fleet_page import PAGE_ROUTES, FleetPage
+from supervisor.tcp_peer import PeerUidLookup, loopback_peer_uid
+
+__all__ = ["OpsRoutes", "Response", "ops_listener", "serve_ops_http"]
+
+_log = get_logger(surface="ops_http")
+
+#: A request line plus headers beyond this is not a scraper or a health probe.
+_MAX_REQUEST_BYTES = 16 * 1024
+#: How long a client may take to send its request, and to take the answer.
+_IO_SECONDS = 10.0
+_JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Response:
+    status: int
+    body: bytes
+    content_type: str = _JSON
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def _json(status: int, value: object) -> Response:
+    return Response(status=status, body=json.dumps(value, indent=1).encode() + b"\n")
+
+
+class OpsRoutes:
+    """Answers each path by asking the actors (through the handle); holds no fleet state."""
+
+    def __init__(
+        self,
+        handle: SupervisorHandle,
+        metrics: Metrics,
+        health: Callable[[], Awaitable[HealthReport]],
+        page: FleetPage | None = None,
+    ) -> None:
+        self._handle = handle
+        self._metrics = metrics
+        self._health = health
+        self._page = page
+
+    async def respond(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str] | None = None,
+        peer_uid: int | None = None,
+    ) -> Response:
+        """``headers`` keys are lower-case; ``peer_uid`` is the client's, when known."""
+        if method not in ("GET", "HEAD"):
+            return _json(405, {"error": "method_not_allowed", "detail": "only GET and HEAD"})
+        route = path.split("?", 1)[0]
+        if self._page is not None and route in PAGE_ROUTES:
+            page = await self._page.respond(route, path, headers or {}, peer_uid)
+            return Response(
+                status=page.status,
+                body=page.body,
+                content_type=page.content_type,
+                headers=page.headers,
+            )
+        if route == "/metrics":
+            body = self._metrics.render(await self._gauges())
+            return Response(status=200, body=body, content_type=CONTENT_TYPE_LATEST)
+        if route in ("/healthz", "/readyz"):
+            report = await self._health()
+            ok = report.healthy if route == "/healthz" else report.ready
+            return _json(200 if ok else 503, report.as_dict())
+        return _json(404, {"error": "not_found", "detail": f"no route {route[:100]!r}"})
+
+    async def _gauges(self) -> FleetGauges:
+        try:
+            counts = await self._handle.fleet_counts()
+            owners = await self._handle.lease_owners()
+        except SupervisorError as exc:
+            # Counters still render; the gauges say they could not be computed.
+            _log.warning("metrics_gauges_unavailable", error=exc.detail)
+            return FleetGauges(available=False)
+        return FleetGauges(
+            workers=counts.workers,
+            orphaned=counts.orphaned,
+            active_leases=owners.active_lease_count,
+            available=True,
+        )
+
+
+def ops_listener(host: str, port: int) -> socket.socket:
+    """A listening socket on loopback ``host:port`` (claimed at start-up); ``Unavailable``
+    when the port cannot be had. ``host`` must already be a loopback IP (config check)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen()
+    except OSError as exc:
+        sock.close()
+        raise Unavailable(f"ops HTTP cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return sock
+
+
+async def serve_ops_http(
+    routes: OpsRoutes,
+    *,
+    sock: socket.socket | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    peer_uid: PeerUidLookup = loopback_peer_uid,
+    task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve until cancelled on ``sock`` (else on a new listener at ``host:port``);
+    reports the base URL (with the bound port) once listening.
+
+    ``peer_uid`` tells which uid a connection comes from (the page's same-uid gate).
+    """
+    listener = await SocketListener.from_socket(
+        sock if sock is not None else ops_listener(host, port)
+    )
+    async with listener:
+        bound = listener.extra(SocketAttribute.local_address)
+        bound_host, bound_port = str(bound[0]), int(bound[1])
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        url = f"http://{shown}:{bound_port}"
+        _log.info("ops_http_listening", url=url)
+        task_status.started(url)
+
+        async def serve_one(stream: SocketStream) -> None:
+            async with stream:
+                try:
+                    await _exchange(stream, routes, peer_uid)
+                except Exception:
+                    # One client's failure is its own; the listener carries on.
+                    _log.exception("ops_http_request_failed")
+
+        await listener.serve(serve_one)
+
+
+def _uid_of(stream: SocketStream, lookup: PeerUidLookup) -> int | None:
+    ours = stream.extra(SocketAttribute.local_address)
+    peer = stream.extra(SocketAttribute.remote_address)
+    if not isinstance(ours, tuple) or not isinstance(peer, tuple):
+        return None
+    return lookup((str(ours[0]), int(ours[1])), (str(peer[0]), int(peer[1])))
+
+
+async def _exchange(stream: SocketStream, routes: OpsRoutes, lookup: PeerUidLookup) -> None:
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
+    request: h11.Request | None = None
+    with anyio.move_on_after(_IO_SECONDS):
+        while request is None:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                try:
+                    data = await stream.receive(_MAX_REQUEST_BYTES)
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    data = b""
+                try:
+                    conn.receive_data(data)
+                except h11.RemoteProtocolError:
+                    return
+                if not data:
+                    return
+                continue
+            if isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.ConnectionClosed):
+                return
+    if request is None:
+        return
+    method = request.method.decode("ascii", "replace")
+    target = request.target.decode("ascii", "replace")
+    received = {
+        name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers
+    }
+    response = await routes.respond(method, target, received, _uid_of(stream, lookup))
+    headers = [
+        ("content-type", response.content_type),
+        ("content-length", str(len(response.body))),
+        ("cache-control", "no-store"),
+        ("connection", "close"),
+        *response.headers,
+    ]
+    with anyio.move_on_after(_IO_SECONDS):
+        await stream.send(conn.send(h11.Response(status_code=response.status, headers=headers)))
+        if method != "HEAD":
+            await stream.send(conn.send(h11.Data(data=response.body)))
+        await stream.send(conn.send(h11.EndOfMessage()))
