@@ -355,6 +355,8 @@ class SnapshotRequest:
     canonical_repository: str | None = None
     expected_manifest: tuple[ManifestEntry, ...] = ()
     expected_live_revision: str | None = None
+    #: List every released, superseded and retired row too (reads all of history).
+    include_history: bool = False
     reply: Reply[Mapping[str, Any]]
 
 

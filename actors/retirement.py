@@ -242,7 +242,11 @@ class RetirementActor:
         except _Refused as refused:
             await self._audit_refusal(request.profile, "snapshot", refused)
             raise
-        inputs = await read_plan_inputs(self._store)
+        if request.include_history:
+            # Every row, so historical_workers lists them; history=None says so.
+            inputs = PlanInputs(rows=await self._store.read_registrations(), history=None)
+        else:
+            inputs = await read_plan_inputs(self._store)
         evidence = await self._evidence(inputs.rows)
         snap = await self._snapshot(
             inputs,

@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true", help="machine-readable output")
         if name in ("snapshot", "plan", "apply"):
             sub.add_argument("--canonical-repository")
+        if name == "snapshot":
+            sub.add_argument(
+                "--history",
+                action="store_true",
+                help="also list released, superseded and retired rows (reads all history)",
+            )
         if name == "plan":
             _plan_listing_arguments(sub)
         if name == "status":
@@ -224,7 +230,10 @@ def _operator(args: argparse.Namespace, settings: Settings) -> int:
             _emit(result, args.json, format_status)
             return EXIT_OK if result.get("success", True) else EXIT_REFUSED
         if args.command == "snapshot":
-            result = client.snapshot(canonical_repository=args.canonical_repository)
+            result = client.snapshot(
+                canonical_repository=args.canonical_repository,
+                include_history=args.history,
+            )
             _emit(result, args.json, format_snapshot)
             ok = result.get("success", True) and result.get("live_fleet_safe", False)
             return EXIT_OK if ok else EXIT_REFUSED

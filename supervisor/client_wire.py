@@ -155,11 +155,14 @@ def snapshot_args(
     canonical_repository: str | None,
     expected_manifest: Sequence[Mapping[str, Any]] | None,
     expected_live_revision: str | None,
+    include_history: bool = False,
 ) -> dict[str, Any]:
     args: dict[str, Any] = {
         "canonical_repository": canonical_repository,
         "expected_live_revision": expected_live_revision,
     }
+    if include_history:
+        args["include_history"] = True
     if expected_manifest is not None:
         args["expected_manifest"] = [dict(entry) for entry in expected_manifest]
     return args

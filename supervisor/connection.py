@@ -144,8 +144,11 @@ class AsyncClient:
         canonical_repository: str | None = None,
         expected_manifest: Sequence[Mapping[str, Any]] | None = None,
         expected_live_revision: str | None = None,
+        include_history: bool = False,
     ) -> Mapping[str, Any]:
-        args = snapshot_args(canonical_repository, expected_manifest, expected_live_revision)
+        args = snapshot_args(
+            canonical_repository, expected_manifest, expected_live_revision, include_history
+        )
         return await self.request("snapshot", args)
 
     async def plan(
@@ -290,8 +293,11 @@ class Client:
         canonical_repository: str | None = None,
         expected_manifest: Sequence[Mapping[str, Any]] | None = None,
         expected_live_revision: str | None = None,
+        include_history: bool = False,
     ) -> Mapping[str, Any]:
-        args = snapshot_args(canonical_repository, expected_manifest, expected_live_revision)
+        args = snapshot_args(
+            canonical_repository, expected_manifest, expected_live_revision, include_history
+        )
         return self.request("snapshot", args)
 
     def plan(

@@ -143,6 +143,7 @@ class SupervisorHandle(ControlPlaneCalls):
         canonical_repository: str | None = None,
         expected_manifest: Sequence[ManifestEntry] = (),
         expected_live_revision: str | None = None,
+        include_history: bool = False,
     ) -> Mapping[str, Any]:
         result: Mapping[str, Any] = await ask(
             self._retirement,
@@ -151,6 +152,7 @@ class SupervisorHandle(ControlPlaneCalls):
                 canonical_repository=canonical_repository,
                 expected_manifest=tuple(expected_manifest),
                 expected_live_revision=expected_live_revision,
+                include_history=include_history,
                 reply=reply,
             ),
             actor="retirement",

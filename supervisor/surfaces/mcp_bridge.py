@@ -95,6 +95,7 @@ class SocketToolBackend(SocketControlCalls):
         canonical_repository: str | None,
         expected_manifest: Sequence[ManifestEntry],
         expected_live_revision: str | None,
+        include_history: bool = False,
     ) -> Mapping[str, Any]:
         del profile  # the daemon authenticates the token instead
         with unanswered_as_unavailable():
@@ -102,6 +103,7 @@ class SocketToolBackend(SocketControlCalls):
                 canonical_repository=canonical_repository,
                 expected_manifest=[_manifest_frame(e) for e in expected_manifest],
                 expected_live_revision=expected_live_revision,
+                include_history=include_history,
             )
 
     async def plan(

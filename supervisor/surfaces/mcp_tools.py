@@ -75,6 +75,7 @@ class ToolBackend(Protocol):
         canonical_repository: str | None,
         expected_manifest: Sequence[ManifestEntry],
         expected_live_revision: str | None,
+        include_history: bool = False,
     ) -> Mapping[str, Any]: ...
 
     async def plan(
@@ -274,6 +275,7 @@ def build_mcp_server(
         canonical_repository: str | None = None,
         expected_manifest: list[dict[str, Any]] | None = None,
         expected_live_revision: str | None = None,
+        include_history: bool = False,
     ) -> dict[str, Any]:
         """Read-only: classify every worker registration and the live fleet.
 
@@ -292,6 +294,9 @@ def build_mcp_server(
                 namespaces; live instances off the list and listed instances that
                 are not live become blockers.
             expected_live_revision: Revision live workers are expected to run.
+            include_history: Also list every released, superseded and retired
+                registration in workers and historical_workers (otherwise history
+                is only counted); costs a read of the whole registry.
         """
         manifest = _parsed(parse_manifest, expected_manifest)
         answer = await _answer(
@@ -301,6 +306,7 @@ def build_mcp_server(
                 canonical_repository=_optional_text(canonical_repository),
                 expected_manifest=manifest,
                 expected_live_revision=_optional_text(expected_live_revision),
+                include_history=include_history is True,
             ),
         )
         return fit_result(answer, _body_budget(max_result_bytes))

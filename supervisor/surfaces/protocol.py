@@ -126,6 +126,7 @@ class SnapshotArgs:
     canonical_repository: str | None
     expected_manifest: tuple[ManifestEntry, ...]
     expected_live_revision: str | None
+    include_history: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,11 +187,16 @@ def _bounded(args: Mapping[str, Any], name: str, default: int, low: int, high: i
     return value
 
 
+def _flag(args: Mapping[str, Any], name: str) -> bool:
+    value = args.get(name, False)
+    if not isinstance(value, bool):
+        raise ProtocolError(f"args.{name} must be a boolean")
+    return value
+
+
 def parse_plan_query(args: Mapping[str, Any]) -> PlanQuery:
     """What of a plan to list (see ``plan_pages.PlanQuery``); absent keys take defaults."""
-    full = args.get("full", False)
-    if not isinstance(full, bool):
-        raise ProtocolError("args.full must be a boolean")
+    full = _flag(args, "full")
     reason = _text(args, "reason")
     if reason is not None and reason not in PLAN_REASON_CODES:
         raise ProtocolError(f"args.reason must be one of {sorted(PLAN_REASON_CODES)}")
@@ -299,6 +305,7 @@ def _args(op: str, args: Mapping[str, Any]) -> Args:
             canonical_repository=_text(args, "canonical_repository"),
             expected_manifest=parse_manifest(args.get("expected_manifest")),
             expected_live_revision=_text(args, "expected_live_revision"),
+            include_history=_flag(args, "include_history"),
         )
     if op == "plan":
         return PlanArgs(

@@ -357,6 +357,7 @@ class _SocketServer:
                     canonical_repository=args.canonical_repository,
                     expected_manifest=args.expected_manifest,
                     expected_live_revision=args.expected_live_revision,
+                    include_history=args.include_history,
                 )
             case "plan", PlanArgs() as args:
                 return await self._handle.plan(

@@ -126,3 +126,26 @@ async def test_namespace_and_instance_filters_list_matching_entries_only(tmp_pat
         assert alive["preserved"] == []
         assert alive["candidate_worker_identities"]  # candidates are always listed
         assert all(c["reason_code"] == REASON_ELIGIBLE for c in alive["candidates"])
+
+
+async def test_a_snapshot_lists_history_only_when_asked(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h:
+        fleet = await _fleet(h)
+        gone = sorted(str(r["worker_identity"]) for r in fleet["gone"])
+
+        def listed(snap: Mapping[str, Any], key: str) -> list[str]:
+            return sorted(str(w["worker_identity"]) for w in snap[key])
+
+        counted = await h.handle.snapshot(READER)
+        listing = await h.handle.snapshot(READER, include_history=True)
+
+        # By default history is counted, not read row by row.
+        assert counted["historical_worker_count"] == listing["historical_worker_count"] == 3
+        assert counted["historical_workers"] == []
+        assert listed(listing, "historical_workers") == gone
+        assert {w["status"] for w in listing["historical_workers"]} == {"released"}
+        # Both readings agree on everything that is not history.
+        for key in ("live_workers", "stale_workers"):
+            assert listed(counted, key) == listed(listing, key), key
+        assert counted["registry_fingerprint"] == listing["registry_fingerprint"]
+        assert counted["live_fleet_safe"] == listing["live_fleet_safe"]

@@ -37,9 +37,9 @@ def launch_env(daemon: Daemon) -> dict[str, dict[str, str]]:
     return {name.removeprefix("gitea-"): entry["env"] for name, entry in servers.items()}
 
 
-def snapshot(daemon: Daemon) -> Mapping[str, Any]:
+def snapshot(daemon: Daemon, *, include_history: bool = False) -> Mapping[str, Any]:
     with daemon.client() as client:
-        return client.snapshot()
+        return client.snapshot(include_history=include_history)
 
 
 async def wait_for(predicate: Any, *, what: str, show: Any = None) -> None:

@@ -57,8 +57,9 @@ def reporting() -> Iterator[Daemon]:
 
 
 def _rows(daemon: Daemon) -> list[Mapping[str, Any]]:
+    # Released rows are history, listed only when it is asked for.
     with daemon.client() as client:
-        return list(client.snapshot()["workers"])
+        return list(client.snapshot(include_history=True)["workers"])
 
 
 def _snapshot(daemon: Daemon) -> Mapping[str, Any]:

@@ -59,7 +59,8 @@ async def test_a_forwarded_stop_signal_releases_the_row(
             assert sidecar.stdout.readline() == b"ready\n"
 
             def rows() -> dict[str, str]:
-                workers = snapshot(daemon)["workers"]
+                # A released row is history: listed only when history is asked for.
+                workers = snapshot(daemon, include_history=True)["workers"]
                 return {w["worker_identity"]: w["status"] for w in workers if w["pid"] == child}
 
             child = _only_child(sidecar.pid)

@@ -50,6 +50,7 @@ class Recorder:
         canonical_repository: str | None,
         expected_manifest: Sequence[ManifestEntry],
         expected_live_revision: str | None,
+        include_history: bool = False,
     ) -> Mapping[str, Any]:
         return self._record(
             "snapshot",
@@ -57,6 +58,7 @@ class Recorder:
             canonical_repository=canonical_repository,
             expected_manifest=expected_manifest,
             expected_live_revision=expected_live_revision,
+            include_history=include_history,
         )
 
     async def plan(
@@ -136,7 +138,15 @@ async def test_blank_optional_strings_mean_not_given() -> None:
         "canonical_repository": None,
         "expected_manifest": (),
         "expected_live_revision": None,
+        "include_history": False,
     }
+
+
+async def test_include_history_reaches_the_backend() -> None:
+    backend = Recorder()
+    await structured(backend, SNAPSHOT_TOOL, include_history=True)
+    [(_, _, snapshot)] = backend.calls
+    assert snapshot["include_history"] is True
 
 
 async def test_manifest_entries_reach_the_backend_as_manifest_entries() -> None:

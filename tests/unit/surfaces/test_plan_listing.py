@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from supervisor.cli_format import format_plan
+from supervisor.client_wire import snapshot_args
 from supervisor.errors import ProtocolError
 from supervisor.policy.plan_pages import DEFAULT_PAGE, PlanQuery, query_args
 from supervisor.policy.reasons import REASON_ALREADY_TERMINAL
 from supervisor.surfaces.mcp_size import fit_result
-from supervisor.surfaces.protocol import PlanArgs, decode_request, parse_plan_query
+from supervisor.surfaces.protocol import PlanArgs, SnapshotArgs, decode_request, parse_plan_query
 
 
 def test_absent_listing_arguments_mean_the_compact_default() -> None:
@@ -112,3 +113,23 @@ def test_the_cli_prints_the_summary_and_the_complete_apply_command() -> None:
         "--candidate-fingerprint candidatefp-c --workers w-1,w-2"
     ) in text
     assert DEFAULT_PAGE == 50
+
+
+def _snapshot_args(args: dict[str, Any]) -> SnapshotArgs:
+    frame = {"v": 1, "id": "1", "op": "snapshot", "args": args}
+    parsed = decode_request(json.dumps(frame).encode()).args
+    assert isinstance(parsed, SnapshotArgs)
+    return parsed
+
+
+def test_a_snapshot_lists_history_only_when_the_frame_asks() -> None:
+    assert _snapshot_args({}).include_history is False
+    assert _snapshot_args({"include_history": True}).include_history is True
+    assert snapshot_args(None, None, None, include_history=True)["include_history"] is True
+    assert "include_history" not in snapshot_args(None, None, None)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_a_non_boolean_include_history_is_refused(value: Any) -> None:
+    with pytest.raises(ProtocolError, match="include_history"):
+        _snapshot_args({"include_history": value})
