@@ -132,14 +132,20 @@ async function previewPlan() {
   const target = document.getElementById("plan");
   try {
     const plan = await getJSON("/api/plan");
+    // The plan is compact: candidates in full, preserved rows as groups per reason
+    // code with a count and the first examples.
+    const groups = plan.preserved_summary || [];
+    const examples = groups.flatMap(g => g.examples.map(e => ({...e, reason_code: g.reason_code})));
     const table = el("table");
-    fill(table, ["worker", "reason code", "pid", "namespace"],
-      [...plan.candidates, ...plan.preserved].map(e => [e.worker_identity, e.reason_code,
-        e.evidence.pid, e.evidence.namespace]));
+    fill(table, ["worker", "reason code", "detail"],
+      [...plan.candidates, ...examples].map(e => [e.worker_identity, e.reason_code, e.detail]));
     target.className = "";
     target.replaceChildren(
       el("div", "candidates " + plan.candidate_count + ", preserved " + plan.preserved_count +
-        ", candidate_fingerprint " + plan.candidate_fingerprint), table);
+        ", candidate_fingerprint " + plan.candidate_fingerprint),
+      el("div", "preserved by reason: " +
+        (groups.map(g => g.reason_code + " " + g.count).join(", ") || "none")),
+      table);
     target.dataset.loaded = "1";
   } catch (err) {
     target.textContent = "plan failed: " + err.message;

@@ -19,6 +19,7 @@ from actors.liveness import LivenessSettings
 from actors.messages import LivenessStatus, Verdict
 from supervisor.app import Supervisor, running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
+from supervisor.policy.plan_pages import PlanQuery
 from supervisor.probes import LocalProbes, pidfd_supported
 from supervisor.store.sqlite import open_sqlite_store
 from tests.actors.harness import (
@@ -202,7 +203,7 @@ async def test_unreaped_zombie_worker_is_not_live_and_does_not_block_retirement(
                 worker = _worker(snapshot, identity)
                 assert (worker["live"], worker["liveness"]["pid_alive"]) == (False, False)
                 assert snapshot["live_worker_count"] == 0
-                plan = await handle.plan(READER)
+                plan = await handle.plan(READER, query=PlanQuery(full=True))
                 (preserved,) = plan["preserved"]
                 assert preserved["reason_code"] == "heartbeat_not_expired"
 
