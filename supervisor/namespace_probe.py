@@ -8,10 +8,9 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp import Client, StdioServerParameters
 
 from supervisor.policy.namespace_health import (
     DEFAULT_NAMESPACES,
@@ -19,6 +18,9 @@ from supervisor.policy.namespace_health import (
     classify_namespace_probe,
     required_tool_for,
 )
+
+if TYPE_CHECKING:
+    from mcp import StdioServerParameters
 
 __all__ = ["add_probe_parser", "default_mcp_config_path", "probe_namespace", "run_probe_command"]
 
@@ -68,6 +70,10 @@ async def _handshake(
     params: StdioServerParameters, tool: str, time_limit: float
 ) -> tuple[list[str] | None, dict[str, Any]]:
     """initialize/initialized, tools/list, tools/call: (listed tools, probe result)."""
+    # The SDK is imported here, not at module level: the CLI registers this command's
+    # parser for every command, and `run` or `exec` must not load the MCP stack.
+    from mcp import Client
+
     listed: list[str] | None = None
     try:
         with anyio.fail_after(time_limit):
@@ -105,6 +111,8 @@ async def probe_namespace(
             configured=False,
             probe_source=PROBE_SOURCE_OFFLINE,
         )
+    from mcp import StdioServerParameters  # lazily, like _handshake's Client
+
     env = {str(k): str(v) for k, v in (entry.get("env") or {}).items()}
     params = StdioServerParameters(
         command=entry["command"],

@@ -1,0 +1,33 @@
+"""The CLI and the daemon's start-up path do not load the MCP SDK or pydantic."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("mcp", "pydantic", "starlette", "uvicorn")
+
+
+@pytest.mark.parametrize(
+    "modules",
+    [
+        ("supervisor.cli",),
+        # What `fleet-supervisor run` imports before it serves (no MCP HTTP configured).
+        ("supervisor.cli", "supervisor.service", "supervisor.app"),
+        ("supervisor.cli", "supervisor.exec_sidecar"),
+    ],
+)
+def test_light_commands_leave_the_mcp_stack_unloaded(modules: tuple[str, ...]) -> None:
+    # A fresh interpreter: this test process has long imported the SDK for other tests.
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]", out.stdout
