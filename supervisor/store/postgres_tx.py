@@ -193,15 +193,13 @@ class PostgresWriteTx:
         stamp_column: str | None,
         stamp: str | None,
     ) -> bool:
-        rowmap.validate_status_change(
+        params = rowmap.status_params(
+            worker_identity,
             expected_status=expected_status,
             new_status=new_status,
             stamp_column=stamp_column,
             stamp=stamp,
         )
-        params: tuple[Any, ...] = (worker_identity, expected_status, new_status)
-        if stamp_column is not None:
-            params = (*params, stamp)
         statement = sql.set_status(POSTGRESQL, stamp_column=stamp_column)
         return await self._live().execute(statement, params) == 1
 

@@ -27,7 +27,7 @@ __all__ = [
     "lease_params",
     "registration_params",
     "retire_params",
-    "validate_status_change",
+    "status_params",
 ]
 
 # The only column set_status may stamp; everything else has its own guarded path.
@@ -67,10 +67,16 @@ def registration_params(row: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[
     return columns, tuple(row[c] for c in columns)
 
 
-def validate_status_change(
-    *, expected_status: str, new_status: str, stamp_column: str | None, stamp: str | None
-) -> None:
-    """Reject status changes that must not go through the plain status path."""
+def status_params(
+    worker_identity: str,
+    *,
+    expected_status: str,
+    new_status: str,
+    stamp_column: str | None,
+    stamp: str | None,
+) -> tuple[Any, ...]:
+    """Parameters for the plain status UPDATE (see sql.set_status), after refusing
+    status changes that must not go through that path."""
     _check_status(expected_status, REGISTRATION_STATUSES, "expected_status")
     _check_status(new_status, REGISTRATION_STATUSES, "new_status")
     if new_status == "retired":
@@ -81,6 +87,8 @@ def validate_status_change(
         raise StoreError(f"set_status cannot stamp column {stamp_column!r}")
     if (stamp_column is None) != (stamp is None):
         raise StoreError("stamp_column and stamp must be given together")
+    params: tuple[Any, ...] = (worker_identity, expected_status, new_status)
+    return params if stamp_column is None else (*params, stamp)
 
 
 def retire_params(
