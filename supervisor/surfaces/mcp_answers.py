@@ -17,15 +17,22 @@ OUTCOME_UNKNOWN = "outcome_unknown"
 
 
 async def tool_answer(
-    call: Awaitable[Mapping[str, Any]], *, mutating: bool, lost: str
+    call: Awaitable[Mapping[str, Any]],
+    *,
+    mutating: bool,
+    lost: str,
+    refused_extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The backend's answer; an error becomes a structured refusal or failure.
 
-    ``lost`` is what to tell the caller when a mutating call's answer never came back.
+    ``lost`` is what to tell the caller when a mutating call's answer never came back;
+    ``refused_extra`` is added to a refusal of a mutating call (what it did not do).
     """
     try:
         return dict(await call)
     except SupervisorError as exc:
+        # Refused before anything ran, so a mutation did nothing. Backends raise
+        # anything else (ActorStopped, Unavailable, ...) when the answer was lost.
         refused = isinstance(exc, ProtocolError | PermissionDenied)
         body: dict[str, Any] = {
             "success": False,
@@ -35,6 +42,8 @@ async def tool_answer(
         }
         if refused or not mutating:
             body["mutation_performed"] = False
+            if refused and mutating and refused_extra:
+                body.update(refused_extra)
             return body
         # The request may have reached the writer before the answer was lost.
         body["outcome"] = OUTCOME_UNKNOWN

@@ -19,12 +19,12 @@ from mcp.types import (
 )
 from pydantic import AnyHttpUrl, ValidationError
 
-from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
+from supervisor.errors import ProtocolError
 from supervisor.policy.permissions import Profile
 from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.policy.snapshot import ManifestEntry
-from supervisor.surfaces.mcp_answers import OUTCOME_FAILED, OUTCOME_UNKNOWN
+from supervisor.surfaces.mcp_answers import OUTCOME_FAILED, OUTCOME_UNKNOWN, tool_answer
 from supervisor.surfaces.mcp_control_tools import ControlToolBackend, register_control_tools
 from supervisor.surfaces.mcp_health_tools import ASSESS_HEALTH_TOOL
 from supervisor.surfaces.mcp_results import flag_error
@@ -53,9 +53,6 @@ TOOL_NAMES = (SNAPSHOT_TOOL, PLAN_TOOL, APPLY_TOOL)
 #: nothing; only these outcomes mean it did its job (see mcp_results).
 _APPLY_DONE = frozenset({OUTCOME_APPLIED, OUTCOME_ALREADY_RETIRED})
 
-#: Errors meaning the request was refused before anything ran, so an apply retired nothing.
-#: Backends must raise anything else (ActorStopped, Unavailable, ...) when the answer was lost.
-_REFUSALS = (ProtocolError, PermissionDenied)
 _T = TypeVar("_T")
 
 ProfileResolver = Callable[[], Profile | None]
@@ -178,35 +175,19 @@ class _FleetServer(MCPServer[Any]):
             raise
 
 
-def _failure(task: str, exc: SupervisorError) -> dict[str, Any]:
-    refused = isinstance(exc, _REFUSALS)
-    body: dict[str, Any] = {
-        "success": False,
-        "outcome": OUTCOME_REFUSED if refused else OUTCOME_FAILED,
-        # to_dict: a relayed error keeps the code the daemon sent.
-        "error": exc.to_dict()["error"],
-        "reasons": [exc.detail],
-    }
-    if refused or task != "apply":
-        body["mutation_performed"] = False
-        if task == "apply":
-            body["retired_count"] = 0
-        return body
-    # The request may have reached the writer before the answer was lost: claiming
-    # "nothing retired" here could be false, so say what is known and how to find out.
-    body["outcome"] = OUTCOME_UNKNOWN
-    body["reasons"].append(
-        "no answer came back, so whether anything was retired is unknown; "
-        "plan again to see the registry as it is now"
-    )
-    return body
+#: What an apply whose answer was lost tells its caller (it may have retired rows).
+_APPLY_LOST = (
+    "no answer came back, so whether anything was retired is unknown; "
+    "plan again to see the registry as it is now"
+)
 
 
 async def _answer(task: str, call: Awaitable[Mapping[str, Any]]) -> dict[str, Any]:
-    try:
-        return dict(await call)
-    except SupervisorError as exc:
-        return _failure(task, exc)
+    if task == "apply":
+        return await tool_answer(
+            call, mutating=True, lost=_APPLY_LOST, refused_extra={"retired_count": 0}
+        )
+    return await tool_answer(call, mutating=False, lost="")
 
 
 def _repository(
