@@ -4,47 +4,34 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_, is_not, itemgetter, not_
 from typing import Any
 
 from .evidence import EvidenceMap
-from .fingerprints import candidate_token, is_history, registry_token, scope_token
+from .fingerprints import candidate_token, registry_token, scope_token
 from .history import HistorySummary, fold_history
 from .plan_facts import (
     REQUIRED_IDENTITY_FIELDS,
     FactsContext,
     RowFacts,
     Verdict,
+    epoch_us,
     row_facts,
 )
 from .plan_memo import PlanMemo
 from .plan_moment import Moment, entry_evidence, lazy_entries, observe
 from .plan_types import (
+    Entries,
     FencingContext,
     PlanEntry,
     ProtectedOwners,
     RetirementPlan,
     protected_from_leases,
 )
-from .reasons import (
-    REASON_ALREADY_TERMINAL,
-    REASON_AMBIGUOUS_OWNERSHIP,
-    REASON_CONFLICTING_IDENTITY,
-    REASON_ELIGIBLE,
-    REASON_FOREIGN_REPOSITORY,
-    REASON_HEARTBEAT_FRESH,
-    REASON_INSTANCE_CONFLICT,
-    REASON_PID_ALIVE,
-    REASON_PID_REUSED,
-    REASON_PID_UNKNOWN,
-    REASON_PROTECTED_OWNER,
-    REASON_WORKER_LIVE,
-)
-from .worker_view import (
-    OWNERSHIP_STALE,
-)
+from .plan_verdict import fleet_context, row_verdict
+from .reasons import REASON_ALREADY_TERMINAL, REASON_ELIGIBLE
 
 __all__ = [
     "REQUIRED_IDENTITY_FIELDS",
@@ -58,10 +45,12 @@ __all__ = [
 ]
 
 
+_ACTIVE = attrgetter("active")
 _IDENTITY = attrgetter("worker_identity")
 _CANON_IDENTITY = attrgetter("canon_identity")
 _SCOPE_KEYS = attrgetter("scope_keys")
-_SLOT = attrgetter("slot")
+_UNIT = attrgetter("unit")
+_CODE = itemgetter(0)
 
 _ELIGIBLE_DETAIL = (
     "dead pid, expired heartbeat, stale ownership, trusted and fenced "
@@ -69,37 +58,35 @@ _ELIGIBLE_DETAIL = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _FleetContext:
-    """What a single row's verdict needs to know about the rest of the fleet."""
+def _judge(
+    facts: list[RowFacts], evidence: EvidenceMap, now: datetime, owners: ProtectedOwners
+) -> tuple[Moment, list[Verdict]]:
+    """Every row from scratch: the planner without a memo."""
+    moment = observe(facts, evidence, now)
+    fleet = fleet_context(facts, moment, owners)
+    probes, live, fresh, ownership = moment.probes, moment.live, moment.fresh, moment.ownership
+    verdicts = [
+        row_verdict(f, probes[i], live[i], fresh[i], ownership[i], fleet)
+        for i, f in enumerate(facts)
+    ]
+    return moment, verdicts
 
-    owners: ProtectedOwners
-    duplicate_identities: frozenset[str]
-    ambiguous_keys: frozenset[tuple[str, str]]
-    contested_slots: frozenset[tuple[str, str]]
 
+def _candidate_entries(facts: list[RowFacts], moment: Moment, indices: list[int]) -> Entries:
+    """Candidates in worker-identity order, their entries built when first read."""
 
-def _fleet_context(
-    facts: Sequence[RowFacts], moment: Moment, owners: ProtectedOwners
-) -> _FleetContext:
-    identities = Counter(map(_IDENTITY, facts))
-    slot_counts = Counter(map(_SLOT, facts))
-    shared = {slot for slot, count in slot_counts.items() if slot is not None and count > 1}
-    # Several dead rows on one (instance, namespace) slot are ordinary restart
-    # history; the slot is only contested when one of them might be running.
-    contested: set[tuple[str, str]] = set()
-    if shared:
-        for index, f in enumerate(facts):
-            if f.slot in shared and (moment.live[index] or moment.probes[index].alive is None):
-                contested.add(f.slot)  # type: ignore[arg-type]
-    return _FleetContext(
-        owners=owners,
-        duplicate_identities=frozenset(
-            identity for identity, count in identities.items() if identity and count > 1
-        ),
-        ambiguous_keys=moment.ambiguous_keys,
-        contested_slots=frozenset(contested),
-    )
+    def build() -> tuple[PlanEntry, ...]:
+        return tuple(
+            PlanEntry(
+                worker_identity=facts[i].worker_identity,
+                reason_code=REASON_ELIGIBLE,
+                detail=_ELIGIBLE_DETAIL,
+                evidence=entry_evidence(facts[i], i, moment),
+            )
+            for i in indices
+        )
+
+    return Entries(len(indices), build)
 
 
 def plan_retirement(
@@ -128,46 +115,48 @@ def plan_retirement(
     that share a key with a candidate.
     """
     all_rows = rows if isinstance(rows, list) else list(rows)
-    if history is not None and any(map(is_history, all_rows)):
-        raise ValueError("with a history summary, pass only the active rows")
     owners = protected or ProtectedOwners()
     context = FactsContext(fencing.host_id, fencing.boot_id, canonical_repository)
-    facts = (
-        memo.facts(all_rows, context)
-        if memo is not None
-        else [row_facts(row, context) for row in all_rows]
-    )
-    moment = observe(facts, evidence, now)
-    fleet = _fleet_context(facts, moment, owners)
+    if memo is None:
+        facts = [row_facts(row, context) for row in all_rows]
+        moment, verdicts = _judge(facts, evidence, now, owners)
+    else:
+        facts = memo.facts(all_rows, context)
+        moment, verdicts = memo.state.observe(
+            facts, evidence, epoch_us(now), owners, moved=memo.last_moved
+        )
+    if history is not None and not all(map(_ACTIVE, facts)):
+        raise ValueError("with a history summary, pass only the active rows")
 
-    candidates: list[PlanEntry] = []
-    candidate_indices: list[int] = []
+    positions = range(len(verdicts))
+    in_order = list(compress(positions, map(is_, verdicts, repeat(None))))
     # Preserved rows keep only their verdict here; their entries are built when read.
-    kept: list[tuple[int, tuple[str, str]]] = []
-    for index, f in enumerate(facts):
-        verdict = _verdict(f, index, moment, fleet)
-        if verdict is None:
-            candidates.append(
-                PlanEntry(
-                    worker_identity=f.worker_identity,
-                    reason_code=REASON_ELIGIBLE,
-                    detail=_ELIGIBLE_DETAIL,
-                    evidence=entry_evidence(f, index, moment),
-                )
-            )
-            candidate_indices.append(index)
-        else:
-            kept.append((index, verdict))
+    kept = list(compress(positions, map(is_not, verdicts, repeat(None))))
 
-    candidates.sort(key=lambda e: e.worker_identity or "")
-    preserved = lazy_entries(facts, moment, kept)
-    anchors = [str(c.worker_identity) for c in candidates]
-    units = [f.unit for f in facts]
-    candidate_units = [facts[i].unit for i in candidate_indices]
+    def by_name() -> list[int]:
+        # Stable: rows of one identity keep their registry order.
+        return sorted(in_order, key=lambda i: facts[i].worker_identity or "")
+
+    def by_canon() -> list[int]:
+        return sorted(in_order, key=lambda i: facts[i].canon_identity)
+
+    if memo is None:
+        candidate_indices, by_identity = by_name(), by_canon()
+    else:
+        # The candidates' facts objects say everything both orders read.
+        order_inputs = (in_order, [facts[i] for i in in_order])
+        candidate_indices = memo.reuse("candidate_order", order_inputs, by_name)
+        by_identity = memo.reuse("candidate_rows_order", order_inputs, by_canon)
+    candidates = _candidate_entries(facts, moment, candidate_indices)
+    preserved = lazy_entries(facts, moment, kept, verdicts)
+    anchors = list(map(str, map(_IDENTITY, map(facts.__getitem__, candidate_indices))))
+    units = list(map(_UNIT, facts))
+    candidate_units = list(map(units.__getitem__, in_order))
     if history is None:
-        active_units = [f.unit for f in facts if f.active]
-        past = [i for i, f in enumerate(facts) if not f.active]
-        past_units = [facts[i].unit for i in past]
+        actives = list(map(_ACTIVE, facts))
+        active_units = list(compress(units, actives))
+        past = list(compress(positions, map(not_, actives)))
+        past_units = list(map(units.__getitem__, past))
         past_ids = [all_rows[i].get("worker_identity") for i in past]
         summary = (
             fold_history(past_units, past_ids)
@@ -185,6 +174,7 @@ def plan_retirement(
         candidate = candidate_token(candidate_units)
         scope_units = [units[i] for i in _scope(facts, anchors)]
         scope_fingerprint = scope_token(scope_units, anchors)
+        anchor_keys = _anchor_keys(facts, anchors)
     else:
         registry = memo.reuse(
             "registry", registry_inputs, lambda: registry_token(active_units, summary)
@@ -197,32 +187,28 @@ def plan_retirement(
         # token reads only its rows' texts, which beating live rows rarely touch.
         scope_inputs = (list(map(_CANON_IDENTITY, facts)), list(map(_SCOPE_KEYS, facts)), anchors)
         scope_rows = memo.reuse("scope_rows", scope_inputs, lambda: _scope(facts, anchors))
+        anchor_keys = memo.reuse("anchor_keys", scope_inputs, lambda: _anchor_keys(facts, anchors))
         scope_units = [units[i] for i in scope_rows]
         scope_fingerprint = memo.reuse(
             "scope", (scope_units, anchors), lambda: scope_token(scope_units, anchors)
         )
-    # Candidate rows are copied so the plan never aliases a caller's mutable row.
-    candidate_rows = sorted(
-        ((facts[i].canon_identity, dict(all_rows[i])) for i in candidate_indices),
-        key=lambda pair: pair[0],
-    )
-    counts = Counter(verdict[0] for _, verdict in kept)
+    if memo is not None and memo.trusts_identity:
+        # The caller promised never to change a row it handed in: no copy needed.
+        candidate_rows = tuple(map(all_rows.__getitem__, by_identity))
+    else:
+        # Copied so the plan never aliases a caller's mutable row.
+        candidate_rows = tuple([dict(all_rows[i]) for i in by_identity])
+    counts = Counter(map(_CODE, filter(None, verdicts)))
     unlisted = history.count if history is not None else 0
     if unlisted:
         counts[REASON_ALREADY_TERMINAL] += unlisted
-    anchor_set = set(anchors)
-    anchor_keys: frozenset[tuple[str, str]] = (
-        frozenset().union(*[f.scope_keys for f in facts if f.canon_identity in anchor_set])
-        if anchor_set
-        else frozenset()
-    )
     return RetirementPlan(
         registry_fingerprint=registry,
         candidate_fingerprint=candidate,
         scope_fingerprint=scope_fingerprint,
-        candidates=tuple(candidates),
+        candidates=candidates,
         preserved=preserved,
-        candidate_rows=tuple(row for _, row in candidate_rows),
+        candidate_rows=candidate_rows,
         preserved_reason_counts=dict(sorted(counts.items())),
         protected=owners,
         fencing=fencing,
@@ -232,6 +218,14 @@ def plan_retirement(
         anchor_identities=tuple(anchors),
         anchor_keys=anchor_keys,
     )
+
+
+def _anchor_keys(facts: Sequence[RowFacts], anchors: Sequence[str]) -> frozenset[tuple[str, str]]:
+    """Every identity key of the rows the anchors name."""
+    anchor_set = set(anchors)
+    if not anchor_set:
+        return frozenset()
+    return frozenset().union(*[f.scope_keys for f in facts if f.canon_identity in anchor_set])
 
 
 def _scope(facts: Sequence[RowFacts], anchor_identities: Sequence[str]) -> list[int]:
@@ -244,80 +238,3 @@ def _scope(facts: Sequence[RowFacts], anchor_identities: Sequence[str]) -> list[
         if f.canon_identity in anchors:
             anchor_keys.update(f.scope_keys)
     return [i for i, f in enumerate(facts) if not anchor_keys.isdisjoint(f.scope_keys)]
-
-
-def _verdict(facts: RowFacts, index: int, moment: Moment, fleet: _FleetContext) -> Verdict:
-    """The first requirement this row fails, in the specified order; ``None`` if eligible."""
-    identity = facts.worker_identity
-    if identity in fleet.duplicate_identities:
-        return (
-            REASON_CONFLICTING_IDENTITY,
-            f"worker identity {identity!r} appears on more than one registry row",
-        )
-    if facts.static_verdict is not None:
-        return facts.static_verdict
-    probe = moment.probes[index]
-    if moment.live[index]:
-        return (REASON_WORKER_LIVE, "worker is live and must not be retired")
-    if probe.alive is None:
-        return (REASON_PID_UNKNOWN, f"pid {facts.pid} could not be probed; liveness unproven")
-    if probe.alive:
-        # A pid number is only comparable within one host and one boot.
-        if (
-            facts.same_incarnation_space
-            and probe.start_time
-            and probe.start_time != facts.process_start_time
-        ):
-            return (
-                REASON_PID_REUSED,
-                f"pid {facts.pid} is alive but started at {probe.start_time!r}, not the "
-                f"registered {facts.process_start_time!r}: the number was reused",
-            )
-        # Absolute: even across a boot boundary an occupied pid is not argued away.
-        return (REASON_PID_ALIVE, f"recorded pid {facts.pid} is still running")
-    if moment.fresh[index] is not False:
-        return (REASON_HEARTBEAT_FRESH, "heartbeat has not expired under its TTL")
-    ownership = moment.ownership[index]
-    if ownership != OWNERSHIP_STALE:
-        return (
-            REASON_AMBIGUOUS_OWNERSHIP,
-            f"ownership state is {ownership!r}, not 'stale'",
-        )
-    if facts.repository_unfit:
-        return (
-            REASON_FOREIGN_REPOSITORY,
-            "repository binding is absent or not the canonical repository",
-        )
-    shared = sorted(
-        f"{name}={value}" for name, value in fleet.ambiguous_keys.intersection(facts.conflict_keys)
-    )
-    if shared:
-        return (
-            REASON_CONFLICTING_IDENTITY,
-            f"identity evidence is shared with a live or unprobeable worker: {shared}",
-        )
-    hits = _protected_hits(facts, fleet.owners)
-    if hits:
-        return (
-            REASON_PROTECTED_OWNER,
-            f"worker still owns active workflow state: {hits}",
-        )
-    slot = (facts.client_instance_id or "", facts.namespace or "")
-    if slot in fleet.contested_slots:
-        return (
-            REASON_INSTANCE_CONFLICT,
-            f"another active row claims instance {facts.client_instance_id!r} in "
-            f"namespace {facts.namespace!r} and may be running",
-        )
-    return facts.identity_proof
-
-
-def _protected_hits(facts: RowFacts, owners: ProtectedOwners) -> list[str]:
-    hits: list[str] = []
-    if facts.worker_identity and facts.worker_identity in owners.worker_identities:
-        hits.append(f"worker_identity={facts.worker_identity}")
-    if facts.session_id and facts.session_id in owners.session_ids:
-        hits.append(f"session_id={facts.session_id}")
-    if facts.pid is not None and facts.pid in owners.pids:
-        hits.append(f"pid={facts.pid}")
-    return hits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from .canonical import UNIT_SEPARATOR, canon, serialize
@@ -25,11 +25,14 @@ from .worker_view import process_identity
 
 __all__ = [
     "DYNAMIC_EVIDENCE_KEYS",
+    "FOREVER",
+    "NO_FRESHNESS",
     "REQUIRED_IDENTITY_FIELDS",
     "FactsContext",
     "RowFacts",
     "Seen",
     "Verdict",
+    "epoch_us",
     "row_facts",
     "with_beat",
 ]
@@ -72,6 +75,42 @@ _UNIT_TAIL_FIELDS = FINGERPRINT_FIELDS[_BEAT_AT + 1 :]
 _BEAT_PREFIX = f"{UNIT_SEPARATOR}{_BEAT}="
 _REQUIRED_ORDER = {name: index for index, name in enumerate(REQUIRED_IDENTITY_FIELDS)}
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+#: Past any age two datetimes can be apart (years 1 to 9999): such a TTL never expires.
+_AGELESS_TTL = 1e12
+#: ``fresh_until`` of a row that is fresh at every instant.
+FOREVER = 1 << 62
+#: ``fresh_until`` of a row whose freshness is not a boolean (no stamp or no TTL).
+NO_FRESHNESS = -(1 << 62)
+
+
+def epoch_us(moment: datetime) -> int:
+    """Whole microseconds since the epoch: exact, so ages computed from it equal
+    ``(now - beat).total_seconds()`` to the last bit."""
+    return (moment - _EPOCH) // _US
+
+
+def _fresh_until(beat_us: int | None, ttl: float | None) -> int:
+    """The first ``now`` (epoch microseconds) at which ``(now - beat) < ttl`` is false.
+
+    The age test is ``(now_us - beat_us) / 10**6 < ttl`` (exactly what
+    ``timedelta.total_seconds`` computes), which is monotone in ``now_us``, so
+    one integer says for every future instant whether the row is fresh; a plan
+    then compares integers instead of subtracting datetimes.
+    """
+    if beat_us is None or ttl is None:
+        return NO_FRESHNESS
+    if ttl > _AGELESS_TTL:
+        return FOREVER
+    low = beat_us + int(ttl * 1_000_000) - 2
+    # Float rounding leaves the guess a few microseconds off: walk to the exact edge.
+    while (low - beat_us) / 1_000_000 >= ttl:
+        low -= 16
+    while (low - beat_us) / 1_000_000 < ttl:
+        low += 1
+    return low
+
 
 @dataclass(frozen=True, slots=True)
 class FactsContext:
@@ -102,6 +141,10 @@ class RowFacts(NamedTuple):
     active: bool
     beat: datetime | None
     ttl: float | None
+    #: ``beat`` in epoch microseconds (``None`` without a parsable stamp).
+    beat_us: int | None
+    #: Fresh exactly while ``now_us < fresh_until`` (``NO_FRESHNESS``: fresh is ``None``).
+    fresh_until: int
     pid_local: bool
     self_contradicting: bool
     #: Terminal status, missing fields or an unparsable beat: fixed per row version.
@@ -320,6 +363,7 @@ def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
     )
     beat_raw = row.get(_BEAT)
     beat = parse_stamp(beat_raw)
+    beat_us = None if beat is None else epoch_us(beat)
     started = parse_stamp(row.get("started_at"))
     scope_keys = tuple(identity_keys(row))
     # The two key sets mostly hold equal pairs; one object each keeps the memo small.
@@ -342,6 +386,8 @@ def row_facts(row: Mapping[str, Any], context: FactsContext) -> RowFacts:
         active=active,
         beat=beat,
         ttl=view.ttl,
+        beat_us=beat_us,
+        fresh_until=_fresh_until(beat_us, view.ttl),
         pid_local=pid_evidence_applies(row, context.host_id),
         # As worker_view.self_contradicting, from the stamps parsed once here.
         self_contradicting=started is None or (beat is not None and started > beat),
@@ -373,20 +419,37 @@ def with_beat(facts: RowFacts, beat_raw: Any) -> RowFacts:
     of heartbeats skip rebuilding every live row from scratch.
     """
     beat = parse_stamp(beat_raw)
+    beat_us = None if beat is None else epoch_us(beat)
     started = facts.started
     unit = facts.unit
     start = facts.beat_at
     beat_text = canon(beat_raw)
     template = dict(facts.evidence_template)
     template[_BEAT] = beat_raw
-    return facts._replace(
-        unit=f"{unit[:start]}{beat_text}{unit[facts.beat_end :]}",
-        beat=beat,
-        self_contradicting=started is None or (beat is not None and started > beat),
-        static_verdict=_static_verdict(
-            facts.status, _missing_fields(facts.missing_besides_beat, beat_raw), beat
-        ),
-        evidence_template=template,
-        beat_raw=beat_raw,
-        beat_end=start + len(beat_text),
+    # A list and _make instead of _replace: a plan after a round of heartbeats
+    # re-derives every live row, and _replace walks all fields in Python.
+    values = list(facts)
+    values[_AT_UNIT] = f"{unit[:start]}{beat_text}{unit[facts.beat_end :]}"
+    values[_AT_BEAT] = beat
+    values[_AT_BEAT_US] = beat_us
+    values[_AT_FRESH_UNTIL] = _fresh_until(beat_us, facts.ttl)
+    values[_AT_CONTRADICTING] = started is None or (beat is not None and started > beat)
+    values[_AT_STATIC] = _static_verdict(
+        facts.status, _missing_fields(facts.missing_besides_beat, beat_raw), beat
     )
+    values[_AT_TEMPLATE] = template
+    values[_AT_BEAT_RAW] = beat_raw
+    values[_AT_BEAT_END] = start + len(beat_text)
+    return RowFacts._make(values)
+
+
+_FIELDS = RowFacts._fields
+_AT_UNIT = _FIELDS.index("unit")
+_AT_BEAT = _FIELDS.index("beat")
+_AT_BEAT_US = _FIELDS.index("beat_us")
+_AT_FRESH_UNTIL = _FIELDS.index("fresh_until")
+_AT_CONTRADICTING = _FIELDS.index("self_contradicting")
+_AT_STATIC = _FIELDS.index("static_verdict")
+_AT_TEMPLATE = _FIELDS.index("evidence_template")
+_AT_BEAT_RAW = _FIELDS.index("beat_raw")
+_AT_BEAT_END = _FIELDS.index("beat_end")

@@ -8,6 +8,7 @@ from typing import Any, TypeVar, cast
 
 from .fingerprints import FINGERPRINT_FIELDS
 from .plan_facts import FactsContext, RowFacts, row_facts, with_beat
+from .plan_state import PlanState, changed_positions
 
 __all__ = ["KEY_FIELDS", "PlanMemo"]
 
@@ -81,18 +82,44 @@ class PlanMemo:
     the heartbeat stamp, which is compared on its own (and re-derived by
     ``with_beat`` when only it moved).
     One memo serves one planner at a time; it is not meant to be shared
-    across threads.
+    across threads. ``state`` carries each row's observations and verdict
+    between plans (``plan_state.PlanState``).
+
+    ``trust_identity``: the caller promises never to change a row mapping it
+    has handed in (a new row version is a new object, as the store's cached
+    view guarantees), so a row that is the very object of the last plan is
+    known unchanged without reading its columns, and plans may hold the rows
+    themselves instead of copies. Without the promise, rows are read every plan.
     """
 
-    __slots__ = ("_context", "_facts", "_reused", "_signatures", "hits", "misses", "rebeats")
+    __slots__ = (
+        "_context",
+        "_facts",
+        "_last_facts",
+        "_last_rows",
+        "_reused",
+        "_signatures",
+        "hits",
+        "last_moved",
+        "misses",
+        "rebeats",
+        "state",
+        "trusts_identity",
+    )
 
     _facts: dict[tuple[Any, ...], RowFacts]
 
-    def __init__(self) -> None:
+    def __init__(self, *, trust_identity: bool = False) -> None:
         self._context: FactsContext | None = None
         self._facts = {}
         self._signatures: dict[tuple[type, ...], tuple[type, ...]] = {}
         self._reused: dict[str, tuple[object, object]] = {}
+        self._last_rows: list[Mapping[str, Any]] = []
+        self._last_facts: list[RowFacts] = []
+        self.trusts_identity = trust_identity
+        #: Positions whose row was not the last call's object (``None``: not known).
+        self.last_moved: list[int] | None = None
+        self.state = PlanState()
         self.hits = 0
         self.misses = 0
         #: Rows whose facts were re-derived for a new heartbeat stamp alone.
@@ -106,7 +133,33 @@ class PlanMemo:
         if context != self._context:
             self._facts.clear()
             self._signatures.clear()
+            self._last_rows, self._last_facts = [], []
             self._context = context
+        self.last_moved = None
+        if not self.trusts_identity:
+            return self._by_content(rows, context)
+        last = self._last_rows
+        if len(rows) == len(last) and rows:
+            out = list(self._last_facts)
+            moved = changed_positions(rows, last)
+            changed = self._by_content([rows[i] for i in moved], context, current=rows)
+            for i, held in zip(moved, changed, strict=True):
+                out[i] = held
+            self.hits += len(rows) - len(moved)
+            self.last_moved = moved
+        else:
+            out = self._by_content(rows, context)
+        self._last_rows, self._last_facts = list(rows), out
+        return out
+
+    def _by_content(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        context: FactsContext,
+        *,
+        current: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[RowFacts]:
+        """Facts of ``rows`` by their columns; ``current``: the whole plan's rows (compaction)."""
         cache = self._facts
         out: list[RowFacts] = []
         append = out.append
@@ -155,10 +208,11 @@ class PlanMemo:
                 facts = facts._replace(types=types)
                 cache[key] = facts
             append(facts)
-        if len(cache) > 2 * len(out) + _SLACK:
+        every = rows if current is None else current
+        if len(cache) > 2 * len(every) + _SLACK:
             # Keep only this plan's row versions, so memory follows the registry's
             # size instead of its history.
-            self._facts = _compacted(cache, rows)
+            self._facts = _compacted(cache, every)
         self.hits += len(out) - misses - rebeats
         self.misses += misses
         self.rebeats += rebeats

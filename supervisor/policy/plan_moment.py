@@ -27,7 +27,7 @@ class Moment:
     """Every row at this plan's instant, as parallel columns (no object per row)."""
 
     probes: list[PidEvidence]
-    ages: list[float | None]
+    ages: Sequence[float | None]
     fresh: list[bool | None]
     live: list[bool]
     ownership: list[str]
@@ -96,18 +96,27 @@ def entry_evidence(f: RowFacts, index: int, moment: Moment) -> dict[str, Any]:
 
 
 def lazy_entries(
-    facts: Sequence[RowFacts], moment: Moment, kept: list[tuple[int, tuple[str, str]]]
+    facts: Sequence[RowFacts],
+    moment: Moment,
+    kept: Sequence[int],
+    verdicts: Sequence[tuple[str, str] | None],
 ) -> Entries:
-    def order(item: tuple[int, tuple[str, str]]) -> tuple[str, str]:
-        return (facts[item[0]].worker_identity or "", item[1][0])
+    """Entries of the preserved rows ``kept`` (indices; their verdicts in ``verdicts``),
+    in (worker_identity, reason_code) order, built only when read."""
 
-    def entry(item: tuple[int, tuple[str, str]]) -> PlanEntry:
-        index, (reason, detail) = item
+    def order(index: int) -> tuple[str, str]:
+        verdict = verdicts[index]
+        assert verdict is not None
+        return (facts[index].worker_identity or "", verdict[0])
+
+    def entry(index: int) -> PlanEntry:
+        verdict = verdicts[index]
+        assert verdict is not None
         f = facts[index]
         return PlanEntry(
             worker_identity=f.worker_identity,
-            reason_code=reason,
-            detail=detail,
+            reason_code=verdict[0],
+            detail=verdict[1],
             evidence=entry_evidence(f, index, moment),
         )
 
@@ -117,11 +126,11 @@ def lazy_entries(
     def first(n: int) -> list[PlanEntry]:
         taken: dict[str, int] = {}
         picked: list[PlanEntry] = []
-        for item in sorted(kept, key=order):
-            code = item[1][0]
+        for index in sorted(kept, key=order):
+            code = order(index)[1]
             if taken.get(code, 0) < n:
                 taken[code] = taken.get(code, 0) + 1
-                picked.append(entry(item))
+                picked.append(entry(index))
         return picked
 
     return Entries(len(kept), build, first)

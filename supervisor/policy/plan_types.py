@@ -129,7 +129,8 @@ class RetirementPlan:
     registry_fingerprint: str
     candidate_fingerprint: str
     scope_fingerprint: str
-    candidates: tuple[PlanEntry, ...]
+    #: In worker_identity order; may be built when first read.
+    candidates: Sequence[PlanEntry]
     #: In (worker_identity, reason_code) order; built when first read.
     preserved: Sequence[PlanEntry]
     candidate_rows: tuple[Mapping[str, Any], ...]
