@@ -12,9 +12,17 @@ from supervisor.policy.history import HistorySummary, identity_irregular
 from supervisor.policy.plan_pages import PlanQuery, entry_matches, page_of, terminal_entries
 from supervisor.policy.plan_scope import with_history_units
 from supervisor.policy.plan_types import PlanEntry
+from supervisor.policy.row_columns import RowColumn
 from supervisor.store.base import Row, Store
 
-__all__ = ["PlanInputs", "PlanListing", "list_entries", "read_plan_inputs", "rescope"]
+__all__ = [
+    "PlanInputs",
+    "PlanListing",
+    "ScopeCache",
+    "list_entries",
+    "read_plan_inputs",
+    "rescope",
+]
 
 #: Historical rows read per page while filling a filtered listing.
 _HISTORY_BATCH = 500
@@ -35,29 +43,67 @@ class PlanListing:
     extra_examples: list[PlanEntry]
 
 
-async def read_plan_inputs(store: Store) -> PlanInputs:
+async def read_plan_inputs(store: Store, irregular: RowColumn[bool] | None = None) -> PlanInputs:
     """The active rows and the digest of the rest, or every row when history must be planned.
 
     Only a non-normalized ``worker_identity`` (never minted by the supervisor) can
     make a historical row matter to another row's verdict; while there is none
-    anywhere, history is counted, not read.
+    anywhere, history is counted, not read. ``irregular``, when given, keeps each
+    row's identity check between calls.
     """
     view = await store.read_registry_view()
-    irregular = view.history.irregular_count > 0 or any(
-        identity_irregular(row.get("worker_identity")) for row in view.active
-    )
-    if irregular:
+    if view.history.irregular_count > 0:
+        found = True
+    elif irregular is not None:
+        found = any(irregular.of(view.active))
+    else:
+        found = any(identity_irregular(row.get("worker_identity")) for row in view.active)
+    if found:
         return PlanInputs(rows=await store.read_registrations(), history=None)
     return PlanInputs(rows=view.active, history=view.history)
 
 
+class ScopeCache:
+    """The last history-scope read, by its keys and the history digest it was read under.
+
+    The digest is a set hash of every historical row, so while it and the keys
+    are unchanged the store would return the same units: no read is needed.
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: tuple[frozenset[tuple[str, str]], str, int, list[str]] | None = None
+
+    async def units(
+        self, store: Store, keys: frozenset[tuple[str, str]], history: HistorySummary
+    ) -> list[str]:
+        held = self._held
+        if (
+            held is not None
+            and (held[1], held[2]) == (history.digest, history.count)
+            and held[0] == keys
+        ):
+            return held[3]
+        units = await store.read_history_scope(keys)
+        self._held = (keys, history.digest, history.count, units)
+        return units
+
+
 async def rescope(
-    store: Store, plan: RetirementPlan, inputs: PlanInputs, memo: PlanMemo | None = None
+    store: Store,
+    plan: RetirementPlan,
+    inputs: PlanInputs,
+    memo: PlanMemo | None = None,
+    cache: ScopeCache | None = None,
 ) -> RetirementPlan:
     """Add the historical rows sharing a candidate's identity key to the scope token."""
     if inputs.history is None or not plan.anchor_keys or not inputs.history.count:
         return plan
-    units = await store.read_history_scope(plan.anchor_keys)
+    if cache is not None:
+        units = await cache.units(store, plan.anchor_keys, inputs.history)
+    else:
+        units = await store.read_history_scope(plan.anchor_keys)
     if memo is None:
         return with_history_units(plan, units)
 

@@ -29,8 +29,10 @@ from actors.messages import (
     SnapshotRequest,
     WriterInbox,
 )
+from actors.plan_columns import PlanColumns, active_pid
 from actors.plan_reads import (
     PlanInputs,
+    ScopeCache,
     entry_builder,
     list_entries,
     read_plan_inputs,
@@ -54,7 +56,7 @@ from supervisor.metrics import Metrics
 from supervisor.policy.apply_rules import TokenMode
 from supervisor.policy.cohort import classify_cohort
 from supervisor.policy.eligibility import FencingContext, PlanMemo, plan_retirement
-from supervisor.policy.evidence import PidEvidence, row_pid
+from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.orphans import OrphanFinding, client_pids, find_orphans
@@ -73,6 +75,7 @@ from supervisor.store.base import Row, Store
 __all__ = ["ProfileLookup", "RetirementActor", "RetirementSettings"]
 
 _log = get_logger()
+
 
 OrphanList = tuple[OrphanFinding, ...]
 
@@ -119,7 +122,12 @@ class RetirementActor:
         self._profiles = profiles
         self._settings = settings or RetirementSettings()
         # Row facts from earlier plans: rows unchanged since then are not re-derived.
-        self._plan_memo = PlanMemo()
+        # Identity is trusted: the store hands out a new mapping for every new row
+        # version and nothing here edits one (Store.read_registry_view).
+        self._plan_memo = PlanMemo(trust_identity=True)
+        # Per-row inputs of the evidence request, kept between plans the same way.
+        self._plan_columns = PlanColumns()
+        self._scope_cache = ScopeCache()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
@@ -185,13 +193,11 @@ class RetirementActor:
 
     async def _evidence(self, rows: Sequence[Row]) -> Mapping[int, PidEvidence]:
         """Fresh probes of every active row's pid, and of their launching clients' pids."""
-        workers = {
-            pid
-            for row in rows
-            if str(row.get("status") or "") == STATUS_ACTIVE and (pid := row_pid(row)) is not None
-        }
+        workers = {pid for row in rows if (pid := active_pid(row)) is not None}
         clients = client_pids(rows, current_host_id=self._probes.host_id())
-        pids = tuple(sorted(workers | clients))
+        return await self._probe_pids(tuple(sorted(workers | clients)))
+
+    async def _probe_pids(self, pids: tuple[int, ...]) -> Mapping[int, PidEvidence]:
         evidence: Mapping[int, PidEvidence] = await ask(
             self._liveness, lambda reply: ProbeNow(pids=pids, reply=reply), actor="liveness"
         )
@@ -269,8 +275,15 @@ class RetirementActor:
         snap = await self._snapshot(inputs, canonical_repository=None, evidence=evidence)
         return count_fleet(snap, self._orphans(inputs.rows, evidence))
 
-    def _orphans(self, rows: Sequence[Row], evidence: Mapping[int, PidEvidence]) -> OrphanList:
-        return find_orphans(rows, evidence=evidence, current_host_id=self._probes.host_id())
+    def _orphans(
+        self,
+        rows: Sequence[Row],
+        evidence: Mapping[int, PidEvidence],
+        clients: Sequence[int | None] | None = None,
+    ) -> OrphanList:
+        return find_orphans(
+            rows, evidence=evidence, current_host_id=self._probes.host_id(), clients=clients
+        )
 
     async def _snapshot(
         self,
@@ -317,9 +330,10 @@ class RetirementActor:
 
     async def _plan(self, canonical_repository: str | None, query: PlanQuery) -> dict[str, Any]:
         owners = await self._owners()
-        inputs = await read_plan_inputs(self._store)
+        inputs = await read_plan_inputs(self._store, self._plan_columns.irregular)
         canon_repo = canonical_repository or self._settings.canonical_repository
-        evidence = await self._evidence(inputs.rows)
+        pids, clients = self._plan_columns.probe_list(inputs.rows, self._probes.host_id())
+        evidence = await self._probe_pids(pids)
         now, fencing = self._clock.now(), self._fencing()
         with gc_paused():
             plan = plan_retirement(
@@ -332,7 +346,7 @@ class RetirementActor:
                 memo=self._plan_memo,
                 history=inputs.history,
             )
-        plan = await rescope(self._store, plan, inputs, self._plan_memo)
+        plan = await rescope(self._store, plan, inputs, self._plan_memo, self._scope_cache)
         build = entry_builder(
             now=now, evidence=evidence, fencing=fencing, canonical_repository=canon_repo
         )
@@ -346,7 +360,7 @@ class RetirementActor:
                 extra_examples=listing.extra_examples,
             )
         # A finding, not a retirement: a live orphan stays preserved by its live pid.
-        result.update(orphan_fields(self._orphans(inputs.rows, evidence)))
+        result.update(orphan_fields(self._orphans(inputs.rows, evidence, clients)))
         result["protected_active_workflow_owners"] = {
             **owners_dict(owners.owners),
             "active_lease_count": owners.active_lease_count,

@@ -21,7 +21,7 @@ from .plan_facts import (
     row_facts,
 )
 from .plan_memo import PlanMemo
-from .plan_moment import Moment, entry_evidence, lazy_entries, observe
+from .plan_moment import Moment, entry_evidence, entry_order, lazy_entries, observe
 from .plan_types import (
     Entries,
     FencingContext,
@@ -148,7 +148,12 @@ def plan_retirement(
         candidate_indices = memo.reuse("candidate_order", order_inputs, by_name)
         by_identity = memo.reuse("candidate_rows_order", order_inputs, by_canon)
     candidates = _candidate_entries(facts, moment, candidate_indices)
-    preserved = lazy_entries(facts, moment, kept, verdicts)
+    ordered = None
+    if memo is not None:
+        # Unchanged rows keep their very facts and verdict objects: compared by identity.
+        kept_inputs = (kept, [facts[i] for i in kept], [verdicts[i] for i in kept])
+        ordered = memo.reuse("kept_order", kept_inputs, lambda: entry_order(facts, verdicts, kept))
+    preserved = lazy_entries(facts, moment, kept, verdicts, ordered)
     anchors = list(map(str, map(_IDENTITY, map(facts.__getitem__, candidate_indices))))
     units = list(map(_UNIT, facts))
     candidate_units = list(map(units.__getitem__, in_order))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ __all__ = [
     "REASON_CLIENT_EXITED",
     "REASON_CLIENT_PID_REUSED",
     "OrphanFinding",
+    "client_candidate",
     "client_pids",
     "find_orphans",
     "orphan_dict",
@@ -40,8 +41,11 @@ def _client_pid(row: Mapping[str, Any]) -> int | None:
     return row_pid({"pid": row.get("client_pid")})
 
 
-def _candidate(row: Mapping[str, Any], host_id: str | None) -> int | None:
+def client_candidate(row: Mapping[str, Any], host_id: str | None) -> int | None:
     """The client pid this host's probes can speak for, on an active row; else None."""
+    # Most rows were not launched through the sidecar: settle those with one lookup.
+    if row.get("client_pid") is None:
+        return None
     if canon(row.get("status")) != STATUS_ACTIVE or not host_id:
         return None
     if canon(row.get("host_id")) != host_id:
@@ -51,21 +55,27 @@ def _candidate(row: Mapping[str, Any], host_id: str | None) -> int | None:
 
 def client_pids(rows: Iterable[Mapping[str, Any]], *, current_host_id: str | None) -> set[int]:
     """The launching-client pids to probe for ``find_orphans``."""
-    return {pid for row in rows if (pid := _candidate(row, current_host_id)) is not None}
+    return {pid for row in rows if (pid := client_candidate(row, current_host_id)) is not None}
 
 
 def find_orphans(
-    rows: Iterable[Mapping[str, Any]], *, evidence: EvidenceMap, current_host_id: str | None
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    evidence: EvidenceMap,
+    current_host_id: str | None,
+    clients: Sequence[int | None] | None = None,
 ) -> tuple[OrphanFinding, ...]:
     """Active rows of this host whose launching client is gone, in identity order.
 
     A worker already known dead is left to the retirement plan (it is stale, not an
     orphan), and a client that cannot be probed is not called gone: unknown is never
-    treated as an answer.
+    treated as an answer. ``clients``, when given, is ``client_candidate`` of each
+    row (a caller that keeps it between calls passes it in).
     """
+    if clients is None:
+        clients = [client_candidate(row, current_host_id) for row in rows]
     found: list[OrphanFinding] = []
-    for row in rows:
-        client = _candidate(row, current_host_id)
+    for row, client in zip(rows, clients, strict=True):
         if client is None:
             continue
         worker_pid = row_pid(row)

@@ -19,7 +19,7 @@ from .worker_view import (
     OWNERSHIP_STALE,
 )
 
-__all__ = ["Moment", "entry_evidence", "lazy_entries", "observe"]
+__all__ = ["Moment", "entry_evidence", "entry_order", "lazy_entries", "observe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,19 +95,32 @@ def entry_evidence(f: RowFacts, index: int, moment: Moment) -> dict[str, Any]:
     return entry_evidence
 
 
-def lazy_entries(
-    facts: Sequence[RowFacts],
-    moment: Moment,
-    kept: Sequence[int],
-    verdicts: Sequence[tuple[str, str] | None],
-) -> Entries:
-    """Entries of the preserved rows ``kept`` (indices; their verdicts in ``verdicts``),
-    in (worker_identity, reason_code) order, built only when read."""
+def entry_order(
+    facts: Sequence[RowFacts], verdicts: Sequence[tuple[str, str] | None], kept: Sequence[int]
+) -> list[int]:
+    """``kept`` in (worker_identity, reason_code) order: the order entries are listed in."""
 
     def order(index: int) -> tuple[str, str]:
         verdict = verdicts[index]
         assert verdict is not None
         return (facts[index].worker_identity or "", verdict[0])
+
+    return sorted(kept, key=order)
+
+
+def lazy_entries(
+    facts: Sequence[RowFacts],
+    moment: Moment,
+    kept: Sequence[int],
+    verdicts: Sequence[tuple[str, str] | None],
+    ordered: Sequence[int] | None = None,
+) -> Entries:
+    """Entries of the preserved rows ``kept`` (indices; their verdicts in ``verdicts``),
+    in (worker_identity, reason_code) order, built only when read. ``ordered``:
+    ``entry_order`` of ``kept``, when the caller already has it."""
+
+    def sort() -> Sequence[int]:
+        return entry_order(facts, verdicts, kept) if ordered is None else ordered
 
     def entry(index: int) -> PlanEntry:
         verdict = verdicts[index]
@@ -121,13 +134,15 @@ def lazy_entries(
         )
 
     def build() -> tuple[PlanEntry, ...]:
-        return tuple(map(entry, sorted(kept, key=order)))
+        return tuple(map(entry, sort()))
 
     def first(n: int) -> list[PlanEntry]:
         taken: dict[str, int] = {}
         picked: list[PlanEntry] = []
-        for index in sorted(kept, key=order):
-            code = order(index)[1]
+        for index in sort():
+            verdict = verdicts[index]
+            assert verdict is not None
+            code = verdict[0]
             if taken.get(code, 0) < n:
                 taken[code] = taken.get(code, 0) + 1
                 picked.append(entry(index))

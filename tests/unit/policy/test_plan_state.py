@@ -165,7 +165,8 @@ def test_freshness_edges_are_exact_at_the_microsecond() -> None:
         facts = row_facts(
             row("w-0", pid=101, heartbeat_ttl_seconds=ttl, last_heartbeat_at=ago(0)), context
         )
-        assert facts.beat is not None and facts.beat_us is not None
+        assert facts.beat is not None
+        assert facts.beat_us is not None
         for delta in (facts.fresh_until - 1, facts.fresh_until):
             now = facts.beat + timedelta(microseconds=delta - facts.beat_us)
             assert epoch_us(now) == delta
