@@ -84,12 +84,13 @@ def answer(
     rest = wanted - fast if fast else wanted
     if not rest:
         return evidence
-    present = None
-    if listing is not None and len(rest) >= max(
-        _LISTING_THRESHOLD, len(vouched) // _LISTING_COST_RATIO
-    ):
-        present = listing()
-    if present is None:
+    observed: list[ProcessEvidence]
+    if listing is None:
+        observed = probe_many(sorted(rest))
+    elif len(rest) < max(_LISTING_THRESHOLD, len(vouched) // _LISTING_COST_RATIO):
+        # One by one: a backend's probe_many may list /proc itself, for these few pids.
+        observed = [probe(pid) for pid in sorted(rest)]
+    elif (present := listing()) is None:
         observed = probe_many(sorted(rest))
     else:
         absent = rest - present
