@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskStatus
 
+from actors.liveness_answers import NO_SHORTCUTS, ProbeShortcuts, answer, reuse
 from actors.mailbox import Inbox
 from actors.messages import (
     LivenessInbox,
@@ -26,10 +27,11 @@ from supervisor.logs import get_logger
 from supervisor.metrics import Metrics
 from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import PidEvidence, row_pid
-from supervisor.probes import ProbeBackend, ProcessEvidence
+from supervisor.probes import LocalProbes, ProbeBackend, ProcessEvidence
+from supervisor.proc_listing import listing_is_complete, visible_pids
 from supervisor.store.base import Store
 
-__all__ = ["LivenessActor", "LivenessSettings", "judge"]
+__all__ = ["LivenessActor", "LivenessSettings", "ProbeShortcuts", "judge"]
 
 _log = get_logger()
 
@@ -96,7 +98,9 @@ class LivenessActor:
         settings: LivenessSettings | None = None,
         pidfd_open: Callable[[int, str | None], int | None] | None = None,
         metrics: Metrics | None = None,
+        shortcuts: ProbeShortcuts | None = None,
     ) -> None:
+        """``shortcuts`` None: the sound ones for this backend and opener (see _local_shortcuts)."""
         self._inbox = inbox
         self._metrics = metrics or Metrics()
         self._store = store
@@ -112,6 +116,16 @@ class LivenessActor:
         use_pidfd = self._settings.use_pidfd and os_probes.pidfd_supported()
         self._pidfd_open = pidfd_open or (_open_pidfd if use_pidfd else None)
         self._exits: ExitWatchSet | None = None
+        if shortcuts is None:
+            shortcuts = _local_shortcuts(probes, custom_opener=pidfd_open is not None)
+        self._shortcuts = shortcuts
+        # Pid -> the watch ProbeNow may answer from (its identity, and the evidence of the
+        # verified incarnation it holds): one per pid, the latest; a pid whose vouching
+        # watch is dropped is probed again even if another identity still watches it.
+        self._vouch_key: dict[int, str] = {}
+        self._vouched: dict[int, PidEvidence] = {}
+        # The last ProbeNow answer, whose objects the next one reuses where unchanged.
+        self._answered: dict[int, PidEvidence] = {}
 
     @property
     def sweeps_completed(self) -> int:
@@ -127,6 +141,8 @@ class LivenessActor:
                 self._exits.close()
                 self._exits = None
             self._watched.clear()
+            self._vouch_key.clear()
+            self._vouched.clear()
             self._exited.clear()
             self._metrics.exit_watches.set(0)
 
@@ -173,20 +189,42 @@ class LivenessActor:
         )
 
     def probe_now(self, pids: Sequence[int]) -> dict[int, PidEvidence]:
-        """Fresh evidence from the OS, overruled only by an observed exit of that incarnation.
+        """Fresh evidence per pid, overruled only by an observed exit of that incarnation.
 
-        Snapshot and plan read this. A probe that still finds the incarnation a pidfd saw
-        exit (a stat read racing the exit, an OS whose probe cannot see zombies) is wrong
-        about it: that process has gone for good. A probe that cannot tell, or finds another
-        incarnation under the pid, keeps its answer.
+        Snapshot and plan read this; ProbeNow's docstring states the contract. A probe that
+        still finds the incarnation a pidfd saw exit (a stat read racing the exit, an OS
+        whose probe cannot see zombies) is wrong about it: that process has gone for good.
+        A probe that cannot tell, or finds another incarnation under the pid, keeps its
+        answer. A watch that has not fired answers for its pid without a probe, and a
+        complete /proc listing for the pids it lacks, where the shortcuts allow.
         """
-        exited = self._exited
-        evidence: dict[int, PidEvidence] = {}
-        for seen in self._probes.probe_many(sorted(set(pids))):
-            alive, start = seen.alive, seen.start_time
-            if alive and start is not None and (seen.pid, start) in exited:
-                alive = False
-            evidence[seen.pid] = PidEvidence(alive=alive, start_time=start)
+        exits, shortcuts = self._exits, self._shortcuts
+        vouched: Mapping[int, PidEvidence] = {}
+        not_vouched: set[int] = set()
+        if exits is not None and shortcuts.watches_vouch:
+            vouched = self._vouched
+            # Read at the request: an exit the exit loop has not taken in yet must still
+            # stop its watch from vouching.
+            for identity in exits.pending():
+                pid = self._watched.get(identity)
+                if pid is not None and self._vouch_key.get(pid) == identity:
+                    not_vouched.add(pid)
+            for pid, start in self._exited:
+                if (held := vouched.get(pid)) is not None and held.start_time == start:
+                    not_vouched.add(pid)
+        evidence = answer(
+            pids,
+            vouched=vouched,
+            not_vouched=not_vouched,
+            exited=self._exited,
+            listing=shortcuts.listing,
+            probe=self._probes.probe,
+            probe_many=self._probes.probe_many,
+            previous=self._answered,
+        )
+        # Kept as sent: answer() checks every reused object's value, so even a receiver
+        # that wrote into its Mapping could not make a later answer wrong.
+        self._answered = evidence
         return evidence
 
     async def _sweeper(self) -> None:
@@ -277,6 +315,10 @@ class LivenessActor:
             return
         self._exits.add(identity, fd)
         self._watched[identity] = pid
+        if start_time is not None:
+            # Only a verified start: the opener kept the fd because the pid still had it.
+            self._vouch_key[pid] = identity
+            self._vouched[pid] = reuse(self._answered, pid, True, start_time)
         # The pidfd was opened on this exact incarnation, so until it fires the
         # worker is alive; sweeps skip watched rows on the strength of this.
         self._verdicts[identity] = (pid, ALIVE, True, start_time, self._clock.monotonic(), _PIDFD)
@@ -292,7 +334,7 @@ class LivenessActor:
                 del self._exited[(pid, start_time)]
 
     def _unwatch(self, identity: str) -> None:
-        self._watched.pop(identity, None)
+        self._stop_vouching(identity, self._watched.pop(identity, None))
         self._metrics.exit_watches.set(len(self._watched))
         if self._exits is not None:
             self._exits.discard(identity)
@@ -303,6 +345,7 @@ class LivenessActor:
                 pid = self._watched.pop(identity, None)
                 if pid is None:
                     continue
+                self._stop_vouching(identity, pid)
                 # The watch was opened on the registered incarnation (its record says
                 # which); the exit is a fact about that start time, kept for probe_now.
                 watched = self._verdicts.get(identity)
@@ -319,6 +362,20 @@ class LivenessActor:
                     _PIDFD,
                 )
                 _log.info("worker_exited", worker_identity=identity, pid=pid)
+
+    def _stop_vouching(self, identity: str, pid: int | None) -> None:
+        if pid is not None and self._vouch_key.get(pid) == identity:
+            del self._vouch_key[pid]
+            del self._vouched[pid]
+
+
+def _local_shortcuts(probes: ProbeBackend, *, custom_opener: bool) -> ProbeShortcuts:
+    # Sound only where the probe is this machine's stat read and the watch is a real pidfd
+    # verified against it; a hidepid or foreign-namespace /proc gets neither, so every
+    # pid is probed as before.
+    if not isinstance(probes, LocalProbes) or not listing_is_complete():
+        return NO_SHORTCUTS
+    return ProbeShortcuts(watches_vouch=not custom_opener, listing=visible_pids)
 
 
 def _open_pidfd(pid: int, start_time: str | None) -> int | None:

@@ -325,6 +325,21 @@ class Watch:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeNow:
+    """Evidence for every distinct pid, as a probe of each made on receipt would give it.
+
+    Fresh: never an old sweep's result. A pid whose exit watch (a pidfd opened on a
+    verified start time) has not fired is answered from the watch, since a pidfd that is
+    not readable names a process that has not exited, so still holds its pid, and the
+    probe would find it running; the watch is checked when the request is handled. A pid
+    missing from a complete /proc listing is dead. Anything unsure is probed, and what
+    the probe cannot tell stays unknown. An exit a watch observed overrules a probe that
+    still finds that same incarnation.
+
+    Identity: where a pid's evidence equals the previous ProbeNow answer's for it, it is
+    that same object, so ``is`` tells unchanged evidence from changed; a pid the previous
+    answer lacked gets no promise. Receivers must not mutate the Mapping.
+    """
+
     pids: tuple[int, ...]
     reply: Reply[Mapping[int, PidEvidence]]
 

@@ -54,6 +54,20 @@ class ExitWatchSet:
         finally:
             close_pidfd(fd)
 
+    def pending(self) -> frozenset[str]:
+        """Keys whose descriptor is readable now but not yet reported by ``exited``.
+
+        Level-triggered, so asking consumes nothing. A pidfd is readable from the
+        moment its process has exited (a zombie included), so a key missing here
+        names a process that had not exited when this was called.
+        """
+        if not self._fd_by_key:
+            return frozenset()
+        # maxevents defaults to FD_SETSIZE - 1; every member may be ready at once.
+        ready = self._epoll.poll(0, len(self._fd_by_key))
+        keys = self._key_by_fd
+        return frozenset(keys[fd] for fd, _ in ready if fd in keys)
+
     async def exited(self) -> list[str]:
         """Wait until a watched descriptor fires; return those keys, no longer watched."""
         while True:

@@ -13,7 +13,10 @@ def listing_is_complete() -> bool:
     """Whether ``/proc`` lists every process of this pid namespace (checked once)."""
     try:
         with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-            return complete_per_mountinfo(handle.read())
+            complete = complete_per_mountinfo(handle.read())
+        # A /proc mounted for another pid namespace (a container given the host's)
+        # numbers processes differently: its entries say nothing about our pids.
+        return complete and os.readlink("/proc/self") == str(os.getpid())
     except OSError:
         return False
 
@@ -46,4 +49,5 @@ def visible_pids() -> frozenset[int] | None:
         names = os.listdir("/proc")
     except OSError:
         return None
-    return frozenset(int(name) for name in names if name.isdigit())
+    # C-level loops: on a host running ten thousand workers this is one entry each.
+    return frozenset(map(int, filter(str.isdigit, names)))

@@ -78,5 +78,30 @@ async def test_discard_closes_and_forgets() -> None:
         watches.close()
 
 
+async def test_pending_names_every_readable_member_and_consumes_nothing() -> None:
+    watches = ExitWatchSet()
+    writers: list[int] = []
+    try:
+        assert watches.pending() == frozenset()
+        # More members than epoll's default batch (FD_SETSIZE - 1), all readable at once.
+        for index in range(1100):
+            reader, writer = os.pipe()
+            watches.add(f"k{index}", reader)
+            writers.append(writer)
+        assert watches.pending() == frozenset()
+        for writer in writers[1:]:
+            os.close(writer)
+        expected = frozenset(f"k{index}" for index in range(1, 1100))
+        assert watches.pending() == expected
+        assert watches.pending() == expected  # level-triggered: still there
+        with anyio.fail_after(5):  # hang guard only
+            assert set(await watches.exited()) <= expected
+        assert "k0" in watches
+        assert "k0" not in watches.pending()
+    finally:
+        os.close(writers[0])
+        watches.close()
+
+
 def test_platform_flag_matches_linux() -> None:
     assert exit_watch_supported() == sys.platform.startswith("linux")

@@ -53,3 +53,17 @@ def test_listed_and_unlisted_pids_are_judged_like_single_probes() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
+def test_a_proc_of_another_pid_namespace_is_not_a_complete_listing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # /proc/self resolves by the pid this process has in the namespace /proc belongs to.
+    listing_is_complete.cache_clear()
+    try:
+        monkeypatch.setattr(os, "readlink", lambda path: str(os.getpid() + 1))
+        assert listing_is_complete() is False
+        assert visible_pids() is None
+    finally:
+        listing_is_complete.cache_clear()
