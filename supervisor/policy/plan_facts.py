@@ -103,13 +103,30 @@ def _fresh_until(beat_us: int | None, ttl: float | None) -> int:
         return NO_FRESHNESS
     if ttl > _AGELESS_TTL:
         return FOREVER
-    low = beat_us + int(ttl * 1_000_000) - 2
+    # The test reads only now_us - beat_us, so the edge is beat_us plus an offset
+    # that depends on the TTL alone; a registry has a handful of TTLs.
+    offset = _EDGES.get(ttl)
+    if offset is None:
+        offset = _edge(ttl)
+        if len(_EDGES) < _MAX_EDGES:
+            _EDGES[ttl] = offset
+    return beat_us + offset
+
+
+def _edge(ttl: float) -> int:
+    """The least whole number of microseconds ``d`` with ``not (d / 10**6 < ttl)``."""
+    low = int(ttl * 1_000_000) - 2
     # Float rounding leaves the guess a few microseconds off: walk to the exact edge.
-    while (low - beat_us) / 1_000_000 >= ttl:
+    while low / 1_000_000 >= ttl:
         low -= 16
-    while (low - beat_us) / 1_000_000 < ttl:
+    while low / 1_000_000 < ttl:
         low += 1
     return low
+
+
+#: Edge offsets by TTL (bounded: TTLs come from rows, and rows are input).
+_EDGES: dict[float, int] = {}
+_MAX_EDGES = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +175,8 @@ class RowFacts(NamedTuple):
     scope_keys: tuple[tuple[str, str], ...]
     slot: tuple[str, str] | None
     identity_proof: Verdict
-    #: Never mutated: each plan copies it and fills in DYNAMIC_EVIDENCE_KEYS.
+    #: Never mutated: each plan copies it and fills in DYNAMIC_EVIDENCE_KEYS and
+    #: ``last_heartbeat_at`` (from ``beat_raw``).
     evidence_template: Mapping[str, Any]
     # What ``with_beat`` needs to re-derive the facts for another heartbeat stamp
     # without reading the row again: a live row's stamp is the one column that
@@ -335,7 +353,8 @@ def _evidence_template(v: Seen) -> dict[str, Any]:
         "foreign_repository": v.foreign_repository,
         "status": v.status,
         "started_at": v.started_at,
-        "last_heartbeat_at": v.last_heartbeat_at,
+        # Filled per entry from ``beat_raw``: a new stamp then needs no new template.
+        "last_heartbeat_at": None,
         "heartbeat_ttl_seconds": v.ttl,
         "heartbeat_age_seconds": None,
         "heartbeat_fresh": None,
@@ -424,8 +443,6 @@ def with_beat(facts: RowFacts, beat_raw: Any) -> RowFacts:
     unit = facts.unit
     start = facts.beat_at
     beat_text = canon(beat_raw)
-    template = dict(facts.evidence_template)
-    template[_BEAT] = beat_raw
     # A list and _make instead of _replace: a plan after a round of heartbeats
     # re-derives every live row, and _replace walks all fields in Python.
     values = list(facts)
@@ -437,7 +454,6 @@ def with_beat(facts: RowFacts, beat_raw: Any) -> RowFacts:
     values[_AT_STATIC] = _static_verdict(
         facts.status, _missing_fields(facts.missing_besides_beat, beat_raw), beat
     )
-    values[_AT_TEMPLATE] = template
     values[_AT_BEAT_RAW] = beat_raw
     values[_AT_BEAT_END] = start + len(beat_text)
     return RowFacts._make(values)
@@ -450,6 +466,5 @@ _AT_BEAT_US = _FIELDS.index("beat_us")
 _AT_FRESH_UNTIL = _FIELDS.index("fresh_until")
 _AT_CONTRADICTING = _FIELDS.index("self_contradicting")
 _AT_STATIC = _FIELDS.index("static_verdict")
-_AT_TEMPLATE = _FIELDS.index("evidence_template")
 _AT_BEAT_RAW = _FIELDS.index("beat_raw")
 _AT_BEAT_END = _FIELDS.index("beat_end")

@@ -41,4 +41,5 @@ def parse_stamp(value: object) -> datetime | None:
         return None
     if parsed.tzinfo is None:
         return None  # a local time without an offset is ambiguous
-    return parsed.astimezone(UTC)
+    # "...Z" parses to UTC already; converting would only build an equal copy.
+    return parsed if parsed.tzinfo is UTC else parsed.astimezone(UTC)
