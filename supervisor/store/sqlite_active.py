@@ -11,7 +11,7 @@ from supervisor.store.base import Row
 from supervisor.store.schema import REGISTRATION_COLUMNS
 from supervisor.store.schema_active import STAMP_COLUMN, active_trigger_sql
 
-__all__ = ["ActiveCache", "compact_active_job"]
+__all__ = ["ActiveCache", "active_job", "compact_active_job"]
 
 _COLUMNS = ", ".join(REGISTRATION_COLUMNS)
 _STAMP_INDEX = REGISTRATION_COLUMNS.index(STAMP_COLUMN)
@@ -110,7 +110,7 @@ class ActiveCache:
             # A gap, or so many changes that one pass is cheaper than lookups by rowid.
             return self._full(raw)
         self._reread(raw, changed)
-        return self._stamp_pass(raw, relogged=bool(changed))
+        return self._stamp_pass(raw)
 
     def _changed_since(self, raw: sqlite3.Connection) -> set[int] | None:
         """Rowids logged after the folded position, or None if the log has a gap."""
@@ -154,12 +154,15 @@ class ActiveCache:
                 if old is not None and not _same(old["worker_identity"], row["worker_identity"]):
                     self.moved = True
 
-    def _stamp_pass(self, raw: sqlite3.Connection, relogged: bool) -> list[Row]:
+    def _stamp_pass(self, raw: sqlite3.Connection) -> list[Row]:
         rowids, stamps = _read_stamps(raw)
         seen = self.seen
-        if not relogged and seen is not None and rowids == seen[0]:
-            # Same rows in the same scan order as last time: only stamps can differ,
-            # and comparing the two lists finds them without a pass in Python.
+        if not self.moved and seen is not None and rowids == seen[0]:
+            # Same rows in the same scan order as last time (a logged row that came
+            # or went would change the list; one renamed sets ``moved``): only
+            # stamps can differ from the cache, and comparing the two lists finds
+            # them without a pass in Python. Re-read rows carry this snapshot's
+            # stamp already, so a copy of one of them is merely redundant.
             rows, previous = self.rows, seen[1]
             if stamps != previous:
                 for index, (new, old) in enumerate(zip(stamps, previous, strict=True)):
@@ -191,7 +194,7 @@ class ActiveCache:
             raise sqlite3.DatabaseError("an active row vanished inside one read transaction")
         order = self.order
         self.rows = kept
-        if self.moved or len(order) != len(kept) or not all(r in kept for r in order):
+        if self.moved or len(order) != len(kept) or kept.keys() != set(order):
             self.order = _sorted(kept)
         self.moved = False
 
@@ -295,3 +298,14 @@ def compact_active_job(raw: sqlite3.Connection, through: int) -> None:
     folded position and a reader can tell its position is still there.
     """
     raw.execute("DELETE FROM registry_active_changes WHERE change_id < ?1", (through,))
+
+
+def active_job(raw: sqlite3.Connection, cache: ActiveCache) -> list[Row]:
+    """``cache.refresh`` in a read transaction of its own (see ``view_job`` for why)."""
+    if raw.in_transaction:
+        return cache.refresh(raw)
+    raw.execute("BEGIN")
+    try:
+        return cache.refresh(raw)
+    finally:
+        raw.execute("ROLLBACK")
