@@ -146,15 +146,29 @@ class Store(Protocol):
     dialect: str
 
     async def read_registrations(self, *, status: str | None = None) -> list[Row]:
-        """Committed registration rows (never another transaction's pending writes)."""
+        """Committed registration rows (never another transaction's pending writes),
+        ordered by worker_identity. With ``status="active"`` the SQLite store answers
+        from the same cache as ``read_registry_view`` (same contract: the dicts are
+        shared and must not be mutated)."""
         ...
 
     async def read_registry_view(self) -> RegistryView:
         """The committed active rows and the history digest, from one read transaction.
 
-        The digest is maintained with every change to a historical row (schema v4's
+        ``active`` holds exactly what a fresh ``SELECT`` of the active rows returns
+        (every column, values and types as the driver gives them), ordered by
+        worker_identity (then rowid, which only matters for hand-inserted NULL
+        identities). The list is new on every call; the row dicts are not: on
+        SQLite a row unchanged since the previous call is the identical dict
+        object (``is``), and a changed row is a new dict. Rows handed out are
+        never mutated afterwards, by the store or by callers (copy before
+        changing one). PostgreSQL reads afresh and promises no identity.
+
+        The digest is maintained with every change to a historical row (schema v6's
         change log), so reading it costs the changes since the last read, never a
-        pass over history.
+        pass over history. The active rows likewise cost the rows changed since
+        the last call (schema v8's change log) plus one pass over the active rows'
+        heartbeat stamps, which no trigger logs so that beats pay nothing.
         """
         ...
 

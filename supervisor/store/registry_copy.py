@@ -60,8 +60,11 @@ def _fingerprint(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 #: Kept by the SQLite store from the other tables (the history digest and its change
-#: log); the PostgreSQL store does not read them, and its migration seeds its own.
-_DERIVED_TABLES = frozenset({"registry_history_digest", "registry_history_changes"})
+#: log, the active-row change log); the PostgreSQL store does not read them, and its
+#: migration seeds its own (or, for the active-row log, none).
+_DERIVED_TABLES = frozenset(
+    {"registry_history_digest", "registry_history_changes", "registry_active_changes"}
+)
 
 
 def _read_sqlite(path: Path) -> tuple[int, dict[str, tuple[list[str], list[tuple[Any, ...]]]]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from supervisor.store.schema_active import ACTIVE_DESCRIPTION, create_active_log
 from supervisor.store.schema_control import V3_DESCRIPTION, V3_STATEMENTS
 from supervisor.store.schema_history import (
     HISTORY_DESCRIPTION,
@@ -238,5 +239,10 @@ _V7 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# Version 8: the change log of registration rows behind the SQLite store's cache of
+# active rows (schema_active.py); its hook creates the table and triggers on SQLite
+# only, so it is a no-op on PostgreSQL.
+_V8 = Migration(version=8, description=ACTIVE_DESCRIPTION, statements=(), hook=create_active_log)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 CURRENT_VERSION = MIGRATIONS[-1].version

@@ -31,8 +31,9 @@ from supervisor.store.schema import (
     SCHEMA_MIGRATIONS_DDL,
     Migration,
 )
+from supervisor.store.sqlite_active import ActiveCache, active_job, compact_active_job
 from supervisor.store.sqlite_beats import stamp_and_commit
-from supervisor.store.sqlite_exec import check_submit_support, fetch_in_chunks, submit
+from supervisor.store.sqlite_exec import check_submit_support, fetch_in_chunks, fetch_job, submit
 from supervisor.store.sqlite_history import (
     HistoryCache,
     compact_job,
@@ -93,6 +94,7 @@ class SQLiteStore:
         self._write_lock = anyio.Lock()
         self._closed = False
         self._history = HistoryCache()
+        self._active = ActiveCache()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -103,15 +105,19 @@ class SQLiteStore:
         return await fetchall(self._reader, statement, params)
 
     async def read_registrations(self, *, status: str | None = None) -> list[Row]:
+        if status == "active":
+            # The same rows in the same order as the SELECT below, from the view's cache.
+            self._check_open()
+            job = partial(active_job, cache=self._active)
+            return await fetch_job(submit(self._reader, job))
         statement = sql.select_registrations(SQLITE, by_status=status is not None, id_count=None)
         rows = await self._read(statement, (status,) if status is not None else ())
         return rowmap.as_dicts(REGISTRATION_COLUMNS, rows)
 
     async def read_registry_view(self) -> RegistryView:
         self._check_open()
-        active, base, changes = await history_call(
-            submit(self._reader, partial(view_job, since=self._history.through))
-        )
+        job = partial(view_job, since=self._history.through, read_active=self._active.refresh)
+        active, base, changes = await history_call(submit(self._reader, job))
         return RegistryView(active=active, history=self._history.advance(base, changes))
 
     async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
@@ -177,7 +183,10 @@ class SQLiteStore:
                 raise
             tx.finish()
             through = await self._compact_history()
+            folded = await self._compact_active()
             await commit(self._writer)
+            if folded is not None:
+                self._active.compacted = folded
             if through is not None:
                 self._history.compacted_through = through
 
@@ -196,6 +205,15 @@ class SQLiteStore:
             submit(self._writer, partial(compact_job, summary=summary, through=through))
         )
         return through
+
+    async def _compact_active(self) -> int | None:
+        """Drop the active-row log entries the cache has folded (inside the open write
+        transaction), so the log stays as short as the changes between two views."""
+        folded = self._active.position
+        if folded <= max(self._active.compacted, 0):
+            return None
+        await history_call(submit(self._writer, partial(compact_active_job, through=folded)))
+        return folded
 
     def submit_heartbeats(
         self, beats: Sequence[tuple[str, str]], chain: CommitChain

@@ -18,6 +18,7 @@ __all__ = [
     "execute",
     "executemany",
     "fetch_in_chunks",
+    "fetch_job",
     "fetchall",
     "rollback",
     "submit",
@@ -55,6 +56,14 @@ async def fetchall(
     """Run a query and fetch every row in the same hop."""
     try:
         return list(await conn.execute_fetchall(statement, params))
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite query failed: {exc}") from exc
+
+
+async def fetch_job(pending: Awaitable[T]) -> T:
+    """Await a read job queued with ``submit``; engine errors become ``StoreError``."""
+    try:
+        return await pending
     except sqlite3.Error as exc:
         raise StoreError(f"SQLite query failed: {exc}") from exc
 

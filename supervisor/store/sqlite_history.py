@@ -37,10 +37,6 @@ _SELECT_DIGEST_AND_CHANGES = (
     "FROM registry_history_digest AS d LEFT JOIN registry_history_changes AS c "
     "ON c.change_id > max(?1, d.through_change_id) WHERE d.id = 1 ORDER BY c.change_id"
 )
-_SELECT_ACTIVE = (
-    f"SELECT {_REGISTRATIONS} FROM worker_registrations WHERE status = 'active' "
-    "ORDER BY worker_identity"
-)
 #: Identity key name -> the column its value is compared with (the instance key
 #: is looked up by instance id and checked exactly in Python).
 _KEY_COLUMNS = {
@@ -176,15 +172,28 @@ def _consistent(raw: sqlite3.Connection, read: Callable[[], _T]) -> _T:
     raise sqlite3.OperationalError("history kept changing during a read; try again")
 
 
-def view_job(raw: sqlite3.Connection, since: int) -> tuple[list[Row], Base, list[Change]]:
-    """Active rows, the digest row and the changes after ``since``, as of one history."""
+def view_job(
+    raw: sqlite3.Connection, since: int, read_active: Callable[[sqlite3.Connection], list[Row]]
+) -> tuple[list[Row], Base, list[Change]]:
+    """Active rows (``read_active``), the digest row and the changes after ``since``,
+    all from one read transaction.
 
-    def read() -> tuple[list[Row], Base, list[Change]]:
+    An explicit transaction rather than ``_consistent``: the active rows are
+    read in several statements that must agree with each other, stamps
+    included, which no change-log position can vouch for. A chunked read's
+    cursor left open on this connection is no obstacle: it shares the snapshot,
+    and COMMIT leaves it readable.
+    """
+    if raw.in_transaction:
+        return read_active(raw), *_digest_and_changes(raw, since)
+    raw.execute("BEGIN")
+    try:
+        active = read_active(raw)
         base, changes = _digest_and_changes(raw, since)
-        active = rowmap.as_dicts(REGISTRATION_COLUMNS, raw.execute(_SELECT_ACTIVE).fetchall())
-        return active, base, changes
-
-    return _consistent(raw, read)
+    finally:
+        # Nothing was written: COMMIT and ROLLBACK both just end the snapshot.
+        raw.execute("ROLLBACK")
+    return active, base, changes
 
 
 def summary_job(raw: sqlite3.Connection, since: int) -> tuple[Base, list[Change]]:
