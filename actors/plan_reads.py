@@ -16,9 +16,9 @@ from supervisor.policy.row_columns import RowColumn
 from supervisor.store.base import Row, Store
 
 __all__ = [
+    "HistoryReads",
     "PlanInputs",
     "PlanListing",
-    "ScopeCache",
     "list_entries",
     "read_plan_inputs",
     "rescope",
@@ -63,31 +63,37 @@ async def read_plan_inputs(store: Store, irregular: RowColumn[bool] | None = Non
     return PlanInputs(rows=view.active, history=view.history)
 
 
-class ScopeCache:
-    """The last history-scope read, by its keys and the history digest it was read under.
+class HistoryReads:
+    """History reads of the last plan, by what they read and the history digest they saw.
 
-    The digest is a set hash of every historical row, so while it and the keys
-    are unchanged the store would return the same units: no read is needed.
+    The digest is a set hash of every historical row (with their count), so while
+    it and the arguments are unchanged the store would return the same rows: no
+    read is needed.
     """
 
-    __slots__ = ("_held",)
+    __slots__ = ("_examples", "_scope")
 
     def __init__(self) -> None:
-        self._held: tuple[frozenset[tuple[str, str]], str, int, list[str]] | None = None
+        self._scope: tuple[object, list[str]] | None = None
+        self._examples: tuple[object, list[Row]] | None = None
 
-    async def units(
+    async def scope_units(
         self, store: Store, keys: frozenset[tuple[str, str]], history: HistorySummary
     ) -> list[str]:
-        held = self._held
-        if (
-            held is not None
-            and (held[1], held[2]) == (history.digest, history.count)
-            and held[0] == keys
-        ):
-            return held[3]
+        key = (keys, history.digest, history.count)
+        if self._scope is not None and self._scope[0] == key:
+            return self._scope[1]
         units = await store.read_history_scope(keys)
-        self._held = (keys, history.digest, history.count, units)
+        self._scope = (key, units)
         return units
+
+    async def examples(self, store: Store, limit: int, history: HistorySummary) -> list[Row]:
+        key = (limit, history.digest, history.count)
+        if self._examples is not None and self._examples[0] == key:
+            return self._examples[1]
+        rows = await store.read_history(limit=limit)
+        self._examples = (key, rows)
+        return rows
 
 
 async def rescope(
@@ -95,13 +101,13 @@ async def rescope(
     plan: RetirementPlan,
     inputs: PlanInputs,
     memo: PlanMemo | None = None,
-    cache: ScopeCache | None = None,
+    cache: HistoryReads | None = None,
 ) -> RetirementPlan:
     """Add the historical rows sharing a candidate's identity key to the scope token."""
     if inputs.history is None or not plan.anchor_keys or not inputs.history.count:
         return plan
     if cache is not None:
-        units = await cache.units(store, plan.anchor_keys, inputs.history)
+        units = await cache.scope_units(store, plan.anchor_keys, inputs.history)
     else:
         units = await store.read_history_scope(plan.anchor_keys)
     if memo is None:
@@ -145,12 +151,20 @@ async def list_entries(
     plan: RetirementPlan,
     query: PlanQuery,
     build: EntryBuilder,
+    reads: tuple[HistoryReads, HistorySummary] | None = None,
 ) -> PlanListing:
-    """The page of entries the query asks for, and examples of the unlisted history rows."""
+    """The page of entries the query asks for, and examples of the unlisted history rows.
+
+    ``reads``: a cache of history reads and the summary the plan was made with.
+    """
     unlisted = plan.unlisted_terminal_count
     examples: list[PlanEntry] = []
     if unlisted and query.examples > 0:
-        examples = build(await store.read_history(limit=query.examples))
+        if reads is not None:
+            rows = await reads[0].examples(store, query.examples, reads[1])
+        else:
+            rows = await store.read_history(limit=query.examples)
+        examples = build(rows)
     if not query.lists_entries:
         return PlanListing(listed=None, next_cursor=None, extra_examples=examples)
     history: list[PlanEntry] = []

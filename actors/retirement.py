@@ -31,8 +31,8 @@ from actors.messages import (
 )
 from actors.plan_columns import PlanColumns, active_pid
 from actors.plan_reads import (
+    HistoryReads,
     PlanInputs,
-    ScopeCache,
     entry_builder,
     list_entries,
     read_plan_inputs,
@@ -127,7 +127,7 @@ class RetirementActor:
         self._plan_memo = PlanMemo(trust_identity=True)
         # Per-row inputs of the evidence request, kept between plans the same way.
         self._plan_columns = PlanColumns()
-        self._scope_cache = ScopeCache()
+        self._history_reads = HistoryReads()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
@@ -346,11 +346,12 @@ class RetirementActor:
                 memo=self._plan_memo,
                 history=inputs.history,
             )
-        plan = await rescope(self._store, plan, inputs, self._plan_memo, self._scope_cache)
+        plan = await rescope(self._store, plan, inputs, self._plan_memo, self._history_reads)
         build = entry_builder(
             now=now, evidence=evidence, fencing=fencing, canonical_repository=canon_repo
         )
-        listing = await list_entries(self._store, plan, query, build)
+        reads = None if inputs.history is None else (self._history_reads, inputs.history)
+        listing = await list_entries(self._store, plan, query, build, reads)
         with gc_paused():
             result = plan_view_dict(
                 plan,

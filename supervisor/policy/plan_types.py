@@ -148,6 +148,10 @@ class RetirementPlan:
 
     @property
     def candidate_worker_identities(self) -> tuple[str, ...]:
+        # The planner's anchors are exactly these, in this order; reading them
+        # spares building every candidate's entry just for its identity.
+        if len(self.anchor_identities) == len(self.candidates):
+            return self.anchor_identities
         return tuple(str(c.worker_identity) for c in self.candidates)
 
     @property
