@@ -31,3 +31,16 @@ def test_light_commands_leave_the_mcp_stack_unloaded(modules: tuple[str, ...]) -
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_sqlite_daemon_leaves_the_postgresql_driver_unloaded() -> None:
+    # The store factory loads asyncpg only for a [database] url (about 3.5 MB of RSS).
+    code = (
+        "import sys\n"
+        "import supervisor.cli, supervisor.service, supervisor.app, supervisor.store.factory\n"
+        "print(sorted(m for m in ('asyncpg', 'supervisor.store.postgres') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]", out.stdout
