@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskStatus
 
+from actors.apply_gates import check_cohort, check_fencing, plan_actions, token_of
 from actors.mailbox import Inbox, Outbox, Reply, ask
 from actors.messages import (
     ApplyOutcome,
@@ -41,7 +42,7 @@ from actors.plan_reads import (
 from actors.retirement_records import Refused as _Refused
 from actors.retirement_records import (
     audit_event,
-    count_fleet,
+    count_fleet_rows,
     mark_unrecorded,
     orphan_fields,
     post_apply_view,
@@ -53,8 +54,6 @@ from supervisor.errors import SupervisorError
 from supervisor.gc_pause import gc_paused
 from supervisor.logs import get_logger
 from supervisor.metrics import Metrics
-from supervisor.policy.apply_rules import TokenMode
-from supervisor.policy.cohort import classify_cohort
 from supervisor.policy.eligibility import FencingContext, PlanMemo, plan_retirement
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fingerprints import registry_fingerprint
@@ -64,7 +63,6 @@ from supervisor.policy.permissions import Profile, decide
 from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.render import (
     decision_dict,
-    owners_dict,
     plan_view_dict,
     snapshot_dict,
 )
@@ -272,8 +270,18 @@ class RetirementActor:
         # does not grow with history either.
         inputs = await read_plan_inputs(self._store)
         evidence = await self._evidence(inputs.rows)
-        snap = await self._snapshot(inputs, canonical_repository=None, evidence=evidence)
-        return count_fleet(snap, self._orphans(inputs.rows, evidence))
+        # One worker view at a time: a status call or scrape must not hold a whole
+        # snapshot of the fleet at its peak (a third of the daemon's memory at 10k rows).
+        with gc_paused():
+            return count_fleet_rows(
+                inputs.rows,
+                now=self._clock.now(),
+                evidence=evidence,
+                current_host_id=self._probes.host_id(),
+                canonical_repository=self._settings.canonical_repository,
+                historical_count=inputs.history.count if inputs.history else 0,
+                orphans=self._orphans(inputs.rows, evidence),
+            )
 
     def _orphans(
         self,
@@ -362,24 +370,13 @@ class RetirementActor:
             )
         # A finding, not a retirement: a live orphan stays preserved by its live pid.
         result.update(orphan_fields(self._orphans(inputs.rows, evidence, clients)))
-        result["protected_active_workflow_owners"] = {
-            **owners_dict(owners.owners),
-            "active_lease_count": owners.active_lease_count,
-            "lease_fingerprint": owners.fingerprint,
-        }
-        result["apply_tool"] = "gitea_apply_stale_worker_retirement"
-        result["exact_next_action"] = (
-            "pass registry_fingerprint (or scope_fingerprint), candidate_fingerprint and "
-            "candidate_worker_identities to apply"
-            if plan.candidates
-            else "no registration is conclusively stale; nothing to apply"
-        )
+        result.update(plan_actions(plan, owners))
         return result
 
     async def apply(self, request: ApplyRequest) -> Mapping[str, Any]:
         try:
             self._authorize(request.profile, "apply")
-            mode, token = self._token(request)
+            mode, token = token_of(request)
             await self._gates()
         except _Refused as refused:
             await self._audit_refusal(request.profile, "apply", refused)
@@ -417,28 +414,10 @@ class RetirementActor:
         decision = decide(self._profiles.get(profile_name), "apply")
         return None if decision.allowed else decision.reason
 
-    @staticmethod
-    def _token(request: ApplyRequest) -> tuple[TokenMode, str]:
-        strict, scoped = request.registry_fingerprint, request.scope_fingerprint
-        if bool(strict) == bool(scoped):
-            raise _Refused(
-                _refusal("give exactly one of registry_fingerprint (strict) or scope_fingerprint")
-            )
-        if strict:
-            return "strict", strict
-        assert scoped is not None
-        return "scoped", scoped
-
     async def _gates(self) -> None:
         """Refuse before any transaction when the supervisor cannot vouch for its evidence."""
         fencing = self._fencing()
-        if not fencing.host_id or not fencing.boot_id:
-            raise _Refused(
-                _refusal(
-                    "the supervisor's own host or boot identity is unknown (fail closed)",
-                    fencing_context={"host_id": fencing.host_id, "boot_id": fencing.boot_id},
-                )
-            )
+        check_fencing(fencing)
         status: LivenessStatus = await ask(
             self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
         )
@@ -446,22 +425,7 @@ class RetirementActor:
             raise _Refused(_refusal("no liveness sweep has completed yet (fail closed)"))
         await self._owners()
         active = await self._store.read_registrations(status=STATUS_ACTIVE)
-        cohort = classify_cohort(
-            active, evidence=await self._evidence(active), current_host_id=fencing.host_id
-        )
-        if cohort.blocked:
-            raise _Refused(
-                _refusal(
-                    "daemon-cohort uniqueness failed; worker ownership is contested",
-                    blocker_kind=cohort.blocker_kind,
-                    cohort={
-                        "reasons": list(cohort.reasons),
-                        "duplicate_identities": list(cohort.duplicate_identities),
-                        "contested_generations": list(cohort.contested_generations),
-                        "blocked_worker_identities": list(cohort.blocked_worker_identities),
-                    },
-                )
-            )
+        check_cohort(active, await self._evidence(active), fencing.host_id)
 
     async def _post_apply(
         self, result: Mapping[str, Any], canonical_repository: str | None
