@@ -451,9 +451,14 @@ def with_beat(facts: RowFacts, beat_raw: Any) -> RowFacts:
     values[_AT_BEAT_US] = beat_us
     values[_AT_FRESH_UNTIL] = _fresh_until(beat_us, facts.ttl)
     values[_AT_CONTRADICTING] = started is None or (beat is not None and started > beat)
-    values[_AT_STATIC] = _static_verdict(
-        facts.status, _missing_fields(facts.missing_besides_beat, beat_raw), beat
-    )
+    if beat is not None and facts.status == STATUS_ACTIVE and not facts.missing_besides_beat:
+        # The common case, settled without building the missing-field list: a parsed
+        # stamp is never blank, so nothing is missing and there is no static verdict.
+        values[_AT_STATIC] = None
+    else:
+        values[_AT_STATIC] = _static_verdict(
+            facts.status, _missing_fields(facts.missing_besides_beat, beat_raw), beat
+        )
     values[_AT_BEAT_RAW] = beat_raw
     values[_AT_BEAT_END] = start + len(beat_text)
     return RowFacts._make(values)
