@@ -62,8 +62,8 @@ def _judge(
     facts: list[RowFacts], evidence: EvidenceMap, now: datetime, owners: ProtectedOwners
 ) -> tuple[Moment, list[Verdict]]:
     """Every row from scratch: the planner without a memo."""
-    moment = observe(facts, evidence, now)
-    fleet = fleet_context(facts, moment, owners)
+    moment, ambiguous = observe(facts, evidence, now)
+    fleet = fleet_context(facts, moment, ambiguous, owners)
     probes, live, fresh, ownership = moment.probes, moment.live, moment.fresh, moment.ownership
     verdicts = [
         row_verdict(f, probes[i], live[i], fresh[i], ownership[i], fleet)

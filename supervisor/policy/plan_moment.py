@@ -31,10 +31,11 @@ class Moment:
     fresh: list[bool | None]
     live: list[bool]
     ownership: list[str]
-    ambiguous_keys: frozenset[tuple[str, str]]
 
 
-def observe(facts: Sequence[RowFacts], evidence: EvidenceMap, now: datetime) -> Moment:
+def observe(
+    facts: Sequence[RowFacts], evidence: EvidenceMap, now: datetime
+) -> tuple[Moment, frozenset[tuple[str, str]]]:
     """What the probes and ``now`` say about each row; the only per-plan work per row."""
     probe_of = evidence.get
     probes: list[PidEvidence] = []
@@ -79,7 +80,8 @@ def observe(facts: Sequence[RowFacts], evidence: EvidenceMap, now: datetime) -> 
         fresh_of.append(fresh)
         live_of.append(live)
         ownership_of.append(ownership)
-    return Moment(probes, ages, fresh_of, live_of, ownership_of, frozenset(ambiguous))
+    # The conflict keys held by live or unsettled rows (``plan_verdict.FleetContext``).
+    return Moment(probes, ages, fresh_of, live_of, ownership_of), frozenset(ambiguous)
 
 
 def entry_evidence(f: RowFacts, index: int, moment: Moment) -> dict[str, Any]:

@@ -91,8 +91,10 @@ def changed_positions(new: Sequence[Any], old: Sequence[Any]) -> list[int]:
     return list(compress(range(len(new)), map(is_not, new, old)))
 
 
-def _bump(counter: Counter[_K], key: _K, by: int, flipped: set[_K]) -> None:
-    """Add ``by`` to ``key``'s count; a count that appears or vanishes marks the key."""
+def _bump(counter: Counter[_K], key: _K, by: int, flipped: dict[_K, bool]) -> None:
+    """Add ``by`` to ``key``'s count (a key at zero is dropped, so the counter's keys
+    are the keys held); a key that appears or vanishes is marked with whether it was
+    held before its first move."""
     held = counter.get(key, 0)
     now = held + by
     if now:
@@ -100,7 +102,7 @@ def _bump(counter: Counter[_K], key: _K, by: int, flipped: set[_K]) -> None:
     else:
         del counter[key]
     if (held == 0) != (now == 0):
-        flipped.add(key)
+        flipped.setdefault(key, held != 0)
 
 
 class PlanState:
@@ -117,8 +119,6 @@ class PlanState:
 
     __slots__ = (
         "_amb",
-        "_amb_frozen",
-        "_amb_keys",
         "_beats",
         "_bits",
         "_contested",
@@ -162,8 +162,6 @@ class PlanState:
         self._amb: Counter[tuple[str, str]] = Counter()
         self._run_slots: Counter[tuple[str, str]] = Counter()
         self._dups: set[str] = set()
-        self._amb_keys: set[tuple[str, str]] = set()
-        self._amb_frozen: frozenset[tuple[str, str]] | None = None
         self._contested: set[tuple[str, str]] = set()
         #: Plans that judged every row, and rows redone by the others (for tests and benches).
         self.full_passes = 0
@@ -202,16 +200,12 @@ class PlanState:
         return self._snapshot(now_us)
 
     def _snapshot(self, now_us: int) -> tuple[Moment, list[Verdict]]:
-        ambiguous = self._amb_frozen
-        if ambiguous is None:
-            ambiguous = self._amb_frozen = frozenset(self._amb_keys)
         moment = Moment(
             probes=list(self._probes),
             ages=Ages(list(self._beats), now_us),
             fresh=list(self._fresh),
             live=list(self._live),
             ownership=list(self._ownership),
-            ambiguous_keys=ambiguous,
         )
         return moment, list(self._verdicts)
 
@@ -252,8 +246,6 @@ class PlanState:
             f.slot for f, r in zip(facts, self._running, strict=True) if r and f.slot is not None
         )
         self._dups = {k for k, c in self._id_counts.items() if k and c > 1}
-        self._amb_keys = set(self._amb)
-        self._amb_frozen = None
         self._contested = {s for s in self._run_slots if self._slot_counts[s] > 1}
         self._owners = owners
         self._judge_all()
@@ -277,7 +269,8 @@ class PlanState:
         return FleetContext(
             owners=self._owners,
             duplicate_identities=self._dups,
-            ambiguous_keys=self._amb_keys,
+            # The counter's keys are the keys held (zero counts are dropped).
+            ambiguous_keys=self._amb.keys(),
             contested_slots=self._contested,
         )
 
@@ -303,12 +296,12 @@ class PlanState:
             if before.worker_identity != after.worker_identity:
                 # Duplicates are counts above one, not above zero: every touched
                 # identity is looked at again below.
-                _bump(self._id_counts, before.worker_identity, -1, set())
-                _bump(self._id_counts, after.worker_identity, 1, set())
+                _bump(self._id_counts, before.worker_identity, -1, {})
+                _bump(self._id_counts, after.worker_identity, 1, {})
                 flipped_ids.update((before.worker_identity, after.worker_identity))
             if before.slot != after.slot:
-                _bump(self._slot_counts, before.slot, -1, set())
-                _bump(self._slot_counts, after.slot, 1, set())
+                _bump(self._slot_counts, before.slot, -1, {})
+                _bump(self._slot_counts, after.slot, 1, {})
                 touched_slots.update((before.slot, after.slot))
         old_raw = self._raw
         probes_moved = [i for i in changed_positions(raw, old_raw) if raw[i] != old_raw[i]]
@@ -318,8 +311,8 @@ class PlanState:
         self._bits = bits
         dirty = sorted({*moved, *probes_moved, *bits_moved})
 
-        amb_flipped: set[tuple[str, str]] = set()
-        run_flipped: set[tuple[str, str]] = set()
+        amb_flipped: dict[tuple[str, str], bool] = {}
+        run_flipped: dict[tuple[str, str], bool] = {}
         redo: list[int] = []
         for i in dirty:
             f = self._facts[i]
@@ -365,15 +358,7 @@ class PlanState:
                 context_moved = True
                 self._dups.discard(identity)
         # A count that crossed zero adds or removes the key; one that merely moved does not.
-        for key in amb_flipped:
-            present = key in self._amb
-            if present != (key in self._amb_keys):
-                context_moved = True
-                self._amb_frozen = None
-                if present:
-                    self._amb_keys.add(key)
-                else:
-                    self._amb_keys.discard(key)
+        context_moved |= any((key in self._amb) != held for key, held in amb_flipped.items())
         for slot in touched_slots:
             if slot is None:
                 continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -41,12 +41,15 @@ class FleetContext:
 
     owners: ProtectedOwners
     duplicate_identities: frozenset[str] | set[str]
-    ambiguous_keys: frozenset[tuple[str, str]] | set[tuple[str, str]]
+    ambiguous_keys: Collection[tuple[str, str]]
     contested_slots: frozenset[tuple[str, str]] | set[tuple[str, str]]
 
 
 def fleet_context(
-    facts: Sequence[RowFacts], moment: Moment, owners: ProtectedOwners
+    facts: Sequence[RowFacts],
+    moment: Moment,
+    ambiguous: frozenset[tuple[str, str]],
+    owners: ProtectedOwners,
 ) -> FleetContext:
     """The fleet-wide sets, from scratch, for one plan's rows and observations."""
     identities = Counter(map(_IDENTITY, facts))
@@ -64,7 +67,7 @@ def fleet_context(
         duplicate_identities=frozenset(
             identity for identity, count in identities.items() if identity and count > 1
         ),
-        ambiguous_keys=moment.ambiguous_keys,
+        ambiguous_keys=ambiguous,
         contested_slots=frozenset(contested),
     )
 
@@ -117,8 +120,9 @@ def row_verdict(  # noqa: PLR0917
             REASON_FOREIGN_REPOSITORY,
             "repository binding is absent or not the canonical repository",
         )
+    held = fleet.ambiguous_keys
     shared = sorted(
-        f"{name}={value}" for name, value in fleet.ambiguous_keys.intersection(facts.conflict_keys)
+        f"{name}={value}" for name, value in facts.conflict_keys if (name, value) in held
     )
     if shared:
         return (
