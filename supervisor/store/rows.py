@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from supervisor.errors import StoreError
@@ -25,6 +25,7 @@ __all__ = [
     "as_dicts",
     "audit_params",
     "audit_rows",
+    "dict_builder",
     "lease_params",
     "registration_params",
     "retire_params",
@@ -65,28 +66,34 @@ SHARED_TEXT_COLUMNS: frozenset[str] = frozenset(
 )
 
 
-def as_dicts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
-    """Plain dicts keyed by column name; values as the driver returned them.
+def dict_builder(columns: Sequence[str]) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    """Builds plain dicts keyed by ``columns`` from value rows, as ``as_dicts`` does.
 
     Equal texts of a ``SHARED_TEXT_COLUMNS`` column are one string object across
-    the rows (strings are immutable, so only memory differs); other values, and
-    any value that is not a ``str``, are the driver's own.
+    every row one builder makes (strings are immutable, so only memory differs);
+    other values, and any value that is not a ``str``, are the driver's own.
     """
     shared = [index for index, column in enumerate(columns) if column in SHARED_TEXT_COLUMNS]
     if not shared:
-        return [dict(zip(columns, row, strict=True)) for row in rows]
+        return lambda row: dict(zip(columns, row, strict=True))
     texts: dict[str, str] = {}
     share = texts.setdefault
-    out: list[dict[str, Any]] = []
-    append = out.append
-    for row in rows:
+
+    def build(row: Sequence[Any]) -> dict[str, Any]:
         values = list(row)
         for index in shared:
             value = values[index]
             if value.__class__ is str:
                 values[index] = share(value, value)
-        append(dict(zip(columns, values, strict=True)))
-    return out
+        return dict(zip(columns, values, strict=True))
+
+    return build
+
+
+def as_dicts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Plain dicts keyed by column name; values as the driver returned them
+    (low-cardinality texts shared, see ``dict_builder``)."""
+    return list(map(dict_builder(columns), rows))
 
 
 def _known_columns(

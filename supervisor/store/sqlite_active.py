@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from supervisor.store.base import Row
+from supervisor.store.rows import dict_builder
 from supervisor.store.schema import REGISTRATION_COLUMNS
 from supervisor.store.schema_active import STAMP_COLUMN, active_trigger_sql
 
@@ -133,6 +134,7 @@ class ActiveCache:
 
     def _reread(self, raw: sqlite3.Connection, changed: set[int]) -> None:
         rows = self.rows
+        build = dict_builder(REGISTRATION_COLUMNS)
         wanted = sorted(changed)
         found: dict[int, Sequence[Any]] = {}
         for start in range(0, len(wanted), _CHUNK):
@@ -150,7 +152,7 @@ class ActiveCache:
             if values is None:
                 rows.pop(rowid, None)  # gone or no longer active
             elif old is None or not _same_row(old, values):
-                row = rows[rowid] = dict(zip(REGISTRATION_COLUMNS, values, strict=True))
+                row = rows[rowid] = build(values)
                 if old is not None and not _same(old["worker_identity"], row["worker_identity"]):
                     self.moved = True
 
@@ -208,12 +210,13 @@ class ActiveCache:
         rows = self.rows
         kept: dict[int, Row] = {}
         out: list[Row] = []
+        build = dict_builder(REGISTRATION_COLUMNS)
         # Row by row from the cursor, not fetchall: the new tuples never all exist at once.
         for hit in raw.execute(_SELECT_ALL):
             rowid, values = int(hit[0]), hit[1:]
             row = rows.get(rowid)
             if row is None or not _same_row(row, values):
-                row = dict(zip(REGISTRATION_COLUMNS, values, strict=True))
+                row = build(values)
             kept[rowid] = row
             out.append(row)
         # The SQL order is the reference that later passes keep.
@@ -224,6 +227,7 @@ class ActiveCache:
 def _fetch(raw: sqlite3.Connection, rowids: list[int]) -> Iterable[tuple[int, Row]]:
     """(rowid, row) of each active row among ``rowids``, read in chunks."""
     wanted = sorted(rowids)
+    build = dict_builder(REGISTRATION_COLUMNS)
     for start in range(0, len(wanted), _CHUNK):
         chunk = wanted[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
@@ -232,7 +236,7 @@ def _fetch(raw: sqlite3.Connection, rowids: list[int]) -> Iterable[tuple[int, Ro
             f"WHERE status = 'active' AND rowid IN ({marks})"
         )
         for hit in raw.execute(statement, chunk):
-            yield int(hit[0]), dict(zip(REGISTRATION_COLUMNS, hit[1:], strict=True))
+            yield int(hit[0]), build(hit[1:])
 
 
 def _read_stamps(raw: sqlite3.Connection) -> tuple[list[int], list[Any]]:
