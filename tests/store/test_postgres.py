@@ -213,3 +213,29 @@ async def test_a_fillfactor_the_operator_chose_is_kept(pg_url: str) -> None:
 async def test_a_partial_migration_has_no_registry_to_tune(pg_url: str) -> None:
     assert await migrate_postgres(pg_url, target_version=0) == ()
     assert await _registry_options(pg_url) == []
+
+
+@pytest.mark.parametrize("plans", ["force_custom_plan", "force_generic_plan"])
+async def test_a_job_is_one_statement_that_fails_whole_when_a_row_is_not_active(
+    pg_url: str, plans: str
+) -> None:
+    # Either kind of plan: the check must fail when run, never when planned.
+    async with postgres_store(f"{pg_url}&plan_cache_mode={plans}") as store:
+        async with store.write() as tx:
+            for identity in ("w-1", "w-2"):
+                await tx.insert_registration(registration(identity, last_heartbeat_at=STAMP_1))
+            await tx.insert_registration(registration("gone", status="released"))
+        for _ in range(8):
+            assert await store.submit_heartbeats([("w-1", STAMP_2)], CommitChain()) is True
+        chain = CommitChain()
+        spoiled = [("gone", STAMP_3), ("w-1", STAMP_3), ("w-2", STAMP_3)]
+        assert await store.submit_heartbeats(spoiled, chain) is False
+        assert chain.broken
+        stamps = {
+            r["worker_identity"]: r["last_heartbeat_at"] for r in await store.read_registrations()
+        }
+        assert stamps == {"w-1": STAMP_2, "w-2": STAMP_1, "gone": STAMP_1}
+        # Nothing left open on the write connection: the next job and transaction run.
+        assert await store.submit_heartbeats([("w-2", STAMP_3)], CommitChain()) is True
+        async with store.write() as tx:
+            assert await tx.touch_heartbeats([("w-1", STAMP_3)]) == 1
