@@ -92,6 +92,10 @@ class PostgresStore:
         # History summaries computed from full reads (no change-log triggers here yet).
         self._history_memo = history_scan.ScanMemo()
 
+    def writer_backend_pid(self) -> int:
+        """The server process serving the write connection (benchmarks read its CPU)."""
+        return int(self._writer.raw.get_server_pid())
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"store for {self.url} is closed")
