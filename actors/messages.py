@@ -269,6 +269,7 @@ class Register:
     reply: Reply[RegisterResult]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Heartbeat:
     worker_identity: str

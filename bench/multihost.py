@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ import asyncpg
 from actors.host_lease import HostLeaseSettings
 from bench.beat_load import beat_through_handle
 from bench.fixtures import READER, REPO, StaticProfiles
-from bench.processes import Sleepers, short_tempdir
+from bench.processes import Sleepers, cpu_seconds, short_tempdir
 from bench.report import Figure, percentile
 from supervisor.app import AppSettings, running_supervisor
 from supervisor.clock import MonotonicWall, SystemClock
@@ -95,13 +95,26 @@ async def _host(spec: _HostRun) -> dict[str, Any]:
                     if not result.ok:
                         raise RuntimeError(f"registration refused: {result.code} {result.detail}")
                     registrations.append(result.registration)
-                acked, seconds = await beat_through_handle(
-                    handle,
-                    registrations,
-                    callers=len(registrations),
-                    warmup=warmup,
-                    duration=duration,
-                )
+                backend = store.writer_backend_pid()
+                cpu: dict[str, float] = {}
+
+                async def cpu_at_window_start() -> None:
+                    # CPU per acknowledged beat, this process's and its PostgreSQL write
+                    # backend's: what the throughput costs, whatever else the machine runs.
+                    await anyio.sleep(warmup)
+                    cpu["host"], cpu["backend"] = time.process_time(), cpu_seconds(backend)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(cpu_at_window_start)
+                    acked, seconds = await beat_through_handle(
+                        handle,
+                        registrations,
+                        callers=len(registrations),
+                        warmup=warmup,
+                        duration=duration,
+                    )
+                host_cpu = time.process_time() - cpu["host"]
+                backend_cpu = cpu_seconds(backend) - cpu["backend"]
                 plan_ms: list[float] = []
                 host_plan_ms: list[float] = []
                 for _ in range(plans):
@@ -118,19 +131,32 @@ async def _host(spec: _HostRun) -> dict[str, Any]:
         "host": host,
         "acked": acked,
         "seconds": seconds,
+        "host_cpu_us_per_beat": 1e6 * host_cpu / max(acked, 1),
+        "backend_cpu_us_per_beat": 1e6 * backend_cpu / max(acked, 1),
         "plan_ms": plan_ms,
         "host_plan_ms": host_plan_ms,
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _Baseline:
+    beats: int
+    seconds: float
+    #: CPU per beat of this (client) process and of the connections' server backends.
+    client_cpu_us_per_beat: float
+    backend_cpu_us_per_beat: float
+
+
 async def _commit_per_beat(
     url: str, identities: Sequence[str], connections: int, duration: float
-) -> tuple[int, float]:
+) -> _Baseline:
     """The same UPDATE, one autocommitted statement (one commit, one WAL flush) per beat."""
     statement = sql.touch_heartbeats(POSTGRESQL)
     conns = [await asyncpg.connect(url) for _ in range(connections)]
+    backends = [conn.get_server_pid() for conn in conns]
     done = 0
     try:
+        client0, backend0 = time.process_time(), sum(map(cpu_seconds, backends))
         started = time.perf_counter()
         deadline = started + duration
 
@@ -146,7 +172,15 @@ async def _commit_per_beat(
         async with anyio.create_task_group() as tg:
             for offset, conn in enumerate(conns):
                 tg.start_soon(sender, conn, offset)
-        return done, time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        client = time.process_time() - client0
+        backend = sum(map(cpu_seconds, backends)) - backend0
+        return _Baseline(
+            beats=done,
+            seconds=seconds,
+            client_cpu_us_per_beat=1e6 * client / max(done, 1),
+            backend_cpu_us_per_beat=1e6 * backend / max(done, 1),
+        )
     finally:
         for conn in conns:
             await conn.close()
@@ -175,6 +209,7 @@ def run(quick: bool) -> list[Figure]:
     workers = 128 if quick else 256
     warmup, duration = (0.3, 0.7) if quick else (1.0, 4.0)
     plans = 3 if quick else 10
+    load_at_start = os.getloadavg()[0]
     server = start_pg_server(bindir, durable=True)
     try:
         url = server.url()
@@ -199,7 +234,7 @@ def run(quick: bool) -> list[Figure]:
     finally:
         server.stop()
     combined = sum(h["acked"] / h["seconds"] for h in hosts)
-    rates = {n: done / seconds for n, (done, seconds) in baselines.items()}
+    rates = {n: b.beats / b.seconds for n, b in baselines.items()}
     judged = not quick
     figures = [
         Figure(
@@ -210,6 +245,9 @@ def run(quick: bool) -> list[Figure]:
             judged=judged,
             detail={
                 "per_host_per_s": {h["host"]: h["acked"] / h["seconds"] for h in hosts},
+                "host_cpu_us_per_beat": {h["host"]: h["host_cpu_us_per_beat"] for h in hosts},
+                "backend_cpu_us_per_beat": {h["host"]: h["backend_cpu_us_per_beat"] for h in hosts},
+                "load_average_at_start": load_at_start,
                 "workers_per_host": workers,
                 "window_seconds": duration,
                 "fsync": "on",
@@ -222,7 +260,7 @@ def run(quick: bool) -> list[Figure]:
             value=rates[3],
             unit="/s",
             judged=judged,
-            detail={"beats": baselines[3][0], "seconds": baselines[3][1], "rows": len(identities)},
+            detail={"rows": len(identities), **asdict(baselines[3])},
         ),
         Figure(
             name="multihost.pg_commit_per_beat_c24_per_s",
@@ -230,7 +268,7 @@ def run(quick: bool) -> list[Figure]:
             value=rates[24],
             unit="/s",
             judged=judged,
-            detail={"beats": baselines[24][0], "seconds": baselines[24][1]},
+            detail=asdict(baselines[24]),
         ),
         Figure(
             name="multihost.pg_vs_commit_per_beat_ratio",

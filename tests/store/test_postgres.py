@@ -10,6 +10,7 @@ from supervisor.errors import StoreError
 from supervisor.store import CURRENT_VERSION
 from supervisor.store.base import CommitChain
 from supervisor.store.postgres import (
+    REGISTRY_FILLFACTOR,
     PostgresStore,
     migrate_postgres,
     open_postgres_store,
@@ -178,3 +179,63 @@ async def test_the_snapshot_connection_cannot_write(pg_url: str) -> None:
         with pytest.raises(StoreError, match="read-only"):
             await store.read("UPDATE worker_registrations SET status = 'retired'")
         assert [r["status"] for r in await store.read_registrations()] == ["active"]
+
+
+async def _registry_options(url: str) -> list[str]:
+    conn = await asyncpg.connect(url)
+    try:
+        value = await conn.fetchval(
+            "SELECT reloptions FROM pg_class WHERE oid = to_regclass('worker_registrations')"
+        )
+        return list(value or [])
+    finally:
+        await conn.close()
+
+
+async def test_the_registry_leaves_room_on_each_page_for_heartbeat_updates(pg_url: str) -> None:
+    async with postgres_store(pg_url):
+        pass
+    assert await _registry_options(pg_url) == [f"fillfactor={REGISTRY_FILLFACTOR}"]
+
+
+async def test_a_fillfactor_the_operator_chose_is_kept(pg_url: str) -> None:
+    await migrate_postgres(pg_url)
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute("ALTER TABLE worker_registrations SET (fillfactor = 80)")
+    finally:
+        await conn.close()
+    async with postgres_store(pg_url):
+        pass
+    assert await _registry_options(pg_url) == ["fillfactor=80"]
+
+
+async def test_a_partial_migration_has_no_registry_to_tune(pg_url: str) -> None:
+    assert await migrate_postgres(pg_url, target_version=0) == ()
+    assert await _registry_options(pg_url) == []
+
+
+@pytest.mark.parametrize("plans", ["force_custom_plan", "force_generic_plan"])
+async def test_a_job_is_one_statement_that_fails_whole_when_a_row_is_not_active(
+    pg_url: str, plans: str
+) -> None:
+    # Either kind of plan: the check must fail when run, never when planned.
+    async with postgres_store(f"{pg_url}&plan_cache_mode={plans}") as store:
+        async with store.write() as tx:
+            for identity in ("w-1", "w-2"):
+                await tx.insert_registration(registration(identity, last_heartbeat_at=STAMP_1))
+            await tx.insert_registration(registration("gone", status="released"))
+        for _ in range(8):
+            assert await store.submit_heartbeats([("w-1", STAMP_2)], CommitChain()) is True
+        chain = CommitChain()
+        spoiled = [("gone", STAMP_3), ("w-1", STAMP_3), ("w-2", STAMP_3)]
+        assert await store.submit_heartbeats(spoiled, chain) is False
+        assert chain.broken
+        stamps = {
+            r["worker_identity"]: r["last_heartbeat_at"] for r in await store.read_registrations()
+        }
+        assert stamps == {"w-1": STAMP_2, "w-2": STAMP_1, "gone": STAMP_1}
+        # Nothing left open on the write connection: the next job and transaction run.
+        assert await store.submit_heartbeats([("w-2", STAMP_3)], CommitChain()) is True
+        async with store.write() as tx:
+            assert await tx.touch_heartbeats([("w-1", STAMP_3)]) == 1

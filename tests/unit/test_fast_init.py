@@ -8,12 +8,20 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats
+from actors.messages import Heartbeat, HeartbeatResult, HeartbeatWrite, TouchHeartbeats
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.plan_types import PlanEntry
 from supervisor.surfaces.protocol import FencedArgs, Request
 
-_DECORATED = (HeartbeatResult, HeartbeatWrite, TouchHeartbeats, FencedArgs, Request, PlanEntry)
+_DECORATED = (
+    Heartbeat,
+    HeartbeatResult,
+    HeartbeatWrite,
+    TouchHeartbeats,
+    FencedArgs,
+    Request,
+    PlanEntry,
+)
 
 
 def _shape(init: object) -> list[tuple[str, object, object]]:
