@@ -45,6 +45,7 @@ EXPECTED = (
     "plan.linearity",
     "plan.actor_10k_ms",
     "plan.actor_10k_history_ms",
+    "plan.actor_10k_history_beating_ms",
     "sweep.cpu_ms",
     "sweep.max_stall_ms",
     "exit.pidfd_p50_ms",
