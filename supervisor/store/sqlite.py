@@ -22,6 +22,7 @@ from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import CommitChain, RegistryView, Row
 from supervisor.store.dialect import SQLITE
+from supervisor.store.history_cache import HistoryCache, scope_units
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.migrations import run_migrations
 from supervisor.store.schema import (
@@ -35,12 +36,10 @@ from supervisor.store.sqlite_active import ActiveCache, active_job, compact_acti
 from supervisor.store.sqlite_beats import stamp_and_commit
 from supervisor.store.sqlite_exec import check_submit_support, fetch_in_chunks, fetch_job, submit
 from supervisor.store.sqlite_history import (
-    HistoryCache,
     compact_job,
     history_call,
     history_page_job,
     scope_job,
-    scope_units,
     summary_job,
     view_job,
 )
