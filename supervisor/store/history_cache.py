@@ -16,6 +16,7 @@ __all__ = [
     "Change",
     "Held",
     "HistoryCache",
+    "change_row",
     "columns_for",
     "probe_rows",
     "rescope",
@@ -45,7 +46,8 @@ Change = Sequence[Any]
 Scope = dict[tuple[str, str], list[Held]]
 
 
-def _row_of(change: Change) -> tuple[int, Row]:
+def change_row(change: Change) -> tuple[int, Row]:
+    """(sign, row with the token columns) of one change-log entry."""
     return int(change[1]), dict(zip(CHANGE_COLUMNS, change[2:], strict=True))
 
 
@@ -94,7 +96,7 @@ class HistoryCache:
             change_id = int(change[0])
             if change_id <= at:
                 continue
-            sign, row = _row_of(change)
+            sign, row = change_row(change)
             fold.add(row_unit(row), row.get("worker_identity"), sign)
             touched.append((sign, row))
             at = change_id
@@ -105,7 +107,7 @@ class HistoryCache:
         """Fold ``changes``: every change below ``horizon`` the cache has not folded
         (the caller picked them, read with ``base``); the position becomes ``horizon``."""
         fold, at = self._start(base)
-        touched = [_row_of(change) for change in changes]
+        touched = [change_row(change) for change in changes]
         for sign, row in touched:
             fold.add(row_unit(row), row.get("worker_identity"), sign)
         self._keep(fold, max(at, horizon), touched)
@@ -114,7 +116,7 @@ class HistoryCache:
         """The folded summary plus ``changes`` not folded (yet), the cache unchanged."""
         fold = self.fold.copy() if self.fold is not None else HistoryFold()
         for change in changes:
-            sign, row = _row_of(change)
+            sign, row = change_row(change)
             fold.add(row_unit(row), row.get("worker_identity"), sign)
         return fold.summary()
 

@@ -71,7 +71,7 @@ async def test_v2_database_upgrades_to_v3_keeping_registrations_leases_and_audit
     conn.close()
 
     async with sqlite_store(db_path) as store:
-        assert store.applied_migrations == (3, 4, 5, 6, 7, 8)
+        assert store.applied_migrations == (3, 4, 5, 6, 7, 8, 9)
         [kept] = await store.read_registrations()
         assert {k: kept[k] for k in reg} == reg
         assert await store.read_leases() == [held]
