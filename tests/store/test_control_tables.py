@@ -78,7 +78,7 @@ async def test_v2_database_upgrades_to_v3_keeping_registrations_leases_and_audit
         assert [e["action"] for e in await store.read_audit()] == ["plan"]
     assert tables(db_path) >= CONTROL_TABLES
     versions = [r[0] for r in raw_query(db_path, "SELECT version FROM schema_migrations")]
-    assert versions == [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert versions == [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
 
 
 async def test_upgrade_refuses_two_active_leases_on_one_item_and_changes_nothing(
