@@ -223,3 +223,22 @@ async def test_the_change_log_is_compacted_by_later_writes(tmp_path: Path) -> No
         assert left == 1
         view = await store.read_registry_view()
         assert view.history == history_summary(await store.read_registrations())
+
+
+async def test_a_scope_lookup_after_another_store_compacted_is_complete(tmp_path: Path) -> None:
+    path = tmp_path / "registry.db"
+    keys = {("session_id", "sess-0")}
+    async with sqlite_store(path) as a, sqlite_store(path) as b:
+        async with a.write() as tx:
+            await tx.insert_registration(_row(0, 0, "retired"))
+        assert len(await a.read_history_scope(keys)) == 1  # cached in a
+        for index in (3, 6):
+            async with b.write() as tx:  # each compacts what b folded before
+                await tx.insert_registration(_row(index, 0, "retired"))
+            await b.read_registry_view()
+        async with b.write() as tx:
+            await tx.insert_registration(_row(1, 0, "active"))
+        everything = await a.read_registrations()
+        want = sorted(row_unit(r) for r in everything if is_history(r) and identity_keys(r) & keys)
+        assert len(want) == 3
+        assert sorted(await a.read_history_scope(keys)) == want
