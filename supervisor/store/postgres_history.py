@@ -182,8 +182,10 @@ class PgHistory:
         # The table shows the pending changes too; the cache holds settled history only.
         for sign, row in reversed(pending):
             rescope(found, -sign, row)
+        # Copies (the pending changes are applied to them), taken before remember()
+        # may empty a full cache.
+        held = {key: list(found[key] if key in found else cache.scope[key]) for key in wanted}
         cache.remember(found)
-        held = {key: list(cache.scope.get(key, ())) for key in wanted}
         for sign, row in pending:
             rescope(held, sign, row)
         return scope_units(held)
