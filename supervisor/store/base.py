@@ -165,10 +165,11 @@ class Store(Protocol):
         changing one). PostgreSQL reads afresh and promises no identity.
 
         The digest is maintained with every change to a historical row (schema v6's
-        change log), so reading it costs the changes since the last read, never a
-        pass over history. The active rows likewise cost the rows changed since
-        the last call (schema v8's change log) plus one pass over the active rows'
-        heartbeat stamps, which no trigger logs so that beats pay nothing.
+        change log, fed on PostgreSQL from v9), so reading it costs the changes since
+        the last read, never a pass over history. The active rows likewise cost the
+        rows changed since the last call (schema v8's change log) plus one pass over
+        the active rows' heartbeat stamps, which no trigger logs so that beats pay
+        nothing.
         """
         ...
 

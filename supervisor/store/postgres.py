@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 
 from supervisor.errors import StoreError
-from supervisor.store import history_scan, sql
 from supervisor.store import rows as rowmap
+from supervisor.store import sql
 from supervisor.store.base import CommitChain, RegistryView, Row
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.migrations import run_migrations
 from supervisor.store.postgres_beats import stamp_and_commit
 from supervisor.store.postgres_exec import PgConnection, connect, redact_url, to_dollar_params
+from supervisor.store.postgres_history import PgHistory, history_page
 from supervisor.store.postgres_tx import PostgresWriteTx
 from supervisor.store.schema import (
     CURRENT_VERSION,
@@ -41,6 +42,8 @@ __all__ = [
     "postgres_store",
 ]
 
+_T = TypeVar("_T")
+
 #: Advisory lock key serializing migrations of supervisors that start together.
 _MIGRATION_LOCK = 0x666C656574  # "fleet"
 
@@ -51,6 +54,9 @@ _MIGRATION_LOCK = 0x666C656574  # "fleet"
 REGISTRY_FILLFACTOR = 50
 
 _RELOPTIONS = "SELECT reloptions FROM pg_class WHERE oid = to_regclass('worker_registrations')"
+
+
+_SELECT_ACTIVE = sql.select_registrations(POSTGRESQL, by_status=True, id_count=None)
 
 
 class PostgresStore:
@@ -89,8 +95,8 @@ class PostgresStore:
         self._in_write = False
         self._last_job: asyncio.Future[bool] | None = None
         self._closed = False
-        # History summaries computed from full reads (no change-log triggers here yet).
-        self._history_memo = history_scan.ScanMemo()
+        #: This store's fold of the shared history change log (postgres_history.py).
+        self.history = PgHistory()
 
     def writer_backend_pid(self) -> int:
         """The server process serving the write connection (benchmarks read its CPU)."""
@@ -124,18 +130,41 @@ class PostgresStore:
         rows = await self._read(statement, (status,) if status is not None else ())
         return rowmap.as_dicts(REGISTRATION_COLUMNS, rows)
 
+    async def _snapshot(self, job: Callable[[PgConnection], Awaitable[_T]]) -> _T:
+        """``job`` in one REPEATABLE READ read-only transaction on the read connection:
+        every statement it runs sees the same committed state, whatever other hosts
+        commit meanwhile."""
+        self._check_open()
+        async with self._read_lock:
+            self._reader = await self._fresh(self._reader)
+            conn = self._reader
+            with anyio.CancelScope(shield=True):
+                await conn.command("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                value = await job(conn)
+            finally:
+                # Nothing was written: ROLLBACK just ends the snapshot.
+                with anyio.CancelScope(shield=True):
+                    await conn.rollback_or_discard()
+            return value
+
     async def read_registry_view(self) -> RegistryView:
-        # No change-log triggers on PostgreSQL yet: computed from every row (history_scan).
-        return history_scan.view_of(await self.read_registrations(), self._history_memo)
+        async def job(conn: PgConnection) -> RegistryView:
+            active = await conn.fetch(_SELECT_ACTIVE, ("active",))
+            history = await self.history.summary(conn)
+            return RegistryView(rowmap.as_dicts(REGISTRATION_COLUMNS, active), history)
+
+        return await self._snapshot(job)
 
     async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
-        return history_scan.scope_units_of(await self.read_registrations(), keys)
+        return await self._snapshot(partial(self.history.scope, keys=list(set(keys))))
 
     async def read_history(
         self, *, after: str | None = None, limit: int = 100, needle: str | None = None
     ) -> list[Row]:
-        rows = await self.read_registrations()
-        return history_scan.page_of_history(rows, after=after, limit=max(0, limit), needle=needle)
+        return await self._snapshot(
+            partial(history_page, after=after, limit=max(0, limit), needle=needle)
+        )
 
     async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:
         rows = await self._read(sql.select_active_processes(POSTGRESQL))
@@ -174,8 +203,12 @@ class PostgresStore:
                     self._writer.discard()
                     raise
             self._in_write = True
-            tx = PostgresWriteTx(self._writer)
+            tx = PostgresWriteTx(self._writer, self.history)
             try:
+                with anyio.CancelScope(shield=True):
+                    # First, while the transaction is sure to be healthy (a body may
+                    # swallow a failed statement, which aborts it): see postgres_history.
+                    await self.history.compact(self._writer)
                 await anyio.lowlevel.checkpoint_if_cancelled()
                 yield tx
             except BaseException:

@@ -10,15 +10,15 @@ from typing import Any
 import anyio
 
 from supervisor.errors import StoreError
-from supervisor.policy.fingerprints import history_summary
 from supervisor.policy.history import HistorySummary
-from supervisor.store import history_scan, sql
 from supervisor.store import rows as rowmap
+from supervisor.store import sql
 from supervisor.store.base import Row
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import HostLeaseTx
 from supervisor.store.postgres_control import PostgresControlTx, sqlite_shaped
 from supervisor.store.postgres_exec import PgConnection, coercer
+from supervisor.store.postgres_history import PgHistory, history_rows
 from supervisor.store.schema import GUARD_COLUMNS, LEASE_COLUMNS, REGISTRATION_COLUMNS
 from supervisor.store.stamps import require_stamp
 
@@ -102,8 +102,9 @@ _LOCK_ROWS = (
 class PostgresWriteTx:
     """One transaction on the store's write connection (see base.WriteTx)."""
 
-    def __init__(self, conn: PgConnection) -> None:
+    def __init__(self, conn: PgConnection, history: PgHistory | None = None) -> None:
         self._conn = conn
+        self._history = history or PgHistory()
         self._open = True
         self._savepoints = 0
 
@@ -150,11 +151,11 @@ class PostgresWriteTx:
         return rowmap.as_dicts(REGISTRATION_COLUMNS, await self._live().fetch(statement, params))
 
     async def history_summary(self) -> HistorySummary:
-        # Computed from every row until PostgreSQL has the change-log triggers.
-        return history_summary(await self.registrations())
+        return await self._history.in_transaction(self._live())
 
     async def history_scope(self, keys: Collection[tuple[str, str]]) -> list[Row]:
-        return history_scan.scope_rows_of(await self.registrations(), keys)
+        # Rows, not just texts: apply checks them one by one; a few, read by index.
+        return await history_rows(self._live(), list(set(keys)))
 
     async def max_fencing_epoch(self, *, client_instance_id: str, namespace: str) -> int:
         rows = await self._live().fetch(

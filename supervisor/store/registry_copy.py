@@ -59,9 +59,9 @@ def _fingerprint(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return digest("tablefp-v1", units, "tablefp")
 
 
-#: Kept by the SQLite store from the other tables (the history digest and its change
-#: log, the active-row change log); the PostgreSQL store does not read them, and its
-#: migration seeds its own (or, for the active-row log, none).
+#: Kept by the stores from the other tables (the history digest and its change log,
+#: the active-row change log): not copied, as the PostgreSQL triggers log every row
+#: the copy inserts (and PostgreSQL keeps no active-row log).
 _DERIVED_TABLES = frozenset(
     {"registry_history_digest", "registry_history_changes", "registry_active_changes"}
 )

@@ -12,6 +12,7 @@ from supervisor.store.schema_history import (
     HISTORY_STATEMENTS,
     create_history_triggers,
 )
+from supervisor.store.schema_history_pg import PG_HISTORY_DESCRIPTION, create_pg_history_log
 from supervisor.store.schema_hosts import V5_DESCRIPTION, V5_STATEMENTS
 from supervisor.store.schema_links import (
     V4_DESCRIPTION,
@@ -244,5 +245,12 @@ _V7 = Migration(
 # only, so it is a no-op on PostgreSQL.
 _V8 = Migration(version=8, description=ACTIVE_DESCRIPTION, statements=(), hook=create_active_log)
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+# Version 9: the PostgreSQL triggers feeding v6's change log, and the log seeded
+# again from the rows (schema_history_pg.py); a no-op on SQLite, which has had its
+# triggers since v6.
+_V9 = Migration(
+    version=9, description=PG_HISTORY_DESCRIPTION, statements=(), hook=create_pg_history_log
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 CURRENT_VERSION = MIGRATIONS[-1].version

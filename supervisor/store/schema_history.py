@@ -30,7 +30,8 @@ _LIST = ", ".join(CHANGE_COLUMNS)
 HISTORY_DESCRIPTION = "history digest of non-active registrations; indexes for scope lookups"
 
 # The digest row says: the set of historical rows is ``row_count`` rows whose MuHash
-# product is ``product`` (hex), as of every change with change_id <= through_change_id.
+# product is ``product`` (hex), as of every change with change_id <= through_change_id
+# (on PostgreSQL, from v9: every change whose transaction id is below it).
 # Changes after that are in registry_history_changes, +1 for a row version entering
 # history and -1 for one leaving it; readers fold them in, the store compacts them.
 HISTORY_STATEMENTS: tuple[str, ...] = (
@@ -60,7 +61,7 @@ def _values(prefix: str) -> str:
 
 # Plain SQL triggers, so every writer (the store, a migration, a hand-run sqlite3
 # session) logs a change to history in the same transaction as the change itself.
-# PostgreSQL needs the same three as a plpgsql trigger function.
+# PostgreSQL has the same as a plpgsql trigger function (schema_history_pg.py).
 SQLITE_HISTORY_TRIGGERS: tuple[str, ...] = (
     "CREATE TRIGGER registry_history_insert AFTER INSERT ON worker_registrations "
     "WHEN NEW.status IS NOT 'active' BEGIN "
@@ -80,9 +81,9 @@ SQLITE_HISTORY_TRIGGERS: tuple[str, ...] = (
 async def create_history_triggers(conn: MigrationConn) -> None:
     """The engine's triggers feeding the change log (migration hook, same transaction).
 
-    PostgreSQL gets none yet: its store answers every history read from a full read
-    of the registry (``history_scan``) and never reads these tables, so nothing can
-    go stale there; an engine this module does not know is refused.
+    PostgreSQL gets its triggers from version 9 (``schema_history_pg``), which
+    seeds the log again for databases that reached v6 before it existed; an
+    engine this module does not know is refused.
     """
     if conn.dialect.name == "postgresql":
         return

@@ -22,6 +22,7 @@ from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import CommitChain, RegistryView, Row
 from supervisor.store.dialect import SQLITE
+from supervisor.store.history_cache import HistoryCache, scope_units
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.migrations import run_migrations
 from supervisor.store.schema import (
@@ -35,12 +36,10 @@ from supervisor.store.sqlite_active import ActiveCache, active_job, compact_acti
 from supervisor.store.sqlite_beats import stamp_and_commit
 from supervisor.store.sqlite_exec import check_submit_support, fetch_in_chunks, fetch_job, submit
 from supervisor.store.sqlite_history import (
-    HistoryCache,
     compact_job,
     history_call,
     history_page_job,
     scope_job,
-    scope_units,
     summary_job,
     view_job,
 )
@@ -62,6 +61,10 @@ __all__ = [
     "schema_version",
     "sqlite_store",
 ]
+
+
+#: Scope lookups tried before giving up (each retry follows a restart of the cache).
+_SCOPE_ATTEMPTS = 3
 
 
 class SQLiteStore:
@@ -124,14 +127,19 @@ class SQLiteStore:
         self._check_open()
         cache = self._history
         wanted = set(keys)
-        missing = [key for key in wanted if key not in cache.scope]
-        base, changes, found = await history_call(
-            submit(self._reader, partial(scope_job, since=cache.through, keys=missing))
-        )
-        cache.advance(base, changes)
-        cache.remember(found)
-        held = {key: cache.scope.get(key, []) for key in wanted}
-        return scope_units(held)
+        for _ in range(_SCOPE_ATTEMPTS):
+            missing = [key for key in wanted if key not in cache.scope]
+            base, changes, found = await history_call(
+                submit(self._reader, partial(scope_job, since=cache.through, keys=missing))
+            )
+            cache.advance(base, changes)
+            # A restart from the digest row (another store compacted past this cache)
+            # empties the scope entries, ones this lookup counted on too: ask again.
+            if all(key in found or key in cache.scope for key in wanted):
+                held = {key: found[key] if key in found else cache.scope[key] for key in wanted}
+                cache.remember(found)  # may empty the cache when full: held first
+                return scope_units(held)
+        raise StoreError("history scope entries kept being dropped during a lookup; try again")
 
     async def read_history(
         self, *, after: str | None = None, limit: int = 100, needle: str | None = None

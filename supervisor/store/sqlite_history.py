@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any, TypeVar
 
 from supervisor.errors import StoreError
-from supervisor.policy.fingerprints import identity_keys, row_unit
-from supervisor.policy.history import HistoryFold, HistorySummary
+from supervisor.policy.history import HistorySummary
 from supervisor.store import rows as rowmap
 from supervisor.store.base import Row
+from supervisor.store.history_cache import (
+    Base,
+    Change,
+    Held,
+    columns_for,
+    probe_rows,
+    scope_rows,
+)
 from supervisor.store.schema import REGISTRATION_COLUMNS
 from supervisor.store.schema_history import CHANGE_COLUMNS
 
 __all__ = [
-    "HistoryCache",
     "compact_job",
     "history_call",
     "history_page_job",
     "scope_job",
     "scope_rows_job",
-    "scope_units",
     "summary_job",
     "view_job",
 ]
@@ -37,93 +42,8 @@ _SELECT_DIGEST_AND_CHANGES = (
     "FROM registry_history_digest AS d LEFT JOIN registry_history_changes AS c "
     "ON c.change_id > max(?1, d.through_change_id) WHERE d.id = 1 ORDER BY c.change_id"
 )
-#: Identity key name -> the column its value is compared with (the instance key
-#: is looked up by instance id and checked exactly in Python).
-_KEY_COLUMNS = {
-    "worker_identity": "worker_identity",
-    "session_id": "session_id",
-    "generation_id": "generation_id",
-    "process_identity": "process_identity",
-    "pid": "pid",
-    "instance_namespace": "client_instance_id",
-}
 _CHUNK = 500
-#: Scope lookups remembered between plans (one list of rows per identity key).
-_MAX_CACHED_KEYS = 200_000
-
 _T = TypeVar("_T")
-Base = tuple[int, int, str, int]
-#: One historical row in the scope cache: its token text and its identity keys.
-Held = tuple[str, frozenset[tuple[str, str]]]
-Change = Sequence[Any]
-
-
-class HistoryCache:
-    """The history digest folded up to one change id, plus remembered scope lookups.
-
-    Lives in the store object: every change in the log is folded once per
-    process, whichever connection read it first. Scope entries are the
-    historical rows (token columns only) carrying one identity key, kept current
-    from the same changes, so a plan asks the database only about new keys.
-    """
-
-    __slots__ = ("compacted_through", "fold", "scope", "through")
-
-    def __init__(self) -> None:
-        self.fold: HistoryFold | None = None
-        self.through = -1
-        self.compacted_through = -1
-        #: Identity key -> (row_unit, identity keys) of each historical row carrying it.
-        self.scope: dict[tuple[str, str], list[Held]] = {}
-
-    def advance(self, base: Base, changes: Iterable[Change]) -> HistorySummary:
-        """Fold ``changes`` (read together with ``base``) into the cache; the current summary."""
-        count, irregular, product, through = base
-        if self.fold is None or self.through < through:
-            # Someone compacted past what this cache saw: start from the digest row.
-            fold = HistoryFold(
-                HistorySummary(count=count, irregular_count=irregular, product=int(product, 16))
-            )
-            at = through
-            self.scope.clear()
-        else:
-            fold, at = self.fold.copy(), self.through
-        touched: list[tuple[int, Row]] = []
-        for change in changes:
-            change_id, sign = int(change[0]), int(change[1])
-            if change_id <= at:
-                continue
-            row = dict(zip(CHANGE_COLUMNS, change[2:], strict=True))
-            fold.add(row_unit(row), row.get("worker_identity"), sign)
-            touched.append((sign, row))
-            at = change_id
-        self.fold, self.through = fold, at
-        if self.scope:
-            for sign, row in touched:
-                self._rescope(sign, row)
-        return fold.summary()
-
-    def _rescope(self, sign: int, row: Row) -> None:
-        keys = frozenset(identity_keys(row))
-        if keys.isdisjoint(self.scope):
-            return
-        item = (row_unit(row), keys)
-        for key in keys:
-            held = self.scope.get(key)
-            if held is None:
-                continue
-            if sign >= 0:
-                held.append(item)
-            else:
-                for index, seen in enumerate(held):
-                    if seen[0] == item[0]:
-                        del held[index]
-                        break
-
-    def remember(self, found: dict[tuple[str, str], list[Held]]) -> None:
-        if len(self.scope) + len(found) > _MAX_CACHED_KEYS:
-            self.scope.clear()
-        self.scope.update(found)
 
 
 async def history_call(pending: Awaitable[_T]) -> _T:
@@ -201,22 +121,6 @@ def summary_job(raw: sqlite3.Connection, since: int) -> tuple[Base, list[Change]
     return _consistent(raw, lambda: _digest_and_changes(raw, since))
 
 
-def _columns_for(keys: Collection[tuple[str, str]]) -> dict[str, list[str]]:
-    """Column -> values to look up: a superset of the rows carrying any of ``keys``."""
-    by_column: dict[str, list[str]] = {}
-    for name, value in keys:
-        column = _KEY_COLUMNS.get(name)
-        if column is None:
-            continue
-        if name == "instance_namespace":
-            # "instance/namespace": the instance id is some prefix before a "/".
-            cuts = [i for i, char in enumerate(value) if char == "/"]
-            by_column.setdefault(column, []).extend(value[:i] for i in cuts)
-        else:
-            by_column.setdefault(column, []).append(value)
-    return by_column
-
-
 def _rows_where(
     raw: sqlite3.Connection, column: str, values: list[str]
 ) -> Iterable[tuple[int, Row]]:
@@ -237,35 +141,17 @@ def _probe(
     raw: sqlite3.Connection, keys: Collection[tuple[str, str]]
 ) -> dict[tuple[str, str], list[Held]]:
     """Historical rows carrying each key, straight from the table."""
-    wanted = set(keys)
-    found: dict[tuple[str, str], list[Held]] = {key: [] for key in keys}
-    seen: set[int] = set()
-    for column, values in _columns_for(keys).items():
-        for rowid, row in _rows_where(raw, column, values):
-            if rowid in seen:
-                continue
-            carried = frozenset(identity_keys(row))
-            shared = carried & wanted
-            if shared:
-                # One entry under every key it carries; found once per rowid.
-                seen.add(rowid)
-                item = (row_unit(row), carried)
-                for key in shared:
-                    found[key].append(item)
-    return found
+    return probe_rows(_hits(raw, keys), keys)
+
+
+def _hits(raw: sqlite3.Connection, keys: Collection[tuple[str, str]]) -> Iterable[tuple[int, Row]]:
+    for column, values in columns_for(keys).items():
+        yield from _rows_where(raw, column, values)
 
 
 def scope_rows_job(raw: sqlite3.Connection, keys: Collection[tuple[str, str]]) -> list[Row]:
     """Historical rows (token columns) carrying any of ``keys``, each once."""
-    wanted = set(keys)
-    out: list[Row] = []
-    seen: set[int] = set()
-    for column, values in _columns_for(keys).items():
-        for rowid, row in _rows_where(raw, column, values):
-            if rowid not in seen and not wanted.isdisjoint(identity_keys(row)):
-                seen.add(rowid)
-                out.append(row)
-    return out
+    return scope_rows(_hits(raw, keys), keys)
 
 
 def scope_job(
@@ -278,26 +164,6 @@ def scope_job(
         return base, changes, _probe(raw, keys)
 
     return _consistent(raw, read)
-
-
-def scope_units(found: dict[tuple[str, str], list[Held]]) -> list[str]:
-    """Each row's text once, however many of the looked-up keys it carries.
-
-    A row sits in the list of every looked-up key it carries, and the lists may
-    hold separate copies of it (one from the table, one from the change log), so
-    rows are counted by content: equal texts carry equal keys, and ``n`` rows
-    with one text appear ``n`` times per key they share with the lookup.
-    """
-    wanted = set(found)
-    seen: dict[str, list[Held]] = {}
-    for items in found.values():
-        for item in items:
-            seen.setdefault(item[0], []).append(item)
-    out: list[str] = []
-    for unit, held in seen.items():
-        per_row = len(held[0][1] & wanted) or 1
-        out.extend([unit] * (len(held) // per_row))
-    return out
 
 
 def history_page_job(

@@ -16,6 +16,7 @@ from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import Row
 from supervisor.store.dialect import SQLITE
+from supervisor.store.history_cache import HistoryCache
 from supervisor.store.host_leases import HostLeaseTx
 from supervisor.store.schema import LEASE_COLUMNS, REGISTRATION_COLUMNS
 from supervisor.store.sqlite_control import SQLiteControlTx
@@ -28,12 +29,7 @@ from supervisor.store.sqlite_exec import (
     rollback,
     submit,
 )
-from supervisor.store.sqlite_history import (
-    HistoryCache,
-    history_call,
-    scope_rows_job,
-    summary_job,
-)
+from supervisor.store.sqlite_history import history_call, scope_rows_job, summary_job
 from supervisor.store.stamps import require_stamp
 
 __all__ = [

@@ -294,7 +294,7 @@ async def test_v7_database_upgrades_to_v8_with_the_log_and_its_triggers(db_path:
         tuple(row.get(c) for c in REGISTRATION_COLUMNS),
     )
     async with sqlite_store(db_path) as store:
-        assert store.applied_migrations == (8,)
+        assert store.applied_migrations == (8, 9)
         triggers = dict(
             raw_query(
                 db_path,
