@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from operator import attrgetter
 from typing import Any
 
 from .eligibility import PlanEntry, ProtectedOwners, RetirementPlan
+from .identity import InstanceIdentity
+from .liveness import Liveness
 from .permissions import Decision
 from .plan_pages import PlanQuery
 from .plan_types import Entries
@@ -134,10 +137,22 @@ def plan_view_dict(
     return data
 
 
+def _flat(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    names = tuple(f.name for f in fields(cls))
+    return names, attrgetter(*names)
+
+
+_WORKER = _flat(WorkerView)
+_IDENTITY = _flat(InstanceIdentity)
+_LIVENESS = _flat(Liveness)
+
+
 def worker_dict(view: WorkerView) -> dict[str, Any]:
-    data = asdict(view)
-    data["identity"] = asdict(view.identity)
-    data["liveness"] = asdict(view.liveness)
+    # The fields are scalars and two flat dataclasses: the same dict ``asdict``
+    # builds, without its recursive deep copy (most of a 10k-row snapshot's time).
+    data = dict(zip(_WORKER[0], _WORKER[1](view), strict=True))
+    data["identity"] = dict(zip(_IDENTITY[0], _IDENTITY[1](view.identity), strict=True))
+    data["liveness"] = dict(zip(_LIVENESS[0], _LIVENESS[1](view.liveness), strict=True))
     data["instance_id_provenance"] = view.identity.provenance
     data["instance_identity_trusted"] = view.identity.trusted
     return data
@@ -154,8 +169,12 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
     }
 
 
+_GROUP = _flat(InstanceGroup)
+
+
 def _instance_dict(group: InstanceGroup) -> dict[str, Any]:
-    data = asdict(group)
+    # Flat fields (texts, flags, tuples of texts): asdict's deep copy is not needed.
+    data = dict(zip(_GROUP[0], _GROUP[1](group), strict=True))
     data["namespace_counts"] = dict(group.namespace_counts)
     return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
