@@ -123,7 +123,12 @@ def plan_retirement(
     else:
         facts = memo.facts(all_rows, context)
         moment, verdicts = memo.state.observe(
-            facts, evidence, epoch_us(now), owners, moved=memo.last_moved
+            facts,
+            evidence,
+            epoch_us(now),
+            owners,
+            moved=memo.last_moved,
+            generation=memo.generation,
         )
     if history is not None and not all(map(_ACTIVE, facts)):
         raise ValueError("with a history summary, pass only the active rows")

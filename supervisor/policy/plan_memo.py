@@ -99,6 +99,7 @@ class PlanMemo:
         "_last_rows",
         "_reused",
         "_signatures",
+        "generation",
         "hits",
         "last_moved",
         "misses",
@@ -119,6 +120,8 @@ class PlanMemo:
         self.trusts_identity = trust_identity
         #: Positions whose row was not the last call's object (``None``: not known).
         self.last_moved: list[int] | None = None
+        #: Calls of ``facts`` so far; ``last_moved`` is relative to the one before.
+        self.generation = 0
         self.state = PlanState()
         self.hits = 0
         self.misses = 0
@@ -136,6 +139,7 @@ class PlanMemo:
             self._last_rows, self._last_facts = [], []
             self._context = context
         self.last_moved = None
+        self.generation += 1
         if not self.trusts_identity:
             return self._by_content(rows, context)
         last = self._last_rows

@@ -173,3 +173,16 @@ def test_freshness_edges_are_exact_at_the_microsecond() -> None:
             assert ((now - facts.beat).total_seconds() < ttl) is (delta < facts.fresh_until)
     no_ttl = row_facts(row("w-1", pid=102, heartbeat_ttl_seconds=None), context)
     assert no_ttl.fresh_until == NO_FRESHNESS
+
+
+def test_a_plan_cut_short_between_memo_and_state_leaves_no_stale_hint() -> None:
+    fleet, evidence = _steady_fleet(40)
+    memo = PlanMemo(trust_identity=True)
+    owners = ProtectedOwners()
+    _check(memo, fleet, now=NOW, evidence=evidence, owners=owners)
+    # The memo sees row 4 change, but the plan stops before the state does.
+    fleet[4] = {**fleet[4], "status": "retired"}
+    memo.facts(fleet, FactsContext(FENCE.host_id, FENCE.boot_id, REPO))
+    # Relative to the memo's last call nothing moved; relative to the state, row 4 did.
+    plan = _check(memo, fleet, now=NOW, evidence=evidence, owners=owners)
+    assert "w-4" not in plan.candidate_worker_identities
