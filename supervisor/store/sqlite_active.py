@@ -136,16 +136,7 @@ class ActiveCache:
         rows = self.rows
         build = dict_builder(REGISTRATION_COLUMNS)
         wanted = sorted(changed)
-        found: dict[int, Sequence[Any]] = {}
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start : start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            statement = (
-                f"SELECT rowid, {_COLUMNS} FROM worker_registrations "
-                f"WHERE status = 'active' AND rowid IN ({marks})"
-            )
-            for hit in raw.execute(statement, chunk):
-                found[int(hit[0])] = hit[1:]
+        found = dict(_fetch_values(raw, wanted))
         for rowid in wanted:
             values = found.get(rowid)
             old = rows.get(rowid)
@@ -224,10 +215,11 @@ class ActiveCache:
         return out
 
 
-def _fetch(raw: sqlite3.Connection, rowids: list[int]) -> Iterable[tuple[int, Row]]:
-    """(rowid, row) of each active row among ``rowids``, read in chunks."""
+def _fetch_values(
+    raw: sqlite3.Connection, rowids: list[int]
+) -> Iterable[tuple[int, Sequence[Any]]]:
+    """(rowid, column values) of each active row among ``rowids``, read in chunks."""
     wanted = sorted(rowids)
-    build = dict_builder(REGISTRATION_COLUMNS)
     for start in range(0, len(wanted), _CHUNK):
         chunk = wanted[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
@@ -236,7 +228,14 @@ def _fetch(raw: sqlite3.Connection, rowids: list[int]) -> Iterable[tuple[int, Ro
             f"WHERE status = 'active' AND rowid IN ({marks})"
         )
         for hit in raw.execute(statement, chunk):
-            yield int(hit[0]), build(hit[1:])
+            yield int(hit[0]), hit[1:]
+
+
+def _fetch(raw: sqlite3.Connection, rowids: list[int]) -> Iterable[tuple[int, Row]]:
+    """(rowid, row) of each active row among ``rowids``, read in chunks."""
+    build = dict_builder(REGISTRATION_COLUMNS)
+    for rowid, values in _fetch_values(raw, rowids):
+        yield rowid, build(values)
 
 
 def _read_stamps(raw: sqlite3.Connection) -> tuple[list[int], list[Any]]:
