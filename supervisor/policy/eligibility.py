@@ -122,14 +122,7 @@ def plan_retirement(
         moment, verdicts = _judge(facts, evidence, now, owners)
     else:
         facts = memo.facts(all_rows, context)
-        moment, verdicts = memo.state.observe(
-            facts,
-            evidence,
-            epoch_us(now),
-            owners,
-            moved=memo.last_moved,
-            generation=memo.generation,
-        )
+        moment, verdicts = memo.state.observe(facts, evidence, epoch_us(now), owners)
     if history is not None and not all(map(_ACTIVE, facts)):
         raise ValueError("with a history summary, pass only the active rows")
 

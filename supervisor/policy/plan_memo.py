@@ -99,9 +99,7 @@ class PlanMemo:
         "_last_rows",
         "_reused",
         "_signatures",
-        "generation",
         "hits",
-        "last_moved",
         "misses",
         "rebeats",
         "state",
@@ -118,10 +116,6 @@ class PlanMemo:
         self._last_rows: list[Mapping[str, Any]] = []
         self._last_facts: list[RowFacts] = []
         self.trusts_identity = trust_identity
-        #: Positions whose row was not the last call's object (``None``: not known).
-        self.last_moved: list[int] | None = None
-        #: Calls of ``facts`` so far; ``last_moved`` is relative to the one before.
-        self.generation = 0
         self.state = PlanState()
         self.hits = 0
         self.misses = 0
@@ -138,8 +132,6 @@ class PlanMemo:
             self._signatures.clear()
             self._last_rows, self._last_facts = [], []
             self._context = context
-        self.last_moved = None
-        self.generation += 1
         if not self.trusts_identity:
             return self._by_content(rows, context)
         last = self._last_rows
@@ -150,7 +142,6 @@ class PlanMemo:
             for i, held in zip(moved, changed, strict=True):
                 out[i] = held
             self.hits += len(rows) - len(moved)
-            self.last_moved = moved
         else:
             out = self._by_content(rows, context)
         self._last_rows, self._last_facts = list(rows), out

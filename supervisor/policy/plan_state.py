@@ -126,7 +126,6 @@ class PlanState:
         "_dups",
         "_facts",
         "_fresh",
-        "_generation",
         "_id_counts",
         "_live",
         "_owners",
@@ -163,7 +162,6 @@ class PlanState:
         self._amb: Counter[tuple[str, str]] = Counter()
         self._run_slots: Counter[tuple[str, str]] = Counter()
         self._dups: set[str] = set()
-        self._generation: int | None = None
         self._contested: set[tuple[str, str]] = set()
         #: Plans that judged every row, and rows redone by the others (for tests and benches).
         self.full_passes = 0
@@ -175,41 +173,18 @@ class PlanState:
         evidence: Mapping[int, PidEvidence],
         now_us: int,
         owners: ProtectedOwners,
-        *,
-        moved: list[int] | None = None,
-        generation: int | None = None,
     ) -> tuple[Moment, list[Verdict]]:
         """This plan's observations and verdicts, one per row in ``facts`` order.
 
-        ``moved``, when given, is a superset of the positions whose facts object
-        differs from the facts of the memo's call ``generation - 1`` (the memo
-        knows it); it is used only if that call is the one this state saw last,
-        so a plan that failed between the two cannot leave a wrong hint. The
-        returned columns are copies: the next plan may change the state.
+        The returned columns are copies: the next plan may change the state.
         """
-        if moved is not None and (generation is None or self._generation != generation - 1):
-            moved = None
-        # Unset while the state changes: a plan that fails midway leaves no hint valid.
-        self._generation = None
-        result = self._observe(facts, evidence, now_us, owners, moved)
-        self._generation = generation
-        return result
-
-    def _observe(
-        self,
-        facts: list[RowFacts],
-        evidence: Mapping[int, PidEvidence],
-        now_us: int,
-        owners: ProtectedOwners,
-        moved: list[int] | None,
-    ) -> tuple[Moment, list[Verdict]]:
         n = len(facts)
         old = self._facts
         if n != len(old) or not n:
             self._rebuild(facts, evidence, now_us, owners)
             return self._snapshot(now_us)
-        if moved is None:
-            moved = changed_positions(facts, old)
+        # One C-speed pass over the pointers: cheaper than trusting a hint kept in step.
+        moved = changed_positions(facts, old)
         if len(moved) * 4 > n * _REBUILD_QUARTERS:
             self._rebuild(facts, evidence, now_us, owners)
         else:

@@ -175,7 +175,7 @@ def test_freshness_edges_are_exact_at_the_microsecond() -> None:
     assert no_ttl.fresh_until == NO_FRESHNESS
 
 
-def test_a_plan_cut_short_between_memo_and_state_leaves_no_stale_hint() -> None:
+def test_a_plan_cut_short_between_memo_and_state_does_not_hide_a_change() -> None:
     fleet, evidence = _steady_fleet(40)
     memo = PlanMemo(trust_identity=True)
     owners = ProtectedOwners()
