@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from supervisor.policy.canonical import canon
+from supervisor.policy.canonical import canon, digest
 from supervisor.policy.fingerprints import (
     FINGERPRINT_FIELDS,
     LEASE_FINGERPRINT_FIELDS,
@@ -261,3 +264,15 @@ def test_lease_token_ignores_lease_heartbeat() -> None:
     moved[0]["heartbeat_at"] = ago(1)
     assert lease_fingerprint(moved) == lease_fingerprint(leases)
     assert lease_fingerprint(list(reversed(leases))) == lease_fingerprint(leases)
+
+
+@given(
+    version=st.text(max_size=12),
+    units=st.lists(st.text(max_size=30), max_size=12),
+)
+def test_digest_hashes_exactly_the_joined_sorted_record(version: str, units: list[str]) -> None:
+    # Tokens are compared across versions of this code (a plan by one daemon, the
+    # apply by its successor), so the piecewise hashing must equal the joined form.
+    material = "\x1e".join([version, str(len(units)), *sorted(units)])
+    expected = "p-" + hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+    assert digest(version, units, "p") == expected
