@@ -163,6 +163,8 @@ class PlanMemo:
         # Rows of one plan come from one source; once one lacks a column the
         # rest are read with ``get`` instead of raising per row.
         fast = True
+        # Only rows the caller never changes may have their templates built later.
+        lazy = self.trusts_identity
         for row in rows:
             key = _key(row, fast=fast)
             if key is None:
@@ -174,7 +176,7 @@ class PlanMemo:
             except TypeError:
                 # An unhashable value (a list in some column): judged, never memoized.
                 misses += 1
-                append(row_facts(row, context))
+                append(row_facts(row, context, lazy=lazy))
                 continue
             if held is not None and held.types == types:
                 beat = row.get(_BEAT)
@@ -187,11 +189,11 @@ class PlanMemo:
                     append(held)
                     continue
                 rebeats += 1
-                held = cache[key] = with_beat(held, beat)
+                held = cache[key] = with_beat(held, beat, row if lazy else None)
                 append(held)
                 continue
             misses += 1
-            facts = row_facts(row, context)
+            facts = row_facts(row, context, lazy=lazy)
             if _memoizable(key, types):
                 # Rows of one registry share a handful of type signatures; one
                 # tuple per signature instead of one per row.

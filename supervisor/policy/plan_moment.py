@@ -87,7 +87,7 @@ def observe(
 def entry_evidence(f: RowFacts, index: int, moment: Moment) -> dict[str, Any]:
     """One entry's evidence: the row's template plus this plan's six observations."""
     probe = moment.probes[index]
-    entry_evidence = dict(f.evidence_template)
+    entry_evidence = dict(f.evidence_template.get())
     entry_evidence["last_heartbeat_at"] = f.beat_raw
     entry_evidence["pid_alive"] = probe.alive
     entry_evidence["probed_start_time"] = probe.start_time

@@ -132,7 +132,7 @@ def terminal_entries(
         probe = UNKNOWN if f.pid is None else evidence.get(f.pid, UNKNOWN)
         age = None if f.beat is None else (now - f.beat).total_seconds()
         fresh = None if age is None or f.ttl is None else age < f.ttl
-        entry_evidence = dict(f.evidence_template)
+        entry_evidence = dict(f.evidence_template.get())
         entry_evidence["last_heartbeat_at"] = f.beat_raw
         entry_evidence["pid_alive"] = probe.alive
         entry_evidence["probed_start_time"] = probe.start_time

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -375,7 +377,51 @@ def test_a_new_stamp_re_derives_exactly_the_facts_of_the_new_row(
         want = row_facts({**base, "last_heartbeat_at": beat}, context)
         assert facts == want
         # == cannot tell 1 from 1.0 or a datetime from its text; repr can.
-        assert repr(list(facts.evidence_template.items())) == repr(
-            list(want.evidence_template.items())
+        assert repr(list(facts.evidence_template.get().items())) == repr(
+            list(want.evidence_template.get().items())
         )
         assert repr(facts.beat_raw) == repr(want.beat_raw)
+
+
+def test_a_trusting_memo_builds_templates_only_for_rendered_rows() -> None:
+    # Most rows of a plan are never rendered; their facts must not carry ~800 bytes
+    # of evidence each (the daemon's memory goal), yet a rendered entry is unchanged.
+    fleet = [row(f"w-{i}", pid=100 + i) for i in range(6)]
+    fleet[0] = {**fleet[0], "status": "retired"}
+    evidence = all_dead(fleet)
+    memo = PlanMemo(trust_identity=True)
+    plan = plan_retirement(
+        fleet, now=NOW, evidence=evidence, fencing=FENCE, canonical_repository=REPO, memo=memo
+    )
+    context = FactsContext(FENCE.host_id, FENCE.boot_id, REPO)
+    held = memo.facts(fleet, context)
+    assert not any(f.evidence_template.built for f in held)
+    fresh = plan_retirement(
+        fleet, now=NOW, evidence=evidence, fencing=FENCE, canonical_repository=REPO
+    )
+    assert [e.evidence for e in plan.candidates] == [e.evidence for e in fresh.candidates]
+    built = [f.evidence_template.built for f in held]
+    assert built == [False, True, True, True, True, True]
+    assert plan.preserved[0].evidence == fresh.preserved[0].evidence
+    assert all(f.evidence_template.built for f in held)
+
+
+class _Version(dict[str, Any]):
+    """A row that a weak reference can watch (plain dicts cannot be weakly referenced)."""
+
+
+def test_a_new_stamp_lets_the_old_row_version_go() -> None:
+    context = FactsContext(FENCE.host_id, FENCE.boot_id, REPO)
+    old = _Version(row("w-1", pid=101))
+    facts = row_facts(old, context, lazy=True)
+    new = _Version({**old, "last_heartbeat_at": "2026-07-30T06:00:00.000000Z"})
+    rebeat = with_beat(facts, new["last_heartbeat_at"], new)
+    watch = weakref.ref(old)
+    del old, facts
+    gc.collect()
+    assert watch() is None
+    want = row_facts(dict(new), context)
+    assert rebeat == want
+    assert list(rebeat.evidence_template.get().items()) == list(
+        want.evidence_template.get().items()
+    )
