@@ -10,7 +10,7 @@ from supervisor.policy.eligibility import FencingContext, PlanMemo, RetirementPl
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.history import HistorySummary, identity_irregular
 from supervisor.policy.plan_pages import PlanQuery, entry_matches, page_of, terminal_entries
-from supervisor.policy.plan_scope import with_history_units
+from supervisor.policy.plan_scope import with_history_digests
 from supervisor.policy.plan_types import PlanEntry
 from supervisor.policy.row_columns import RowColumn
 from supervisor.store.base import Row, Store
@@ -74,18 +74,18 @@ class HistoryReads:
     __slots__ = ("_examples", "_scope")
 
     def __init__(self) -> None:
-        self._scope: tuple[object, list[str]] | None = None
+        self._scope: tuple[object, list[bytes]] | None = None
         self._examples: tuple[object, list[Row]] | None = None
 
-    async def scope_units(
+    async def scope_digests(
         self, store: Store, keys: frozenset[tuple[str, str]], history: HistorySummary
-    ) -> list[str]:
+    ) -> list[bytes]:
         key = (keys, history.digest, history.count)
         if self._scope is not None and self._scope[0] == key:
             return self._scope[1]
-        units = await store.read_history_scope(keys)
-        self._scope = (key, units)
-        return units
+        digests = await store.read_history_scope(keys)
+        self._scope = (key, digests)
+        return digests
 
     async def examples(self, store: Store, limit: int, history: HistorySummary) -> list[Row]:
         key = (limit, history.digest, history.count)
@@ -107,21 +107,21 @@ async def rescope(
     if inputs.history is None or not plan.anchor_keys or not inputs.history.count:
         return plan
     if cache is not None:
-        units = await cache.scope_units(store, plan.anchor_keys, inputs.history)
+        digests = await cache.scope_digests(store, plan.anchor_keys, inputs.history)
     else:
-        units = await store.read_history_scope(plan.anchor_keys)
+        digests = await store.read_history_scope(plan.anchor_keys)
     if memo is None:
-        return with_history_units(plan, units)
+        return with_history_digests(plan, digests)
 
-    # The cached texts are the same objects plan after plan, so an unchanged scope
+    # The cached digests are the same objects plan after plan, so an unchanged scope
     # costs a pass of pointer compares instead of a sort and a hash.
-    def token() -> tuple[str, tuple[str, ...]]:
-        scoped = with_history_units(plan, units)
-        return scoped.scope_fingerprint, scoped.scope_units
+    def token() -> tuple[str, tuple[bytes, ...]]:
+        scoped = with_history_digests(plan, digests)
+        return scoped.scope_fingerprint, scoped.scope_digests
 
-    key = (plan.scope_units, plan.anchor_identities, units)
-    fingerprint, scope_units = memo.reuse("history_scope", key, token)
-    return replace(plan, scope_fingerprint=fingerprint, scope_units=scope_units)
+    key = (plan.scope_digests, plan.anchor_identities, digests)
+    fingerprint, scope = memo.reuse("history_scope", key, token)
+    return replace(plan, scope_fingerprint=fingerprint, scope_digests=scope)
 
 
 EntryBuilder = Callable[[Sequence[Row]], list[PlanEntry]]

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["UNIT_SEPARATOR", "canon", "digest", "serialize"]
+__all__ = ["UNIT_SEPARATOR", "canon", "digest", "digest_elements", "serialize"]
 
 #: Between the ``name=value`` units of one serialized record.
 UNIT_SEPARATOR = "\x1f"
@@ -66,4 +66,17 @@ def digest(version: str, units: Iterable[str], prefix: str) -> str:
     for unit in ordered:
         update(record)
         update(unit.encode("utf-8"))
+    return f"{prefix}-{hasher.hexdigest()[:32]}"
+
+
+def digest_elements(version: str, elements: Iterable[bytes], prefix: str, tail: str = "") -> str:
+    """``digest`` over fixed-length binary elements (row digests), then ``tail``.
+
+    Elements are sorted, so order never matters; all are one length, so their
+    concatenation needs no separator to be read back unambiguously.
+    """
+    ordered = sorted(elements)
+    hasher = hashlib.sha256(f"{version}{_RECORD}{len(ordered)}{_RECORD}".encode())
+    hasher.update(b"".join(ordered))
+    hasher.update(f"{_RECORD}{tail}".encode())
     return f"{prefix}-{hasher.hexdigest()[:32]}"

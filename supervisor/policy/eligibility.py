@@ -10,7 +10,7 @@ from operator import attrgetter, is_, is_not, itemgetter, not_
 from typing import Any
 
 from .evidence import EvidenceMap
-from .fingerprints import candidate_token, registry_token, scope_token
+from .fingerprints import candidate_token, registry_token, row_unit, scope_token
 from .history import HistorySummary, fold_history
 from .plan_facts import (
     REQUIRED_IDENTITY_FIELDS,
@@ -49,7 +49,7 @@ _ACTIVE = attrgetter("active")
 _IDENTITY = attrgetter("worker_identity")
 _CANON_IDENTITY = attrgetter("canon_identity")
 _SCOPE_KEYS = attrgetter("scope_keys")
-_UNIT = attrgetter("unit")
+_DIGEST = attrgetter("digest")
 _CODE = itemgetter(0)
 
 _ELIGIBLE_DETAIL = (
@@ -153,47 +153,47 @@ def plan_retirement(
         ordered = memo.reuse("kept_order", kept_inputs, lambda: entry_order(facts, verdicts, kept))
     preserved = lazy_entries(facts, moment, kept, verdicts, ordered)
     anchors = list(map(str, map(_IDENTITY, map(facts.__getitem__, candidate_indices))))
-    units = list(map(_UNIT, facts))
-    candidate_units = list(map(units.__getitem__, in_order))
+    digests = list(map(_DIGEST, facts))
+    candidate_digests = list(map(digests.__getitem__, in_order))
     if history is None:
         actives = list(map(_ACTIVE, facts))
-        active_units = list(compress(units, actives))
+        active_digests = list(compress(digests, actives))
         past = list(compress(positions, map(not_, actives)))
-        past_units = list(map(units.__getitem__, past))
         past_ids = [all_rows[i].get("worker_identity") for i in past]
-        summary = (
-            fold_history(past_units, past_ids)
-            if memo is None
-            else memo.reuse(
-                "history", (past_units, past_ids), lambda: fold_history(past_units, past_ids)
-            )
-        )
+
+        def fold() -> HistorySummary:
+            # The history digest folds each row's text, as the store's does.
+            return fold_history([row_unit(all_rows[i]) for i in past], past_ids)
+
+        # A row's digest stands for its text: equal digests, equal texts.
+        past_digests = list(map(digests.__getitem__, past))
+        summary = fold() if memo is None else memo.reuse("history", (past_digests, past_ids), fold)
     else:
-        active_units, summary = units, history
-    registry_inputs = (active_units, summary.digest)
+        active_digests, summary = digests, history
+    registry_inputs = (active_digests, summary.digest)
 
     if memo is None:
-        registry = registry_token(active_units, summary)
-        candidate = candidate_token(candidate_units)
-        scope_units = [units[i] for i in _scope(facts, anchors)]
-        scope_fingerprint = scope_token(scope_units, anchors)
+        registry = registry_token(active_digests, summary)
+        candidate = candidate_token(candidate_digests)
+        scope_digests = [digests[i] for i in _scope(facts, anchors)]
+        scope_fingerprint = scope_token(scope_digests, anchors)
         anchor_keys = _anchor_keys(facts, anchors)
     else:
         registry = memo.reuse(
-            "registry", registry_inputs, lambda: registry_token(active_units, summary)
+            "registry", registry_inputs, lambda: registry_token(active_digests, summary)
         )
         candidate = memo.reuse(
-            "candidate", candidate_units, lambda: candidate_token(candidate_units)
+            "candidate", candidate_digests, lambda: candidate_token(candidate_digests)
         )
         # _scope reads only identities and identity keys, which a new heartbeat
         # stamp leaves alone (with_beat keeps the very same objects); the scope's
-        # token reads only its rows' texts, which beating live rows rarely touch.
+        # token reads only its rows' digests, which beating live rows rarely touch.
         scope_inputs = (list(map(_CANON_IDENTITY, facts)), list(map(_SCOPE_KEYS, facts)), anchors)
         scope_rows = memo.reuse("scope_rows", scope_inputs, lambda: _scope(facts, anchors))
         anchor_keys = memo.reuse("anchor_keys", scope_inputs, lambda: _anchor_keys(facts, anchors))
-        scope_units = [units[i] for i in scope_rows]
+        scope_digests = [digests[i] for i in scope_rows]
         scope_fingerprint = memo.reuse(
-            "scope", (scope_units, anchors), lambda: scope_token(scope_units, anchors)
+            "scope", (scope_digests, anchors), lambda: scope_token(scope_digests, anchors)
         )
     if memo is not None and memo.trusts_identity:
         # The caller promised never to change a row it handed in: no copy needed.
@@ -217,7 +217,7 @@ def plan_retirement(
         fencing=fencing,
         canonical_repository=canonical_repository,
         unlisted_terminal_count=unlisted,
-        scope_units=tuple(sorted(scope_units)),
+        scope_digests=tuple(sorted(scope_digests)),
         anchor_identities=tuple(anchors),
         anchor_keys=anchor_keys,
     )

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from .canonical import UNIT_SEPARATOR, canon, serialize
+from .canonical import canon
 from .evidence import row_pid
-from .fingerprints import FINGERPRINT_FIELDS, identity_keys
+from .fingerprints import identity_keys, stamped_digest, static_digest
 from .identity import InstanceIdentity, assess_instance_identity, normalize_client_name
 from .liveness import STATUS_ACTIVE, pid_evidence_applies, ttl_seconds
 from .reasons import (
@@ -70,10 +70,6 @@ DYNAMIC_EVIDENCE_KEYS: tuple[str, ...] = (
 Verdict = tuple[str, str] | None
 
 _BEAT = "last_heartbeat_at"
-_BEAT_AT = FINGERPRINT_FIELDS.index(_BEAT)
-_UNIT_HEAD_FIELDS = FINGERPRINT_FIELDS[:_BEAT_AT]
-_UNIT_TAIL_FIELDS = FINGERPRINT_FIELDS[_BEAT_AT + 1 :]
-_BEAT_PREFIX = f"{UNIT_SEPARATOR}{_BEAT}="
 _REQUIRED_ORDER = {name: index for index, name in enumerate(REQUIRED_IDENTITY_FIELDS)}
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -209,7 +205,8 @@ class RowFacts(NamedTuple):
     dataclass's ``__init__``.
     """
 
-    unit: str
+    #: ``fingerprints.row_digest`` of the row: its element of every token.
+    digest: bytes
     canon_identity: str
     worker_identity: str | None
     session_id: str | None
@@ -244,9 +241,8 @@ class RowFacts(NamedTuple):
     # without reading the row again: a live row's stamp is the one column that
     # moves between plans.
     beat_raw: Any
-    #: Where ``canon(beat_raw)`` starts and ends inside ``unit``.
-    beat_at: int
-    beat_end: int
+    #: ``fingerprints.static_digest``: ``digest`` without the stamp, for ``with_beat``.
+    static_digest: bytes
     started: datetime | None
     status: str
     #: Required columns other than the stamp that are empty, in required order.
@@ -451,12 +447,9 @@ def row_facts(row: Mapping[str, Any], context: FactsContext, *, lazy: bool = Fal
     # The two key sets mostly hold equal pairs; one object each keeps the memo small.
     shared = {pair: pair for pair in scope_keys}
     missing_besides_beat = _missing_besides_beat(row)
-    # row_unit(row), assembled around the stamp so with_beat can splice a new one in.
-    head = serialize(row, _UNIT_HEAD_FIELDS) + _BEAT_PREFIX
-    beat_text = canon(beat_raw)
-    unit = f"{head}{beat_text}{UNIT_SEPARATOR}{serialize(row, _UNIT_TAIL_FIELDS)}"
+    static = static_digest(row)
     return RowFacts(
-        unit=unit,
+        digest=stamped_digest(static, beat_raw),
         canon_identity=canon(row.get("worker_identity")),
         worker_identity=view.worker_identity,
         session_id=view.session_id,
@@ -484,8 +477,7 @@ def row_facts(row: Mapping[str, Any], context: FactsContext, *, lazy: bool = Fal
         identity_proof=_identity_proof(view, context),
         evidence_template=EvidenceTemplate(row, context, lazy=lazy),
         beat_raw=beat_raw,
-        beat_at=len(head),
-        beat_end=len(head) + len(beat_text),
+        static_digest=static,
         started=started,
         status=view.status,
         missing_besides_beat=missing_besides_beat,
@@ -504,13 +496,10 @@ def with_beat(facts: RowFacts, beat_raw: Any, row: Mapping[str, Any] | None = No
     beat = parse_stamp(beat_raw)
     beat_us = None if beat is None else epoch_us(beat)
     started = facts.started
-    unit = facts.unit
-    start = facts.beat_at
-    beat_text = canon(beat_raw)
     # A list and _make instead of _replace: a plan after a round of heartbeats
     # re-derives every live row, and _replace walks all fields in Python.
     values = list(facts)
-    values[_AT_UNIT] = f"{unit[:start]}{beat_text}{unit[facts.beat_end :]}"
+    values[_AT_DIGEST] = stamped_digest(facts.static_digest, beat_raw)
     values[_AT_BEAT] = beat
     values[_AT_BEAT_US] = beat_us
     values[_AT_FRESH_UNTIL] = _fresh_until(beat_us, facts.ttl)
@@ -524,7 +513,6 @@ def with_beat(facts: RowFacts, beat_raw: Any, row: Mapping[str, Any] | None = No
             facts.status, _missing_fields(facts.missing_besides_beat, beat_raw), beat
         )
     values[_AT_BEAT_RAW] = beat_raw
-    values[_AT_BEAT_END] = start + len(beat_text)
     if row is not None:
         # The stamp is no part of a template, but an unbuilt one holds its row.
         values[_AT_TEMPLATE] = facts.evidence_template.for_version(row)
@@ -532,12 +520,11 @@ def with_beat(facts: RowFacts, beat_raw: Any, row: Mapping[str, Any] | None = No
 
 
 _FIELDS = RowFacts._fields
-_AT_UNIT = _FIELDS.index("unit")
+_AT_DIGEST = _FIELDS.index("digest")
 _AT_BEAT = _FIELDS.index("beat")
 _AT_BEAT_US = _FIELDS.index("beat_us")
 _AT_FRESH_UNTIL = _FIELDS.index("fresh_until")
 _AT_CONTRADICTING = _FIELDS.index("self_contradicting")
 _AT_STATIC = _FIELDS.index("static_verdict")
 _AT_BEAT_RAW = _FIELDS.index("beat_raw")
-_AT_BEAT_END = _FIELDS.index("beat_end")
 _AT_TEMPLATE = _FIELDS.index("evidence_template")

@@ -6,10 +6,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .fingerprints import identity_keys, is_history, row_unit, scope_token
+from .fingerprints import identity_keys, is_history, row_digest, scope_token
 from .plan_types import RetirementPlan
 
-__all__ = ["with_history_scope", "with_history_units"]
+__all__ = ["with_history_digests", "with_history_scope"]
 
 
 def with_history_scope(
@@ -24,21 +24,20 @@ def with_history_scope(
     """
     keys = plan.anchor_keys
     extra = [
-        row_unit(row)
+        row_digest(row)
         for row in history_rows
         if is_history(row) and not keys.isdisjoint(identity_keys(row))
     ]
-    return with_history_units(plan, extra)
+    return with_history_digests(plan, extra)
 
 
-def with_history_units(plan: RetirementPlan, units: Sequence[str]) -> RetirementPlan:
-    """``with_history_scope`` from the ``row_unit`` texts of exactly the sharing rows."""
-    if not units:
+def with_history_digests(plan: RetirementPlan, digests: Sequence[bytes]) -> RetirementPlan:
+    """``with_history_scope`` from the ``row_digest`` of exactly the sharing rows."""
+    if not digests:
         return plan
-    extra = units
-    units = (*plan.scope_units, *extra)
+    scope = (*plan.scope_digests, *digests)
     return replace(
         plan,
-        scope_fingerprint=scope_token(units, plan.anchor_identities),
-        scope_units=units,
+        scope_fingerprint=scope_token(scope, plan.anchor_identities),
+        scope_digests=scope,
     )

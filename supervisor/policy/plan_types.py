@@ -142,7 +142,7 @@ class RetirementPlan:
     unlisted_terminal_count: int = 0
     # The scope token's inputs, so historical scope rows can be added later
     # (``plan_scope.with_history_scope``); derived, so not part of equality.
-    scope_units: tuple[str, ...] = field(default=(), compare=False)
+    scope_digests: tuple[bytes, ...] = field(default=(), compare=False)
     anchor_identities: tuple[str, ...] = field(default=(), compare=False)
     anchor_keys: frozenset[tuple[str, str]] = field(default=frozenset(), compare=False)
 

@@ -173,8 +173,8 @@ class Store(Protocol):
         """
         ...
 
-    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
-        """The ``fingerprints.row_unit`` text of each committed historical row carrying one
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[bytes]:
+        """The ``fingerprints.row_digest`` of each committed historical row carrying one
         of these identity keys, once per row; answered from a cache the change log keeps
         current, so a plan asks the database only about keys it has not asked before."""
         ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from supervisor.policy.fingerprints import identity_keys, row_unit
+from supervisor.policy.fingerprints import identity_keys, row_digest, row_unit
 from supervisor.policy.history import HistoryFold, HistorySummary
 from supervisor.store.base import Row
 from supervisor.store.schema_history import CHANGE_COLUMNS
@@ -20,8 +20,8 @@ __all__ = [
     "columns_for",
     "probe_rows",
     "rescope",
+    "scope_digests",
     "scope_rows",
-    "scope_units",
 ]
 
 #: Identity key name -> the column its value is compared with (the instance key
@@ -40,7 +40,7 @@ _MAX_CACHED_KEYS = 200_000
 #: The digest row: (row_count, irregular_count, product hex, through position).
 Base = tuple[int, int, str, int]
 #: One historical row in the scope cache: its token text and its identity keys.
-Held = tuple[str, frozenset[tuple[str, str]]]
+Held = tuple[bytes, frozenset[tuple[str, str]]]
 #: One change-log entry: (change_id, sign, *CHANGE_COLUMNS).
 Change = Sequence[Any]
 Scope = dict[tuple[str, str], list[Held]]
@@ -68,7 +68,7 @@ class HistoryCache:
         self.fold: HistoryFold | None = None
         self.through = -1
         self.compacted_through = -1
-        #: Identity key -> (row_unit, identity keys) of each historical row carrying it.
+        #: Identity key -> (row_digest, identity keys) of each historical row carrying it.
         self.scope: Scope = {}
 
     def _start(self, base: Base) -> tuple[HistoryFold, int]:
@@ -131,7 +131,7 @@ def rescope(scope: Scope, sign: int, row: Row) -> None:
     keys = frozenset(identity_keys(row))
     if keys.isdisjoint(scope):
         return
-    item = (row_unit(row), keys)
+    item = (row_digest(row), keys)
     for key in keys:
         held = scope.get(key)
         if held is None:
@@ -174,7 +174,7 @@ def probe_rows(hits: Iterable[tuple[Any, Row]], keys: Collection[tuple[str, str]
         if shared:
             # One entry under every key it carries; found once per row id.
             seen.add(row_id)
-            item = (row_unit(row), carried)
+            item = (row_digest(row), carried)
             for key in shared:
                 found[key].append(item)
     return found
@@ -192,21 +192,21 @@ def scope_rows(hits: Iterable[tuple[Any, Row]], keys: Collection[tuple[str, str]
     return out
 
 
-def scope_units(found: Scope) -> list[str]:
-    """Each row's text once, however many of the looked-up keys it carries.
+def scope_digests(found: Scope) -> list[bytes]:
+    """Each row's digest once, however many of the looked-up keys it carries.
 
     A row sits in the list of every looked-up key it carries, and the lists may
     hold separate copies of it (one from the table, one from the change log), so
-    rows are counted by content: equal texts carry equal keys, and ``n`` rows
-    with one text appear ``n`` times per key they share with the lookup.
+    rows are counted by content: equal digests carry equal keys, and ``n`` rows
+    with one digest appear ``n`` times per key they share with the lookup.
     """
     wanted = set(found)
-    seen: dict[str, list[Held]] = {}
+    seen: dict[bytes, list[Held]] = {}
     for items in found.values():
         for item in items:
             seen.setdefault(item[0], []).append(item)
-    out: list[str] = []
-    for unit, held in seen.items():
+    out: list[bytes] = []
+    for digest, held in seen.items():
         per_row = len(held[0][1] & wanted) or 1
-        out.extend([unit] * (len(held) // per_row))
+        out.extend([digest] * (len(held) // per_row))
     return out

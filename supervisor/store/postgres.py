@@ -156,7 +156,7 @@ class PostgresStore:
 
         return await self._snapshot(job)
 
-    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[bytes]:
         return await self._snapshot(partial(self.history.scope, keys=list(set(keys))))
 
     async def read_history(

@@ -17,8 +17,8 @@ from supervisor.store.history_cache import (
     columns_for,
     probe_rows,
     rescope,
+    scope_digests,
     scope_rows,
-    scope_units,
 )
 from supervisor.store.postgres_exec import PgConnection
 from supervisor.store.schema import REGISTRATION_COLUMNS
@@ -172,7 +172,7 @@ class PgHistory:
         """The digest as of ``conn``'s snapshot (a read-only transaction's)."""
         return self.cache.with_pending(await self._settle(conn))
 
-    async def scope(self, conn: PgConnection, keys: Collection[tuple[str, str]]) -> list[str]:
+    async def scope(self, conn: PgConnection, keys: Collection[tuple[str, str]]) -> list[bytes]:
         """``Store.read_history_scope`` in ``conn``'s snapshot (one read-only transaction)."""
         pending = [change_row(change) for change in await self._settle(conn)]
         cache, wanted = self.cache, set(keys)
@@ -188,7 +188,7 @@ class PgHistory:
         cache.remember(found)
         for sign, row in pending:
             rescope(held, sign, row)
-        return scope_units(held)
+        return scope_digests(held)
 
     async def in_transaction(self, conn: PgConnection) -> HistorySummary:
         """The digest as a write transaction sees it, its own changes included.

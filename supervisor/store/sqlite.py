@@ -22,7 +22,7 @@ from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import CommitChain, RegistryView, Row
 from supervisor.store.dialect import SQLITE
-from supervisor.store.history_cache import HistoryCache, scope_units
+from supervisor.store.history_cache import HistoryCache, scope_digests
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.migrations import run_migrations
 from supervisor.store.schema import (
@@ -123,7 +123,7 @@ class SQLiteStore:
         active, base, changes = await history_call(submit(self._reader, job))
         return RegistryView(active=active, history=self._history.advance(base, changes))
 
-    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[bytes]:
         self._check_open()
         cache = self._history
         wanted = set(keys)
@@ -138,7 +138,7 @@ class SQLiteStore:
             if all(key in found or key in cache.scope for key in wanted):
                 held = {key: found[key] if key in found else cache.scope[key] for key in wanted}
                 cache.remember(found)  # may empty the cache when full: held first
-                return scope_units(held)
+                return scope_digests(held)
         raise StoreError("history scope entries kept being dropped during a lookup; try again")
 
     async def read_history(

@@ -190,7 +190,7 @@ class RecordingStore:
         finally:
             self._end()
 
-    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[str]:
+    async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[bytes]:
         self._begin()
         try:
             return await self._inner.read_history_scope(keys)

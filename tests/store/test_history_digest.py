@@ -17,7 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy.fingerprints import history_summary, identity_keys, is_history, row_unit
+from supervisor.policy.fingerprints import (
+    history_summary,
+    identity_keys,
+    is_history,
+    row_digest,
+    row_unit,
+)
 from supervisor.store import sqlite_store
 from supervisor.store.base import Store
 from supervisor.store.postgres import open_postgres_store
@@ -80,11 +86,11 @@ async def _check(store: Store) -> None:
     # The scope lookup finds exactly the historical rows sharing a key, each once.
     keys = {key for row in view.active for key in identity_keys(row)}
     found = await store.read_history_scope(keys)
-    want = sorted(row_unit(r) for r in everything if is_history(r) and identity_keys(r) & keys)
+    want = sorted(row_digest(r) for r in everything if is_history(r) and identity_keys(r) & keys)
     assert sorted(found) == want
     async with store.write() as tx:
         rows = await tx.history_scope(keys)
-    assert sorted(map(row_unit, rows)) == want
+    assert sorted(map(row_digest, rows)) == want
     async with store.write() as tx:
         assert await tx.history_summary() == view.history
     pages = await store.read_history(limit=len(everything) + 1)
@@ -239,6 +245,8 @@ async def test_a_scope_lookup_after_another_store_compacted_is_complete(tmp_path
         async with b.write() as tx:
             await tx.insert_registration(_row(1, 0, "active"))
         everything = await a.read_registrations()
-        want = sorted(row_unit(r) for r in everything if is_history(r) and identity_keys(r) & keys)
+        want = sorted(
+            row_digest(r) for r in everything if is_history(r) and identity_keys(r) & keys
+        )
         assert len(want) == 3
         assert sorted(await a.read_history_scope(keys)) == want

@@ -10,7 +10,12 @@ import anyio
 import asyncpg
 import pytest
 
-from supervisor.policy.fingerprints import history_summary, identity_keys, is_history, row_unit
+from supervisor.policy.fingerprints import (
+    history_summary,
+    identity_keys,
+    is_history,
+    row_digest,
+)
 from supervisor.store.base import CommitChain
 from supervisor.store.postgres import PostgresStore, migrate_postgres, open_postgres_store
 from supervisor.store.schema import REGISTRATION_COLUMNS
@@ -38,7 +43,7 @@ async def _agrees(store: PostgresStore) -> int:
     view = await store.read_registry_view()
     assert view.history == history_summary(everything)
     keys = {key for row in everything for key in identity_keys(row)}
-    want = sorted(row_unit(r) for r in everything if is_history(r) and identity_keys(r) & keys)
+    want = sorted(row_digest(r) for r in everything if is_history(r) and identity_keys(r) & keys)
     assert sorted(await store.read_history_scope(keys)) == want
     return view.history.count
 
@@ -93,8 +98,8 @@ async def test_a_change_committed_after_a_later_one_is_folded(pg_url: str) -> No
             assert await b.read_history_scope({("worker_identity", "wrk-a")}) == []
         assert await _agrees(b) == 2
         assert await _agrees(a) == 2
-        (unit,) = await b.read_history_scope({("worker_identity", "wrk-a")})
-        assert unit == row_unit((await a.read_registrations())[0])
+        (digest,) = await b.read_history_scope({("worker_identity", "wrk-a")})
+        assert digest == row_digest((await a.read_registrations())[0])
 
 
 async def test_a_store_behind_another_hosts_compaction_starts_from_the_digest(

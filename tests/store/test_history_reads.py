@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.fingerprints import history_summary, identity_keys, is_history, row_unit
+from supervisor.policy.fingerprints import (
+    history_summary,
+    identity_keys,
+    is_history,
+    row_digest,
+)
 from tests.store.rowdata import registration
 
 pytestmark = pytest.mark.anyio
@@ -32,11 +37,11 @@ async def test_history_reads_agree_with_a_full_read(store: Any) -> None:
     assert sorted(r["worker_identity"] for r in view.active) == ["wrk-0", "wrk-1", "wrk-2"]
 
     keys = {("session_id", "sess-1"), ("pid", "203")}
-    want = sorted(row_unit(r) for r in everything if is_history(r) and identity_keys(r) & keys)
+    want = sorted(row_digest(r) for r in everything if is_history(r) and identity_keys(r) & keys)
     assert sorted(await store.read_history_scope(keys)) == want
     async with store.write() as tx:
         assert await tx.history_summary() == view.history
-        assert sorted(map(row_unit, await tx.history_scope(keys))) == want
+        assert sorted(map(row_digest, await tx.history_scope(keys))) == want
 
     first = await store.read_history(limit=2)
     assert [r["worker_identity"] for r in first] == ["old-0", "old-1"]

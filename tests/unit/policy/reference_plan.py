@@ -19,7 +19,7 @@ from supervisor.policy.evidence import EvidenceMap, PidEvidence, evidence_for
 from supervisor.policy.fingerprints import (
     candidate_token,
     registry_fingerprint,
-    row_unit,
+    row_digest,
     scope_indices,
     scope_token,
 )
@@ -254,13 +254,13 @@ def reference_plan(
     candidates.sort(key=lambda e: e.worker_identity or "")
     preserved.sort(key=lambda e: (e.worker_identity or "", e.reason_code))
     anchors = [str(c.worker_identity) for c in candidates]
-    # Serialized once: the registry and scope tokens share every row's unit.
-    units = [row_unit(row) for row in all_rows]
+    # Digested once: the registry and scope tokens share every row's digest.
+    digests = [row_digest(row) for row in all_rows]
     return RetirementPlan(
         registry_fingerprint=registry_fingerprint(all_rows),
-        candidate_fingerprint=candidate_token(row_unit(row) for row in candidate_rows),
+        candidate_fingerprint=candidate_token(row_digest(row) for row in candidate_rows),
         scope_fingerprint=scope_token(
-            (units[i] for i in scope_indices(all_rows, anchors)), anchors
+            (digests[i] for i in scope_indices(all_rows, anchors)), anchors
         ),
         candidates=tuple(candidates),
         preserved=tuple(preserved),
