@@ -21,7 +21,14 @@ from .plan_facts import (
     row_facts,
 )
 from .plan_memo import PlanMemo
-from .plan_moment import Moment, entry_evidence, entry_order, lazy_entries, observe
+from .plan_moment import (
+    EvidenceBases,
+    Moment,
+    entry_evidence,
+    entry_order,
+    lazy_entries,
+    observe,
+)
 from .plan_types import (
     Entries,
     FencingContext,
@@ -72,16 +79,30 @@ def _judge(
     return moment, verdicts
 
 
-def _candidate_entries(facts: list[RowFacts], moment: Moment, indices: list[int]) -> Entries:
+def _candidate_entries(
+    facts: list[RowFacts], moment: Moment, indices: list[int], bases: EvidenceBases | None
+) -> Entries:
     """Candidates in worker-identity order, their entries built when first read."""
+    limit = 2 * len(facts) + 1024
 
     def build() -> tuple[PlanEntry, ...]:
+        if bases is None:
+            return tuple(
+                PlanEntry(
+                    worker_identity=facts[i].worker_identity,
+                    reason_code=REASON_ELIGIBLE,
+                    detail=_ELIGIBLE_DETAIL,
+                    evidence=entry_evidence(facts[i], i, moment),
+                )
+                for i in indices
+            )
+        evidence = bases.evidence
         return tuple(
             PlanEntry(
                 worker_identity=facts[i].worker_identity,
                 reason_code=REASON_ELIGIBLE,
                 detail=_ELIGIBLE_DETAIL,
-                evidence=entry_evidence(facts[i], i, moment),
+                evidence=evidence(facts[i], i, moment, limit),
             )
             for i in indices
         )
@@ -145,13 +166,14 @@ def plan_retirement(
         order_inputs = (in_order, [facts[i] for i in in_order])
         candidate_indices = memo.reuse("candidate_order", order_inputs, by_name)
         by_identity = memo.reuse("candidate_rows_order", order_inputs, by_canon)
-    candidates = _candidate_entries(facts, moment, candidate_indices)
+    bases = None if memo is None else memo.evidence_bases
+    candidates = _candidate_entries(facts, moment, candidate_indices, bases)
     ordered = None
     if memo is not None:
         # Unchanged rows keep their very facts and verdict objects: compared by identity.
         kept_inputs = (kept, [facts[i] for i in kept], [verdicts[i] for i in kept])
         ordered = memo.reuse("kept_order", kept_inputs, lambda: entry_order(facts, verdicts, kept))
-    preserved = lazy_entries(facts, moment, kept, verdicts, ordered)
+    preserved = lazy_entries(facts, moment, kept, verdicts, ordered, bases=bases)
     anchors = list(map(str, map(_IDENTITY, map(facts.__getitem__, candidate_indices))))
     digests = list(map(_DIGEST, facts))
     candidate_digests = list(map(digests.__getitem__, in_order))

@@ -8,6 +8,7 @@ from typing import Any, TypeVar, cast
 
 from .fingerprints import FINGERPRINT_FIELDS
 from .plan_facts import FactsContext, RowFacts, row_facts, with_beat
+from .plan_moment import EvidenceBases
 from .plan_state import PlanState, changed_positions
 
 __all__ = ["KEY_FIELDS", "PlanMemo"]
@@ -99,6 +100,7 @@ class PlanMemo:
         "_last_rows",
         "_reused",
         "_signatures",
+        "evidence_bases",
         "hits",
         "misses",
         "rebeats",
@@ -117,6 +119,8 @@ class PlanMemo:
         self._last_facts: list[RowFacts] = []
         self.trusts_identity = trust_identity
         self.state = PlanState()
+        #: Rendered rows' evidence between plans (``plan_moment.EvidenceBases``).
+        self.evidence_bases = EvidenceBases()
         self.hits = 0
         self.misses = 0
         #: Rows whose facts were re-derived for a new heartbeat stamp alone.

@@ -186,3 +186,21 @@ def test_a_plan_cut_short_between_memo_and_state_does_not_hide_a_change() -> Non
     # Relative to the memo's last call nothing moved; relative to the state, row 4 did.
     plan = _check(memo, fleet, now=NOW, evidence=evidence, owners=owners)
     assert "w-4" not in plan.candidate_worker_identities
+
+
+def test_a_rendered_row_shows_its_new_observations_and_age_every_plan() -> None:
+    # Rendered evidence is reused between plans only while the row's facts and
+    # observations are the same objects; the age is always this plan's.
+    fleet = [row("w-1", pid=101), row("w-2", pid=102)]
+    evidence = all_dead(fleet)
+    memo = PlanMemo(trust_identity=True)
+    owners = ProtectedOwners()
+    first = _check(memo, fleet, now=NOW, evidence=evidence, owners=owners)
+    again = _check(memo, fleet, now=NOW + timedelta(seconds=5), evidence=evidence, owners=owners)
+    ages = [e.evidence["heartbeat_age_seconds"] for e in (first.candidates[0], again.candidates[0])]
+    assert ages[1] == ages[0] + 5
+    assert first.candidates[0].evidence is not again.candidates[0].evidence
+    evidence = {**evidence, 102: PidEvidence(alive=None, start_time=None)}
+    moved = _check(memo, fleet, now=NOW + timedelta(seconds=6), evidence=evidence, owners=owners)
+    assert [e.worker_identity for e in moved.candidates] == ["w-1"]
+    assert moved.preserved[0].evidence["pid_alive"] is None
