@@ -10,7 +10,14 @@ from operator import attrgetter, is_, is_not, itemgetter, not_
 from typing import Any
 
 from .evidence import EvidenceMap
-from .fingerprints import candidate_token, registry_token, row_unit, scope_token
+from .fingerprints import (
+    candidate_token,
+    identity_keys,
+    registry_token,
+    row_unit,
+    scope_token,
+    sharing_positions,
+)
 from .history import HistorySummary, fold_history
 from .plan_facts import (
     REQUIRED_IDENTITY_FIELDS,
@@ -54,8 +61,7 @@ __all__ = [
 
 _ACTIVE = attrgetter("active")
 _IDENTITY = attrgetter("worker_identity")
-_CANON_IDENTITY = attrgetter("canon_identity")
-_SCOPE_KEYS = attrgetter("scope_keys")
+_STATIC_DIGEST = attrgetter("static_digest")
 _DIGEST = attrgetter("digest")
 _CODE = itemgetter(0)
 
@@ -197,9 +203,9 @@ def plan_retirement(
     if memo is None:
         registry = registry_token(active_digests, summary)
         candidate = candidate_token(candidate_digests)
-        scope_digests = [digests[i] for i in _scope(facts, anchors)]
+        anchor_keys = _anchor_keys(all_rows, facts, anchors)
+        scope_digests = [digests[i] for i in sharing_positions(all_rows, anchor_keys)]
         scope_fingerprint = scope_token(scope_digests, anchors)
-        anchor_keys = _anchor_keys(facts, anchors)
     else:
         registry = memo.reuse(
             "registry", registry_inputs, lambda: registry_token(active_digests, summary)
@@ -207,12 +213,17 @@ def plan_retirement(
         candidate = memo.reuse(
             "candidate", candidate_digests, lambda: candidate_token(candidate_digests)
         )
-        # _scope reads only identities and identity keys, which a new heartbeat
-        # stamp leaves alone (with_beat keeps the very same objects); the scope's
-        # token reads only its rows' digests, which beating live rows rarely touch.
-        scope_inputs = (list(map(_CANON_IDENTITY, facts)), list(map(_SCOPE_KEYS, facts)), anchors)
-        scope_rows = memo.reuse("scope_rows", scope_inputs, lambda: _scope(facts, anchors))
-        anchor_keys = memo.reuse("anchor_keys", scope_inputs, lambda: _anchor_keys(facts, anchors))
+        # The scope reads only identities and identity keys, columns a row's static
+        # digest covers and a new heartbeat stamp leaves alone (with_beat keeps the
+        # very same digest object); the scope's token reads only its rows' digests,
+        # which beating live rows rarely touch.
+        scope_inputs = (list(map(_STATIC_DIGEST, facts)), anchors)
+        anchor_keys = memo.reuse(
+            "anchor_keys", scope_inputs, lambda: _anchor_keys(all_rows, facts, anchors)
+        )
+        scope_rows = memo.reuse(
+            "scope_rows", scope_inputs, lambda: sharing_positions(all_rows, anchor_keys)
+        )
         scope_digests = [digests[i] for i in scope_rows]
         scope_fingerprint = memo.reuse(
             "scope", (scope_digests, anchors), lambda: scope_token(scope_digests, anchors)
@@ -245,21 +256,12 @@ def plan_retirement(
     )
 
 
-def _anchor_keys(facts: Sequence[RowFacts], anchors: Sequence[str]) -> frozenset[tuple[str, str]]:
-    """Every identity key of the rows the anchors name."""
+def _anchor_keys(
+    rows: Sequence[Mapping[str, Any]], facts: Sequence[RowFacts], anchors: Sequence[str]
+) -> frozenset[tuple[str, str]]:
+    """Every identity key of the rows the anchors name (a few rows: read from the rows)."""
     anchor_set = set(anchors)
     if not anchor_set:
         return frozenset()
-    return frozenset().union(*[f.scope_keys for f in facts if f.canon_identity in anchor_set])
-
-
-def _scope(facts: Sequence[RowFacts], anchor_identities: Sequence[str]) -> list[int]:
-    """``fingerprints.scope_indices`` over memoized identity keys (one hop from the anchors)."""
-    anchors = set(anchor_identities)
-    if not anchors:
-        return []
-    anchor_keys: set[tuple[str, str]] = set()
-    for f in facts:
-        if f.canon_identity in anchors:
-            anchor_keys.update(f.scope_keys)
-    return [i for i, f in enumerate(facts) if not anchor_keys.isdisjoint(f.scope_keys)]
+    named = [rows[i] for i, f in enumerate(facts) if f.canon_identity in anchor_set]
+    return frozenset().union(*map(identity_keys, named))

@@ -29,6 +29,7 @@ __all__ = [
     "scope_indices",
     "scope_rows",
     "scope_token",
+    "sharing_positions",
     "stamped_digest",
     "static_digest",
 ]
@@ -199,6 +200,32 @@ def identity_keys(row: _Row) -> set[tuple[str, str]]:
     if instance and namespace:
         keys.add(("instance_namespace", f"{instance}/{namespace}"))
     return keys
+
+
+def sharing_positions(rows: Sequence[_Row], keys: Iterable[tuple[str, str]]) -> list[int]:
+    """Positions of the rows carrying any of ``keys`` (as ``identity_keys`` names them).
+
+    The same answer as testing ``identity_keys(row) & keys`` row by row, without
+    building a set per row: a planner runs it over the whole registry whenever a
+    row's identity columns change, instead of holding every row's keys.
+    """
+    by_name: dict[str, set[str]] = {}
+    for name, value in keys:
+        by_name.setdefault(name, set()).add(value)
+    pairs = by_name.pop("instance_namespace", None)
+    named = list(by_name.items())
+    out: list[int] = []
+    for index, row in enumerate(rows):
+        get = row.get
+        # A key's text is never empty, so an empty column matches nothing.
+        if any(canon(get(name)) in values for name, values in named):
+            out.append(index)
+        elif pairs:
+            instance = canon(get("client_instance_id"))
+            namespace = canon(get("namespace"))
+            if instance and namespace and f"{instance}/{namespace}" in pairs:
+                out.append(index)
+    return out
 
 
 def scope_indices(rows: Sequence[_Row], anchor_identities: Iterable[str]) -> list[int]:

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from .canonical import canon
 from .evidence import row_pid
-from .fingerprints import identity_keys, stamped_digest, static_digest
+from .fingerprints import stamped_digest, static_digest
 from .identity import InstanceIdentity, assess_instance_identity, normalize_client_name
 from .liveness import STATUS_ACTIVE, pid_evidence_applies, ttl_seconds
 from .reasons import (
@@ -232,7 +232,6 @@ class RowFacts(NamedTuple):
     # Tuples, not sets: a memo of many rows should not hold GC-tracked objects it
     # does not need (tuples of strings are untracked by the collector).
     conflict_keys: tuple[tuple[str, str], ...]
-    scope_keys: tuple[tuple[str, str], ...]
     slot: tuple[str, str] | None
     identity_proof: Verdict
     #: An entry's evidence without the plan's observations (``EvidenceTemplate``).
@@ -443,9 +442,6 @@ def row_facts(row: Mapping[str, Any], context: FactsContext, *, lazy: bool = Fal
     beat = parse_stamp(beat_raw)
     beat_us = None if beat is None else epoch_us(beat)
     started = parse_stamp(row.get("started_at"))
-    scope_keys = tuple(identity_keys(row))
-    # The two key sets mostly hold equal pairs; one object each keeps the memo small.
-    shared = {pair: pair for pair in scope_keys}
     missing_besides_beat = _missing_besides_beat(row)
     static = static_digest(row)
     return RowFacts(
@@ -471,8 +467,7 @@ def row_facts(row: Mapping[str, Any], context: FactsContext, *, lazy: bool = Fal
         ),
         repository_unfit=not view.repository_binding or view.foreign_repository,
         same_incarnation_space=comparable,
-        conflict_keys=tuple(shared.get(pair, pair) for pair in _conflict_keys(view)),
-        scope_keys=scope_keys,
+        conflict_keys=_conflict_keys(view),
         slot=slot,
         identity_proof=_identity_proof(view, context),
         evidence_template=EvidenceTemplate(row, context, lazy=lazy),

@@ -15,12 +15,14 @@ from supervisor.policy.fingerprints import (
     FINGERPRINT_FIELDS,
     LEASE_FINGERPRINT_FIELDS,
     candidate_fingerprint,
+    identity_keys,
     lease_fingerprint,
     registry_fingerprint,
     row_digest,
     row_unit,
     scope_fingerprint,
     scope_rows,
+    sharing_positions,
     stamped_digest,
     static_digest,
 )
@@ -302,3 +304,31 @@ def test_row_digests_are_equal_exactly_when_row_texts_are(
     assert (row_digest(a) == row_digest(b)) == (row_unit(a) == row_unit(b))
     merged = {**a, **{k: v for k, v in b.items() if k == "last_heartbeat_at"}}
     assert stamped_digest(static_digest(a), merged.get("last_heartbeat_at")) == row_digest(merged)
+
+
+_KEY_VALUES = st.one_of(
+    st.none(), st.sampled_from(["", "a", "b", "a/b", "1", " a"]), st.integers(0, 2)
+)
+_KEY_COLUMNS = (
+    "worker_identity",
+    "session_id",
+    "generation_id",
+    "process_identity",
+    "pid",
+    "client_instance_id",
+    "namespace",
+)
+
+
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries({}, optional=dict.fromkeys(_KEY_COLUMNS, _KEY_VALUES)), max_size=8
+    ),
+    anchors=st.lists(st.integers(0, 7), max_size=3),
+)
+def test_sharing_positions_are_the_rows_whose_identity_keys_meet_the_keys(
+    rows: list[dict[str, Any]], anchors: list[int]
+) -> None:
+    keys = set().union(*(identity_keys(rows[i]) for i in anchors if i < len(rows)))
+    want = [i for i, r in enumerate(rows) if identity_keys(r) & keys]
+    assert sharing_positions(rows, keys) == want
