@@ -120,11 +120,12 @@ class EvidenceBases:
         ownership = moment.ownership[index]
         held = self._held.get(id(f))
         # ``held[0] is f`` first: an id is reused once its object is gone, and the
-        # held tuple keeps the facts alive, so a match is the same facts object.
+        # held tuple keeps the facts alive, so a match is the same facts object. A
+        # probe answer may be a new but equal object (a dead pid, answered anew).
         if (
             held is not None
             and held[0] is f
-            and held[1] is probe
+            and (held[1] is probe or held[1] == probe)
             and held[2] is fresh
             and held[3] is live
             and held[4] == ownership
