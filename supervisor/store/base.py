@@ -167,9 +167,11 @@ class Store(Protocol):
         The digest is maintained with every change to a historical row (schema v6's
         change log, fed on PostgreSQL from v9), so reading it costs the changes since
         the last read, never a pass over history. The active rows likewise cost the
-        rows changed since the last call (schema v8's change log) plus one pass over
-        the active rows' heartbeat stamps, which no trigger logs so that beats pay
-        nothing.
+        rows changed since the last call (schema v8's change log) and the stamps
+        moved since: the store's own heartbeat batches hand theirs over in memory
+        and log nothing, any other stamp write is logged (schema v10). Only when
+        some stamp write is unaccounted for (another store's batches, a damaged
+        schema) does it cost one pass over every active row's stamp.
         """
         ...
 

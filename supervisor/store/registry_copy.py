@@ -60,10 +60,16 @@ def _fingerprint(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 #: Kept by the stores from the other tables (the history digest and its change log,
-#: the active-row change log): not copied, as the PostgreSQL triggers log every row
-#: the copy inserts (and PostgreSQL keeps no active-row log).
+#: the active-row change log and heartbeat batch counter): not copied, as the
+#: PostgreSQL triggers log every row the copy inserts (and PostgreSQL keeps no
+#: active-row log).
 _DERIVED_TABLES = frozenset(
-    {"registry_history_digest", "registry_history_changes", "registry_active_changes"}
+    {
+        "registry_history_digest",
+        "registry_history_changes",
+        "registry_active_changes",
+        "registry_stamp_batches",
+    }
 )
 
 

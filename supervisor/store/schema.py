@@ -20,6 +20,7 @@ from supervisor.store.schema_links import (
     MigrationConn,
     migrate_incident_links,
 )
+from supervisor.store.schema_stamps import STAMPS_DESCRIPTION, create_stamp_batches
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -252,5 +253,12 @@ _V9 = Migration(
     version=9, description=PG_HISTORY_DESCRIPTION, statements=(), hook=create_pg_history_log
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+# Version 10: the heartbeat batch counter and the trigger logging every stamp written
+# outside a batch the writing store journals itself (schema_stamps.py), so the active
+# cache needs no pass over every stamp; SQLite only, a no-op on PostgreSQL.
+_V10 = Migration(
+    version=10, description=STAMPS_DESCRIPTION, statements=(), hook=create_stamp_batches
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 CURRENT_VERSION = MIGRATIONS[-1].version

@@ -51,6 +51,7 @@ from supervisor.store.sqlite_tx import (
     fetchall,
     rollback,
 )
+from supervisor.store.stamp_journal import StampJournal
 from supervisor.store.stamps import format_stamp
 
 __all__ = [
@@ -97,7 +98,9 @@ class SQLiteStore:
         self._write_lock = anyio.Lock()
         self._closed = False
         self._history = HistoryCache()
-        self._active = ActiveCache()
+        # Filled by the writer's heartbeat batches, folded by the reader's active cache.
+        self._stamps = StampJournal()
+        self._active = ActiveCache(self._stamps)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -228,7 +231,7 @@ class SQLiteStore:
     ) -> Awaitable[bool]:
         """See ``Store.submit_heartbeats``: one thread hop for BEGIN, the batch and COMMIT."""
         self._check_open()
-        job = partial(stamp_and_commit, beats=list(beats), chain=chain)
+        job = partial(stamp_and_commit, beats=list(beats), chain=chain, journal=self._stamps)
         return submit(self._writer, job)
 
     async def close(self) -> None:

@@ -1,42 +1,57 @@
-"""The SQLite store's cache of active rows, kept exact by the change log and a stamp pass."""
+"""The SQLite store's cache of active rows, kept exact by the change log and the beat journal."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from supervisor.store.base import Row
 from supervisor.store.rows import dict_builder
 from supervisor.store.schema import REGISTRATION_COLUMNS
-from supervisor.store.schema_active import STAMP_COLUMN, active_trigger_sql
+from supervisor.store.schema_active import STAMP_COLUMN
+from supervisor.store.schema_stamps import LOG_KIND_COLUMN
+from supervisor.store.sqlite_active_reads import (
+    COLUMNS,
+    active_count,
+    fetch_rows,
+    fetch_stamps,
+    fetch_values,
+    log_intact,
+    read_stamps,
+    sorted_rowids,
+    stamps_intact,
+)
+from supervisor.store.stamp_journal import StampJournal, read_batch
 
 __all__ = ["ActiveCache", "active_job", "compact_active_job"]
 
-_COLUMNS = ", ".join(REGISTRATION_COLUMNS)
-_STAMP_INDEX = REGISTRATION_COLUMNS.index(STAMP_COLUMN)
 # rowid breaks ties: worker_identity is a PRIMARY KEY, but a hand-run session can
 # still insert several NULL identities, and their order must not depend on the path.
 _ORDER = "ORDER BY worker_identity, rowid"
-_SELECT_ALL = f"SELECT rowid, {_COLUMNS} FROM worker_registrations WHERE status = 'active' {_ORDER}"
-_SELECT_STAMPS = f"SELECT rowid, {STAMP_COLUMN} FROM worker_registrations WHERE status = 'active'"
-_SELECT_STAMPS_JSON = (
-    f"SELECT json_group_array(rowid), json_group_array({STAMP_COLUMN}) "
-    "FROM worker_registrations WHERE status = 'active'"
+_SELECT_ALL = f"SELECT rowid, {COLUMNS} FROM worker_registrations WHERE status = 'active' {_ORDER}"
+# The log after a position is counted in SQL, not fetched entry by entry: a heartbeat
+# round written by another connection logs one entry per row.
+_LOG_SPAN = (
+    "SELECT count(*), min(change_id), max(change_id) "
+    "FROM registry_active_changes WHERE change_id >= ?1"
 )
-_SELECT_LOG = (
-    "SELECT change_id, row_id FROM registry_active_changes WHERE change_id >= ?1 ORDER BY change_id"
+_LOG_SPAN_KINDS = (
+    f"SELECT count(*), min(change_id), max(change_id), count({LOG_KIND_COLUMN} IS 1 OR NULL) "
+    "FROM registry_active_changes WHERE change_id >= ?1"
 )
+_LOG_ROWS = "SELECT DISTINCT row_id FROM registry_active_changes WHERE change_id > ?1"
+_LOG_FULL_ROWS = f"{_LOG_ROWS} AND {LOG_KIND_COLUMN} IS NOT 1"
+_LOG_STAMP_ROWS = f"{_LOG_ROWS} AND {LOG_KIND_COLUMN} IS 1"
 _SELECT_POSITION = "SELECT max(change_id) FROM registry_active_changes"
-_SELECT_TRIGGERS = (
-    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
-    "AND tbl_name = 'worker_registrations' AND name LIKE 'registry_active_%'"
-)
-_CHUNK = 500
 #: Changed rows above this share of the cache are re-read with one full pass instead.
 _FULL_READ_SHARE = 4
 _MIN_FULL_READ = 256
+#: Stamp-only log entries above this share of the cache: read every stamp instead (one
+#: pass costs about as much as looking up an eighth of the rows by rowid, cold).
+_STAMP_READ_SHARE = 8
+#: Journal room beyond one beat per cached row (rows registered between two views).
+_JOURNAL_SLACK = 1024
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -56,19 +71,37 @@ def _same_row(row: Row, values: Sequence[Any]) -> bool:
 class ActiveCache:
     """The committed active rows by rowid, refreshed on the reader connection's thread.
 
-    ``refresh`` runs inside one read transaction: it re-reads the rows the change
+    ``refresh`` runs inside one read transaction. It re-reads the rows the change
     log names (every insert, delete and update of any column but the heartbeat
-    stamp, by any connection), then reads the stamp of every active row, which
-    also catches what a log cannot (a rowid moved, a row gone), and copies the
-    dict of each row whose stamp moved. Anything it cannot vouch for (no log,
-    triggers not as expected, a gap in the log, the schema changed) makes it read
-    every active row instead; a row equal to its cached dict keeps that dict.
-    Dicts handed out are never changed afterwards: a change is a new dict.
+    stamp, by any connection; schema v8). Stamps come from the store's own writer,
+    which journals each heartbeat batch it commits (``StampJournal``), and from the
+    log, which names every row stamped outside such a batch (schema v10). When the
+    batch counter shows a batch this store did not journal, or v10 is not as this
+    version creates it, a stamp pass reads the stamp of every active row instead,
+    which also catches what a log cannot (a row gone without a logged delete).
+    Anything the log cannot vouch for (no log, triggers not as expected, a gap in
+    the log, the schema changed) makes it read every active row; a row equal to its
+    cached dict keeps that dict. Dicts handed out are never changed afterwards: a
+    change is a new dict.
     """
 
-    __slots__ = ("compacted", "cookie", "logged", "moved", "order", "position", "rows", "seen")
+    __slots__ = (
+        "batch",
+        "by_identity",
+        "compacted",
+        "cookie",
+        "journal",
+        "listed",
+        "logged",
+        "moved",
+        "order",
+        "position",
+        "rows",
+        "seen",
+        "stamped",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, journal: StampJournal | None = None) -> None:
         self.rows: dict[int, Row] = {}
         #: The largest log entry folded (0: an empty log); -1 until a read with a log.
         self.position = -1
@@ -78,95 +111,198 @@ class ActiveCache:
         self.cookie: int | None = None
         #: The log and its triggers are as this version creates them.
         self.logged = False
+        #: Schema v10 (batch counter, stamp trigger) is too, so the journal can be used.
+        self.stamped = False
+        #: The writer's journal of committed heartbeat batches.
+        self.journal = journal if journal is not None else StampJournal()
+        #: The batch number the stamps are current with; -1 when unknown.
+        self.batch = -1
         #: Rowids of ``rows`` in output order (worker_identity, then rowid).
         self.order: list[int] = []
+        #: worker_identity to rowid for journaled stamps; None until needed again.
+        self.by_identity: dict[Any, int] | None = None
         #: The last stamp pass: rowids and stamps in scan order, paired by position.
+        #: None once stamps moved any other way.
         self.seen: tuple[list[int], list[Any]] | None = None
-        #: A re-read row changed its identity since ``order`` was computed.
+        #: A row came, went or changed its identity since ``order`` was computed.
         self.moved = False
+        #: ``rows`` in ``order`` as last handed out (copied out); None once either moved.
+        self.listed: list[Row] | None = None
 
     def refresh(self, raw: sqlite3.Connection) -> list[Row]:
         """The active rows in identity order; the caller holds one read transaction."""
         try:
-            return self._refresh(raw)
+            self._refresh(raw)
         except BaseException:
             # Half-applied changes must not survive: start over with a full read.
-            self.rows, self.order, self.seen = {}, [], None
-            self.position, self.cookie = -1, None
+            self.rows, self.order, self.seen, self.by_identity = {}, [], None, None
+            self.position, self.cookie, self.batch, self.listed = -1, None, -1, None
             raise
+        # Room for one round of beats while a position exists to fold them from.
+        self.journal.capacity = len(self.rows) + _JOURNAL_SLACK if self.batch >= 0 else 0
+        listed = self.listed
+        if listed is None:
+            rows = self.rows
+            listed = self.listed = [rows[rowid] for rowid in self.order]
+        # A new list each call; copying the kept one costs no lookup per row.
+        return listed.copy()
 
-    def _refresh(self, raw: sqlite3.Connection) -> list[Row]:
+    def _refresh(self, raw: sqlite3.Connection) -> None:
         cookie = int(raw.execute("PRAGMA schema_version").fetchone()[0])
         if cookie != self.cookie:
             # A schema change (a migration, a VACUUM that may renumber rowids, a
-            # dropped trigger) voids everything the log promised.
-            self.cookie, self.logged = cookie, _triggers_intact(raw)
-            return self._full(raw)
+            # dropped trigger or index) voids everything the log promised.
+            self.cookie, self.logged = cookie, log_intact(raw)
+            self.stamped = self.logged and stamps_intact(raw)
+            self._full(raw)
+            return
         if not self.logged or self.position < 0:
-            return self._full(raw)
+            self._full(raw)
+            return
         changed = self._changed_since(raw)
-        if changed is None or len(changed) > max(
+        if changed is None or len(changed[0]) > max(
             _MIN_FULL_READ, len(self.rows) // _FULL_READ_SHARE
         ):
             # A gap, or so many changes that one pass is cheaper than lookups by rowid.
-            return self._full(raw)
-        self._reread(raw, changed)
-        return self._stamp_pass(raw)
+            self._full(raw)
+            return
+        full, stamp_only = changed
+        self._reread(raw, full)
+        if stamp_only is None or not (self.stamped and self._fold_stamps(raw, full, stamp_only)):
+            self._stamp_pass(raw)
+        elif self.moved:
+            self.order, self.moved, self.listed = sorted_rowids(self.rows), False, None
 
-    def _changed_since(self, raw: sqlite3.Connection) -> set[int] | None:
-        """Rowids logged after the folded position, or None if the log has a gap."""
-        entries = raw.execute(_SELECT_LOG, (self.position,)).fetchall()
+    def _changed_since(self, raw: sqlite3.Connection) -> tuple[set[int], set[int] | None] | None:
+        """Rowids logged after the folded position: rows changed, and rows only stamped
+        (None when too many to read one by one); None if the log has a gap."""
+        span = _LOG_SPAN_KINDS if self.stamped else _LOG_SPAN
+        count, first, last, *kinds = raw.execute(span, (self.position,)).fetchone()
+        after = self.position
+        if count == 0:
+            return None if after > 0 else (set(), set())
         # The folded entry itself is kept by compaction, so it must still be there;
         # ids are max + 1, so later ones follow it without holes.
-        expect = self.position if self.position > 0 else 1
-        changed: set[int] = set()
-        for change_id, row_id in entries:
-            if change_id != expect:
-                return None
-            if change_id > self.position:
-                changed.add(int(row_id))
-            expect += 1
-        if self.position > 0 and not entries:
+        if first != (after if after > 0 else 1) or last - first + 1 != count:
             return None
-        if entries:
-            self.position = int(entries[-1][0])
-        return changed
+        self.position = int(last)
+        if not self.stamped:
+            return {int(r) for (r,) in raw.execute(_LOG_ROWS, (after,))}, set()
+        full = {int(r) for (r,) in raw.execute(_LOG_FULL_ROWS, (after,))}
+        if kinds[0] > max(_MIN_FULL_READ, len(self.rows) // _STAMP_READ_SHARE):
+            return full, None
+        return full, {int(r) for (r,) in raw.execute(_LOG_STAMP_ROWS, (after,))}
+
+    def _reshaped(self) -> None:
+        self.moved, self.by_identity, self.listed = True, None, None
 
     def _reread(self, raw: sqlite3.Connection, changed: set[int]) -> None:
         rows = self.rows
         build = dict_builder(REGISTRATION_COLUMNS)
-        wanted = sorted(changed)
-        found = dict(_fetch_values(raw, wanted))
-        for rowid in wanted:
+        found = dict(fetch_values(raw, changed))
+        for rowid in sorted(changed):
             values = found.get(rowid)
             old = rows.get(rowid)
             if values is None:
-                rows.pop(rowid, None)  # gone or no longer active
+                if old is not None:
+                    del rows[rowid]  # gone or no longer active
+                    self._reshaped()
             elif old is None or not _same_row(old, values):
                 row = rows[rowid] = build(values)
-                if old is not None and not _same(old["worker_identity"], row["worker_identity"]):
-                    self.moved = True
+                self.listed = None
+                if old is None or not _same(old["worker_identity"], row["worker_identity"]):
+                    self._reshaped()
 
-    def _stamp_pass(self, raw: sqlite3.Connection) -> list[Row]:
-        rowids, stamps = _read_stamps(raw)
+    def _index(self) -> dict[Any, int]:
+        index = self.by_identity
+        if index is None:
+            index = {row["worker_identity"]: rowid for rowid, row in self.rows.items()}
+            self.by_identity = index
+        return index
+
+    def _fold_stamps(self, raw: sqlite3.Connection, full: set[int], stamp_only: set[int]) -> bool:
+        """Bring every stamp up to date from the journal and the stamp-only log entries;
+        False when they cannot vouch for every stamp (then the stamp pass must run).
+
+        Sound because every stamp write is logged unless a batch switched the log off
+        for its own rows, and a batch counts itself: each batch number since the last
+        fold being one this store journaled means no stamp write is unaccounted for.
+        Whole re-read rows (``full``) carry this snapshot's stamp; the others have had
+        no logged change, so their rowid, identity and status are as cached, and a
+        journaled identity names the row it stamped. Stamp-only entries are read from
+        this snapshot after the journal, so they win over an older journaled stamp.
+        """
+        through = read_batch(raw)
+        if through is None or self.batch < 0:
+            return False
+        batches = self.journal.take(self.batch, through)
+        if batches is None:
+            return False
+        rows = self.rows
+        stamp_only -= full
+        # Stamps now move outside the stamp pass, whose shortcut compares with ``seen``.
+        self.seen = None
+        if batches:
+            latest: dict[str, str] = {}
+            for beats in batches:
+                latest.update(beats)
+            index = self._index()
+            for identity, stamp in latest.items():
+                rowid = index.get(identity)
+                if rowid is None or rowid in full:
+                    continue  # no longer active, or re-read from this snapshot
+                row = rows[rowid]
+                old = row[STAMP_COLUMN]
+                # Journaled stamps are str (``journaled``), so equal means the same value.
+                if old.__class__ is not str or old != stamp:
+                    row = row.copy()  # a copy keeps the key table: cheaper than {**row}
+                    row[STAMP_COLUMN] = stamp
+                    rows[rowid] = row
+                    self.listed = None
+        if stamp_only:
+            found = dict(fetch_stamps(raw, stamp_only))
+            for rowid in stamp_only:
+                cached = rows.get(rowid)
+                if (cached is not None) != (rowid in found):
+                    return False  # came or went without a logged change: not as promised
+                if cached is not None and not _same(cached[STAMP_COLUMN], found[rowid]):
+                    rows[rowid] = {**cached, STAMP_COLUMN: found[rowid]}
+                    self.listed = None
+        # A REPLACE deletes the row it replaces unlogged, but the row replacing it is
+        # logged (v10 allows no unique index but the primary key): count only then.
+        if full and active_count(raw) != len(rows):
+            return False
+        self.batch = through
+        return True
+
+    def _mark_batch(self, raw: sqlite3.Connection) -> None:
+        """The batch number this snapshot's stamps are current with, after a pass that
+        read every stamp (or every row); older journaled batches are dropped."""
+        number = read_batch(raw) if self.stamped else None
+        self.batch = -1 if number is None else number
+        if number is not None:
+            self.journal.drop_through(number)
+
+    def _stamp_pass(self, raw: sqlite3.Connection) -> None:
+        self._mark_batch(raw)
+        rowids, stamps = read_stamps(raw)
         seen = self.seen
         if not self.moved and seen is not None and rowids == seen[0]:
             # Same rows in the same scan order as last time (a logged row that came
-            # or went would change the list; one renamed sets ``moved``): only
-            # stamps can differ from the cache, and comparing the two lists finds
-            # them without a pass in Python. Re-read rows carry this snapshot's
-            # stamp already, so a copy of one of them is merely redundant.
+            # or went would change the list, and sets ``moved`` as a renamed one
+            # does): only stamps can differ from the cache, and comparing the two
+            # lists finds them without a pass in Python. Re-read rows carry this
+            # snapshot's stamp already, so a copy of one of them is merely redundant.
             rows, previous = self.rows, seen[1]
             if stamps != previous:
                 for index, (new, old) in enumerate(zip(stamps, previous, strict=True)):
                     if new != old or type(new) is not type(old):
                         rowid = rowids[index]
                         rows[rowid] = {**rows[rowid], STAMP_COLUMN: new}
+                        self.listed = None
         else:
             self._regroup(raw, rowids, stamps)
         self.seen = (rowids, stamps)
-        rows = self.rows
-        return [rows[rowid] for rowid in self.order]
 
     def _regroup(self, raw: sqlite3.Connection, rowids: list[int], stamps: list[Any]) -> None:
         """Rebuild the cache for a changed set of rows (the slow path of a stamp pass)."""
@@ -182,22 +318,23 @@ class ActiveCache:
             if not _same(row[STAMP_COLUMN], stamp):
                 row = {**row, STAMP_COLUMN: stamp}
             kept[rowid] = row
-        kept.update(_fetch(raw, missing))
+        kept.update(fetch_rows(raw, missing))
         if len(kept) != len(rowids):
             raise sqlite3.DatabaseError("an active row vanished inside one read transaction")
         order = self.order
-        self.rows = kept
+        self.rows, self.listed = kept, None
         if self.moved or len(order) != len(kept) or kept.keys() != set(order):
-            self.order = _sorted(kept)
+            self.order, self.by_identity = sorted_rowids(kept), None
         self.moved = False
 
-    def _full(self, raw: sqlite3.Connection) -> list[Row]:
+    def _full(self, raw: sqlite3.Connection) -> None:
         """Every active row, reusing each cached dict that still equals its row."""
         if self.logged:
             # Read first, in the same snapshot: later entries are what the next call folds.
             self.position = int(raw.execute(_SELECT_POSITION).fetchone()[0] or 0)
         else:
             self.position = -1
+        self._mark_batch(raw)
         rows = self.rows
         kept: dict[int, Row] = {}
         out: list[Row] = []
@@ -212,86 +349,7 @@ class ActiveCache:
             out.append(row)
         # The SQL order is the reference that later passes keep.
         self.rows, self.order, self.seen, self.moved = kept, list(kept), None, False
-        return out
-
-
-def _fetch_values(
-    raw: sqlite3.Connection, rowids: list[int]
-) -> Iterable[tuple[int, Sequence[Any]]]:
-    """(rowid, column values) of each active row among ``rowids``, read in chunks."""
-    wanted = sorted(rowids)
-    for start in range(0, len(wanted), _CHUNK):
-        chunk = wanted[start : start + _CHUNK]
-        marks = ", ".join("?" * len(chunk))
-        statement = (
-            f"SELECT rowid, {_COLUMNS} FROM worker_registrations "
-            f"WHERE status = 'active' AND rowid IN ({marks})"
-        )
-        for hit in raw.execute(statement, chunk):
-            yield int(hit[0]), hit[1:]
-
-
-def _fetch(raw: sqlite3.Connection, rowids: list[int]) -> Iterable[tuple[int, Row]]:
-    """(rowid, row) of each active row among ``rowids``, read in chunks."""
-    build = dict_builder(REGISTRATION_COLUMNS)
-    for rowid, values in _fetch_values(raw, rowids):
-        yield rowid, build(values)
-
-
-def _read_stamps(raw: sqlite3.Connection) -> tuple[list[int], list[Any]]:
-    """Rowid and stamp of every active row, as two lists paired by position.
-
-    Two JSON arrays built by SQLite cost a third of fetching ten thousand rows one
-    step at a time. They pair up because one aggregate pass fills both. A stamp
-    column holds only NULL, TEXT (its TEXT affinity turns numbers into text; the
-    store checks the declared type) or BLOB, which JSON refuses: then rows.
-    """
-    try:
-        ids, stamps = raw.execute(_SELECT_STAMPS_JSON).fetchone()
-    except sqlite3.OperationalError:
-        found = raw.execute(_SELECT_STAMPS).fetchall()
-        return [int(r[0]) for r in found], [r[1] for r in found]
-    rowids: list[int] = json.loads(ids)
-    values: list[Any] = json.loads(stamps)
-    return rowids, values
-
-
-def _rank(value: Any) -> tuple[int, Any]:
-    """SQLite's order of mixed storage classes (NULL, numbers, TEXT, BLOB), for BINARY.
-
-    Python compares str by code point, which is the byte order of its UTF-8 (the
-    database's encoding, checked with the triggers) that BINARY compares.
-    """
-    if value is None:
-        return (0, 0)
-    if isinstance(value, int | float):
-        return (1, value)
-    if isinstance(value, str):
-        return (2, value)
-    return (3, bytes(value))
-
-
-def _sorted(rows: dict[int, Row]) -> list[int]:
-    """Rowids in the order of ``ORDER BY worker_identity, rowid``."""
-    return sorted(rows, key=lambda rowid: (_rank(rows[rowid]["worker_identity"]), rowid))
-
-
-def _triggers_intact(raw: sqlite3.Connection) -> bool:
-    """The log exists, its triggers are exactly the ones this version creates, and the
-    table is as ``_rank`` and ``_read_stamps`` assume (TEXT identity and stamp, UTF-8)."""
-    info = raw.execute("SELECT name, type FROM pragma_table_info('worker_registrations')")
-    declared = {str(name): str(kind).upper() for name, kind in info}
-    if tuple(declared) != REGISTRATION_COLUMNS:
-        return False
-    if declared["worker_identity"] != "TEXT" or declared[STAMP_COLUMN] != "TEXT":
-        return False
-    if str(raw.execute("PRAGMA encoding").fetchone()[0]) != "UTF-8":
-        return False
-    log = raw.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'registry_active_changes'"
-    ).fetchall()
-    found = {str(name): str(text) for name, text in raw.execute(_SELECT_TRIGGERS)}
-    return bool(log) and found == dict(active_trigger_sql(REGISTRATION_COLUMNS))
+        self.by_identity, self.listed = None, out
 
 
 def compact_active_job(raw: sqlite3.Connection, through: int) -> None:

@@ -10,6 +10,7 @@ from supervisor.errors import StoreError
 from supervisor.store import sql
 from supervisor.store.base import CommitChain
 from supervisor.store.dialect import SQLITE
+from supervisor.store.stamp_journal import StampJournal, close_batch, journaled, open_batch
 
 __all__ = ["stamp_and_commit"]
 
@@ -23,12 +24,17 @@ def stamp_and_commit(
     *,
     beats: Sequence[tuple[str, str]],
     chain: CommitChain,
+    journal: StampJournal | None = None,
 ) -> bool:
     """Runs on the connection's thread (see ``Store.submit_heartbeats`` for the contract).
 
     Jobs of one chain run in order on this one thread. ``chain.broken`` is also set by
     the caller when it gives up on a chain; a job that reads it a moment too early ran
     before that decision and is answered as such, so a plain flag is enough.
+
+    With a ``journal`` the batch is numbered and its stamps are not logged (schema
+    v10): the journal gets them once COMMIT has returned, so the active-row cache
+    folds them without reading a stamp. ``beats`` must not change afterwards.
     """
     if chain.broken:
         return False
@@ -38,6 +44,7 @@ def stamp_and_commit(
         raise StoreError("a transaction is already open on the write connection")
     try:
         raw.execute("BEGIN IMMEDIATE")
+        batch = open_batch(raw) if journal is not None and journaled(beats) else None
         stamped = _stamp(raw, beats)
         if stamped != len(beats):
             # A row stopped being active without the caller knowing: it must judge these
@@ -45,7 +52,11 @@ def stamp_and_commit(
             raw.execute("ROLLBACK")
             chain.broken = True
             return False
+        if batch is not None:
+            close_batch(raw)
         raw.execute("COMMIT")
+        if batch is not None and journal is not None:
+            journal.add(batch, beats)
         return True
     except (sqlite3.Error, ValueError, OverflowError) as exc:
         # ValueError and OverflowError are what binding refuses (a lone surrogate, an

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from supervisor.store import REGISTRATION_COLUMNS, migrate, sqlite_store
 from supervisor.store.base import CommitChain
 from supervisor.store.schema_active import active_trigger_sql
+from supervisor.store.schema_stamps import stamp_trigger_sql
 from supervisor.store.sqlite import SQLiteStore, open_sqlite_store
 from tests.store.rowdata import STAMP_2, STAMP_3, raw_query, registration
 
@@ -42,9 +43,8 @@ _OPS = st.lists(
     st.tuples(
         st.sampled_from(
             [
-                "register",
-                "beat",
-                "beat_many",
+                # The daemon's own traffic, several times over so that it dominates.
+                *("register", "beat", "beat_many", "beat_many", "read", "read") * 2,
                 "release",
                 "retire",
                 "raw_insert",
@@ -53,6 +53,10 @@ _OPS = st.lists(
                 "raw_status",
                 "raw_delete",
                 "raw_rowid",
+                "raw_replace",
+                "raw_batch",
+                "raw_counter",
+                "raw_schema",
                 "read",
                 "reopen",
             ]
@@ -106,7 +110,7 @@ async def _check(store: SQLiteStore, path: Path) -> None:
 async def _apply(store: SQLiteStore, path: Path, op: tuple[str, int, int, str]) -> SQLiteStore:
     kind, index, variant, column = op
     identity = f"wrk-{index}"
-    stamp = _STAMPS[variant % len(_STAMPS)]
+    stamp = (*_STAMPS, f"2024-05-01T10:{index:02d}:{variant:02d}.000000Z")[variant % 4]
     if kind == "register":
         row = registration(identity, pid=4000 + variant, session_id=f"sess-{variant}")
         try:
@@ -118,10 +122,20 @@ async def _apply(store: SQLiteStore, path: Path, op: tuple[str, int, int, str]) 
         async with store.write() as tx:
             await tx.touch_heartbeats([(identity, stamp)])
     elif kind == "beat_many":
-        beats = [(f"wrk-{i}", stamp) for i in range(10)]
-        # The set-based batch statement; False when some row is not active.
-        await store.submit_heartbeats(beats, CommitChain())
-        await store.submit_heartbeats(beats[index : index + 2], CommitChain())
+        # The set-based batch statement, journaled; False when some row is not active.
+        if variant % 4 == 0:
+            beats = [(f"wrk-{i}", stamp) for i in range(10)]
+            await store.submit_heartbeats(beats, CommitChain())
+            await store.submit_heartbeats(beats[index : index + 2], CommitChain())
+        else:
+            found = raw_query(
+                path,
+                "SELECT worker_identity FROM worker_registrations "
+                "WHERE status = 'active' AND typeof(worker_identity) = 'text'",
+            )
+            beats = [(str(r[0]), stamp) for r in found][index % 3 :: variant % 3 + 1]
+            if beats:
+                assert await store.submit_heartbeats(beats, CommitChain())
     elif kind in ("release", "retire"):
         async with store.write() as tx:
             if kind == "release":
@@ -181,6 +195,25 @@ async def _apply(store: SQLiteStore, path: Path, op: tuple[str, int, int, str]) 
             "FROM worker_registrations) WHERE worker_identity = ?",
             (identity,),
         )
+    elif kind == "raw_replace":
+        _raw_replace(path, identity, variant)
+    elif kind == "raw_batch":
+        # Another store's journaled batch: numbered and unlogged, so only the counter
+        # tells this store that stamps moved without it.
+        with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(_BUMP)
+            conn.execute(
+                "UPDATE worker_registrations SET last_heartbeat_at = ? WHERE status = 'active' "
+                "AND (worker_identity = ? OR rowid % 3 = ?)",
+                (stamp, identity, variant % 3),
+            )
+            conn.execute("UPDATE registry_stamp_batches SET unlogged = 0")
+            conn.execute("COMMIT")
+    elif kind == "raw_counter":
+        _raw_counter(path, variant, stamp)
+    elif kind == "raw_schema":
+        _raw_schema(path, variant)
     elif kind == "read":
         await _check(store, path)
     elif kind == "reopen":
@@ -189,9 +222,93 @@ async def _apply(store: SQLiteStore, path: Path, op: tuple[str, int, int, str]) 
     return store
 
 
+_BUMP = "UPDATE registry_stamp_batches SET batch = batch + 1, unlogged = 1"
+
+
+def _raw_replace(path: Path, identity: str, variant: int) -> None:
+    """A REPLACE deletes the row in its way without a logged delete."""
+    other = f"wrk-{(variant + 1) % 10}"
+    if variant % 3 == 0:
+        row = registration(identity, pid=5000 + variant)
+        marks = ", ".join("?" * len(REGISTRATION_COLUMNS))
+        _raw(
+            path,
+            f"INSERT OR REPLACE INTO worker_registrations ({_COLUMNS}) VALUES ({marks})",
+            tuple(row.get(c) for c in REGISTRATION_COLUMNS),
+        )
+    elif variant % 3 == 1:
+        _raw(
+            path,
+            "UPDATE OR REPLACE worker_registrations SET worker_identity = ? "
+            "WHERE worker_identity = ?",
+            (identity, other),
+        )
+    else:
+        # With a hand-made unique index on the stamp, a stamp write alone can replace.
+        _raw(
+            path,
+            "UPDATE OR REPLACE worker_registrations SET last_heartbeat_at = (SELECT "
+            "last_heartbeat_at FROM worker_registrations WHERE worker_identity = ?) "
+            "WHERE worker_identity = ?",
+            (other, identity),
+        )
+
+
+def _raw_counter(path: Path, variant: int, stamp: str) -> None:
+    """A hand-run session pokes at the batch counter; the guards refuse what would let
+    stamps move unseen, and what they allow must not fool the cache either."""
+    statements = (
+        # Refused: switching the log off without a new number, counting back, a row more.
+        "UPDATE registry_stamp_batches SET unlogged = 1",
+        "UPDATE registry_stamp_batches SET batch = batch - 1",
+        "INSERT OR REPLACE INTO registry_stamp_batches VALUES (1, 0, 0)",
+        "DELETE FROM registry_stamp_batches",
+        "UPDATE registry_stamp_batches SET batch = 'x'",
+    )
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        if variant < len(statements):
+            with suppress(sqlite3.IntegrityError):
+                conn.execute(statements[variant])
+            return
+        # Allowed: a number switched on and left committed, stamps written meanwhile
+        # (unlogged), and switched off again by a later session.
+        with suppress(sqlite3.IntegrityError):
+            conn.execute(_BUMP)
+        conn.execute(
+            "UPDATE worker_registrations SET last_heartbeat_at = ? WHERE rowid % 2 = ?",
+            (stamp, variant % 2),
+        )
+        if variant % 3:
+            conn.execute("UPDATE registry_stamp_batches SET unlogged = 0")
+
+
+def _raw_schema(path: Path, variant: int) -> None:
+    """Drop or add what the cache relies on; later ops then run on that schema."""
+    statements = (
+        "DROP TRIGGER IF EXISTS registry_stamps_logged",
+        "DROP TRIGGER IF EXISTS registry_stamp_batches_update",
+        "CREATE UNIQUE INDEX IF NOT EXISTS odd_unique ON worker_registrations (last_heartbeat_at)",
+        "DROP INDEX IF EXISTS odd_unique",
+        "VACUUM",
+    )
+    if variant < len(statements):
+        with suppress(sqlite3.IntegrityError):
+            _raw(path, statements[variant])
+        return
+    # Put back what an earlier op dropped (the texts must be exactly the store's).
+    for _, statement in stamp_trigger_sql():
+        with suppress(sqlite3.OperationalError):
+            _raw(path, statement)
+
+
 async def _run(path: Path, ops: list[tuple[str, int, int, str]]) -> None:
     store = await open_sqlite_store(path)
     try:
+        # A fleet to start from, already in the cache.
+        async with store.write() as tx:
+            for index in range(0, 10, 2):
+                await tx.insert_registration(registration(f"wrk-{index}", pid=3000 + index))
+        await store.read_registry_view()
         for op in ops:
             store = await _apply(store, path, op)
         await _check(store, path)
@@ -199,7 +316,7 @@ async def _run(path: Path, ops: list[tuple[str, int, int, str]]) -> None:
         await store.close()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=_OPS)
 def test_cached_active_rows_equal_a_fresh_read(ops: list[tuple[str, int, int, str]]) -> None:
     with tempfile.TemporaryDirectory() as work:
@@ -242,7 +359,7 @@ async def test_a_renamed_row_moves_to_its_new_place(db_path: Path) -> None:
         assert typed(view.active) == typed(fresh_active(db_path))
 
 
-async def test_heartbeats_log_nothing_and_the_log_is_compacted(db_path: Path) -> None:
+async def test_batched_heartbeats_log_nothing_and_the_log_is_compacted(db_path: Path) -> None:
     async with sqlite_store(db_path) as store:
         async with store.write() as tx:
             for index in range(3):
@@ -251,12 +368,25 @@ async def test_heartbeats_log_nothing_and_the_log_is_compacted(db_path: Path) ->
         beats = [(f"wrk-{index}", STAMP_2) for index in range(3)]
         assert await store.submit_heartbeats(beats, CommitChain())
         async with store.write() as tx:
-            await tx.touch_heartbeats([("wrk-0", STAMP_3)])
-        # Only the folded position is left: the three inserts are compacted, and no
-        # beat (batched or not) logged anything.
+            pass
+        # Only the folded position is left: the three inserts are compacted, and the
+        # journaled batch logged nothing.
         assert raw_query(db_path, "SELECT count(*) FROM registry_active_changes") == [(1,)]
+        assert raw_query(db_path, "SELECT batch, unlogged FROM registry_stamp_batches") == [(1, 0)]
         view = await store.read_registry_view()
         assert typed(view.active) == typed(fresh_active(db_path))
+        # A beat inside a write transaction is not journaled: its row is logged, as
+        # stamp-only, and the next view reads just that stamp.
+        async with store.write() as tx:
+            await tx.touch_heartbeats([("wrk-0", STAMP_3)])
+        assert raw_query(
+            db_path, "SELECT row_id, stamp_only FROM registry_active_changes WHERE stamp_only"
+        ) == [(1, 1)]
+        after = (await store.read_registry_view()).active
+        assert typed(after) == typed(fresh_active(db_path))
+        assert after[0]["last_heartbeat_at"] == STAMP_3
+        assert after[1:] == view.active[1:]
+        assert all(a is b for a, b in zip(after[1:], view.active[1:], strict=True))
 
 
 async def test_a_schema_change_or_a_gap_in_the_log_falls_back_to_a_full_read(
@@ -294,7 +424,7 @@ async def test_v7_database_upgrades_to_v8_with_the_log_and_its_triggers(db_path:
         tuple(row.get(c) for c in REGISTRATION_COLUMNS),
     )
     async with sqlite_store(db_path) as store:
-        assert store.applied_migrations == (8, 9)
+        assert store.applied_migrations == (8, 9, 10)
         triggers = dict(
             raw_query(
                 db_path,

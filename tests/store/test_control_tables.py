@@ -71,14 +71,14 @@ async def test_v2_database_upgrades_to_v3_keeping_registrations_leases_and_audit
     conn.close()
 
     async with sqlite_store(db_path) as store:
-        assert store.applied_migrations == (3, 4, 5, 6, 7, 8, 9)
+        assert store.applied_migrations == (3, 4, 5, 6, 7, 8, 9, 10)
         [kept] = await store.read_registrations()
         assert {k: kept[k] for k in reg} == reg
         assert await store.read_leases() == [held]
         assert [e["action"] for e in await store.read_audit()] == ["plan"]
     assert tables(db_path) >= CONTROL_TABLES
     versions = [r[0] for r in raw_query(db_path, "SELECT version FROM schema_migrations")]
-    assert versions == [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert versions == [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
 
 
 async def test_upgrade_refuses_two_active_leases_on_one_item_and_changes_nothing(

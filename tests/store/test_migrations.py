@@ -60,17 +60,17 @@ def insert_raw(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def test_current_version_is_last_migration() -> None:
-    assert CURRENT_VERSION == 9
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert CURRENT_VERSION == 10
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert len(set(REGISTRATION_COLUMNS)) == len(REGISTRATION_COLUMNS)
 
 
 async def test_fresh_database_migrates_to_current_and_records_each_step(db_path: Path) -> None:
     async with sqlite_store(db_path) as store:
-        assert store.applied_migrations == (1, 2, 3, 4, 5, 6, 7, 8, 9)
+        assert store.applied_migrations == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
         assert store.dialect == "sqlite"
     ledger = raw_query(db_path, "SELECT version, description, applied_at FROM schema_migrations")
-    assert [row[0] for row in ledger] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert [row[0] for row in ledger] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert all(row[1] and row[2] for row in ledger)
     assert {"worker_registrations", "leases", "audit_events", "schema_migrations"} <= tables(
         db_path
@@ -103,7 +103,7 @@ async def test_v1_database_upgrades_in_place_keeping_every_row(db_path: Path) ->
     insert_raw(db_path, legacy)
 
     async with sqlite_store(db_path) as store:
-        assert store.applied_migrations == (2, 3, 4, 5, 6, 7, 8, 9)
+        assert store.applied_migrations == (2, 3, 4, 5, 6, 7, 8, 9, 10)
         upgraded = await store.read_registrations()
 
     assert len(upgraded) == len(legacy)
@@ -116,7 +116,7 @@ async def test_v1_database_upgrades_in_place_keeping_every_row(db_path: Path) ->
         assert all(new[column] is None for column in NEW_IN_V2)
     assert table_columns(db_path, "worker_registrations") == list(REGISTRATION_COLUMNS)
     versions = [r[0] for r in raw_query(db_path, "SELECT version FROM schema_migrations")]
-    assert versions == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert versions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
 
 
 async def test_reopening_an_up_to_date_database_runs_nothing(db_path: Path) -> None:

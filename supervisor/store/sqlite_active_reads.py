@@ -1,0 +1,166 @@
+"""The SQL reads and schema checks behind the SQLite active-row cache."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from supervisor.store.base import Row
+from supervisor.store.rows import dict_builder
+from supervisor.store.schema import REGISTRATION_COLUMNS
+from supervisor.store.schema_active import STAMP_COLUMN, active_trigger_sql
+from supervisor.store.schema_stamps import BATCHES_DDL, LOG_KIND_COLUMN, stamp_trigger_sql
+
+__all__ = [
+    "COLUMNS",
+    "active_count",
+    "fetch_rows",
+    "fetch_stamps",
+    "fetch_values",
+    "log_intact",
+    "read_stamps",
+    "sorted_rowids",
+    "stamps_intact",
+]
+
+COLUMNS = ", ".join(REGISTRATION_COLUMNS)
+_CHUNK = 500
+_SELECT_STAMPS = f"SELECT rowid, {STAMP_COLUMN} FROM worker_registrations WHERE status = 'active'"
+_SELECT_STAMPS_JSON = (
+    f"SELECT json_group_array(rowid), json_group_array({STAMP_COLUMN}) "
+    "FROM worker_registrations WHERE status = 'active'"
+)
+_COUNT = "SELECT count(*) FROM worker_registrations WHERE status = 'active'"
+_SELECT_TRIGGERS = (
+    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+    "AND tbl_name = 'worker_registrations' AND name LIKE 'registry_active_%'"
+)
+_SELECT_STAMP_TRIGGERS = (
+    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'registry_stamp%'"
+)
+
+
+def fetch_values(
+    raw: sqlite3.Connection, rowids: Iterable[int]
+) -> Iterable[tuple[int, Sequence[Any]]]:
+    """(rowid, column values) of each active row among ``rowids``, read in chunks."""
+    wanted = sorted(rowids)
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        statement = (
+            f"SELECT rowid, {COLUMNS} FROM worker_registrations "
+            f"WHERE status = 'active' AND rowid IN ({marks})"
+        )
+        for hit in raw.execute(statement, chunk):
+            yield int(hit[0]), hit[1:]
+
+
+def fetch_rows(raw: sqlite3.Connection, rowids: Iterable[int]) -> Iterable[tuple[int, Row]]:
+    """(rowid, row) of each active row among ``rowids``, read in chunks."""
+    build = dict_builder(REGISTRATION_COLUMNS)
+    for rowid, values in fetch_values(raw, rowids):
+        yield rowid, build(values)
+
+
+def fetch_stamps(raw: sqlite3.Connection, rowids: Iterable[int]) -> Iterable[tuple[int, Any]]:
+    """(rowid, heartbeat stamp) of each active row among ``rowids``, read in chunks."""
+    wanted = sorted(rowids)
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        statement = (
+            f"SELECT rowid, {STAMP_COLUMN} FROM worker_registrations "
+            f"WHERE status = 'active' AND rowid IN ({marks})"
+        )
+        for rowid, stamp in raw.execute(statement, chunk):
+            yield int(rowid), stamp
+
+
+def active_count(raw: sqlite3.Connection) -> int:
+    """How many rows are active (the status index alone answers it)."""
+    return int(raw.execute(_COUNT).fetchone()[0])
+
+
+def read_stamps(raw: sqlite3.Connection) -> tuple[list[int], list[Any]]:
+    """Rowid and stamp of every active row, as two lists paired by position.
+
+    Two JSON arrays built by SQLite cost a third of fetching ten thousand rows one
+    step at a time. They pair up because one aggregate pass fills both. A stamp
+    column holds only NULL, TEXT (its TEXT affinity turns numbers into text; the
+    store checks the declared type) or BLOB, which JSON refuses: then rows.
+    """
+    try:
+        ids, stamps = raw.execute(_SELECT_STAMPS_JSON).fetchone()
+    except sqlite3.OperationalError:
+        found = raw.execute(_SELECT_STAMPS).fetchall()
+        return [int(r[0]) for r in found], [r[1] for r in found]
+    rowids: list[int] = json.loads(ids)
+    values: list[Any] = json.loads(stamps)
+    return rowids, values
+
+
+def _rank(value: Any) -> tuple[int, Any]:
+    """SQLite's order of mixed storage classes (NULL, numbers, TEXT, BLOB), for BINARY.
+
+    Python compares str by code point, which is the byte order of its UTF-8 (the
+    database's encoding, checked with the triggers) that BINARY compares.
+    """
+    if value is None:
+        return (0, 0)
+    if isinstance(value, int | float):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value)
+    return (3, bytes(value))
+
+
+def sorted_rowids(rows: dict[int, Row]) -> list[int]:
+    """Rowids in the order of ``ORDER BY worker_identity, rowid``."""
+    return sorted(rows, key=lambda rowid: (_rank(rows[rowid]["worker_identity"]), rowid))
+
+
+def log_intact(raw: sqlite3.Connection) -> bool:
+    """The log exists, its triggers are exactly the ones this version creates, and the
+    table is as ``_rank`` and ``read_stamps`` assume (TEXT identity and stamp, UTF-8)."""
+    info = raw.execute("SELECT name, type FROM pragma_table_info('worker_registrations')")
+    declared = {str(name): str(kind).upper() for name, kind in info}
+    if tuple(declared) != REGISTRATION_COLUMNS:
+        return False
+    if declared["worker_identity"] != "TEXT" or declared[STAMP_COLUMN] != "TEXT":
+        return False
+    if str(raw.execute("PRAGMA encoding").fetchone()[0]) != "UTF-8":
+        return False
+    log = raw.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'registry_active_changes'"
+    ).fetchall()
+    found = {str(name): str(text) for name, text in raw.execute(_SELECT_TRIGGERS)}
+    return bool(log) and found == dict(active_trigger_sql(REGISTRATION_COLUMNS))
+
+
+def stamps_intact(raw: sqlite3.Connection) -> bool:
+    """Schema v10 is as this version creates it, so that every stamp write outside a
+    journaled batch is logged, and every row deleted without a log entry (only a
+    REPLACE does that) comes with a logged insert or update of the row replacing it.
+
+    The second needs the primary key to be the table's only unique index: a unique
+    index on another column would let an unlogged stamp write replace a row.
+    """
+    log = raw.execute("SELECT name FROM pragma_table_info('registry_active_changes')")
+    kinds = [str(r[0]) for r in log]
+    if kinds != ["change_id", "row_id", LOG_KIND_COLUMN]:
+        return False
+    table = raw.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'registry_stamp_batches'"
+    ).fetchall()
+    if [tuple(r) for r in table] != [(BATCHES_DDL,)]:
+        return False
+    found = {str(name): str(text) for name, text in raw.execute(_SELECT_STAMP_TRIGGERS)}
+    if found != dict(stamp_trigger_sql()):
+        return False
+    unique = raw.execute(
+        "SELECT origin FROM pragma_index_list('worker_registrations') WHERE \"unique\""
+    ).fetchall()
+    return [tuple(r) for r in unique] == [("pk",)]
