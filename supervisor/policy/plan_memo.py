@@ -63,6 +63,13 @@ def _memoizable(key: tuple[Any, ...], types: tuple[type, ...]) -> bool:
     return not (float in types and 0.0 in key and any(type(v) is float and v == 0 for v in key))
 
 
+def _pairing_key(row: Mapping[str, Any]) -> str | None:
+    """The identity a new row version is paired with its previous one by (text only:
+    any other value, hashable or not, pairs with nothing and is derived afresh)."""
+    identity = row.get("worker_identity")
+    return identity if type(identity) is str else None
+
+
 def _compacted(
     cache: dict[tuple[Any, ...], RowFacts], rows: Sequence[Mapping[str, Any]]
 ) -> dict[tuple[Any, ...], RowFacts]:
@@ -138,18 +145,79 @@ class PlanMemo:
             self._context = context
         if not self.trusts_identity:
             return self._by_content(rows, context)
-        last = self._last_rows
+        last, last_facts = self._last_rows, self._last_facts
         if len(rows) == len(last) and rows:
-            out = list(self._last_facts)
+            out = list(last_facts)
             moved = changed_positions(rows, last)
-            changed = self._by_content([rows[i] for i in moved], context, current=rows)
-            for i, held in zip(moved, changed, strict=True):
-                out[i] = held
+            for i in moved:
+                out[i] = self._successor(rows[i], last[i], last_facts[i], context)
             self.hits += len(rows) - len(moved)
         else:
-            out = self._by_content(rows, context)
+            # Rows came or went: pair each row with last plan's row of its identity.
+            earlier = {
+                _pairing_key(row): (row, held) for row, held in zip(last, last_facts, strict=True)
+            }
+            earlier.pop(None, None)
+            out = []
+            for row in rows:
+                pair = earlier.get(_pairing_key(row))
+                if pair is not None and pair[0] is row:
+                    self.hits += 1
+                    out.append(pair[1])
+                elif pair is not None:
+                    out.append(self._successor(row, pair[0], pair[1], context))
+                else:
+                    key = _key(row, fast=True) or _slow_key(row)
+                    out.append(self._derive(row, key, tuple(map(type, key)), context))
         self._last_rows, self._last_facts = list(rows), out
         return out
+
+    def _successor(
+        self,
+        row: Mapping[str, Any],
+        previous: Mapping[str, Any],
+        held: RowFacts,
+        context: FactsContext,
+    ) -> RowFacts:
+        """Facts of ``row``, a new version of ``previous`` (whose facts are ``held``).
+
+        Trusting identity, the memo keeps no content key per row (about 220 bytes
+        each): the previous version's columns are compared instead, so a row whose
+        stamp alone moved still costs only ``with_beat``.
+        """
+        key = _key(row, fast=True) or _slow_key(row)
+        types = tuple(map(type, key))
+        if (
+            held.types == types
+            and _memoizable(key, types)
+            and key == (_key(previous, fast=True) or _slow_key(previous))
+        ):
+            beat = row.get(_BEAT)
+            seen = held.beat_raw
+            if (type(beat) is str and type(seen) is str and beat == seen) or (
+                beat is None and seen is None
+            ):
+                self.hits += 1
+                return held
+            self.rebeats += 1
+            return with_beat(held, beat, row)
+        return self._derive(row, key, types, context)
+
+    def _derive(
+        self,
+        row: Mapping[str, Any],
+        key: tuple[Any, ...],
+        types: tuple[type, ...],
+        context: FactsContext,
+    ) -> RowFacts:
+        """Fresh facts of a row nobody handed in before, tagged with its key's types."""
+        self.misses += 1
+        facts = row_facts(row, context, lazy=True)
+        if _memoizable(key, types):
+            if len(self._signatures) < _MAX_SIGNATURES:
+                types = self._signatures.setdefault(types, types)
+            facts = facts._replace(types=types)
+        return facts
 
     def _by_content(
         self,

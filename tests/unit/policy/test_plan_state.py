@@ -204,3 +204,21 @@ def test_a_rendered_row_shows_its_new_observations_and_age_every_plan() -> None:
     moved = _check(memo, fleet, now=NOW + timedelta(seconds=6), evidence=evidence, owners=owners)
     assert [e.worker_identity for e in moved.candidates] == ["w-1"]
     assert moved.preserved[0].evidence["pid_alive"] is None
+
+
+def test_a_trusting_memo_pairs_new_versions_without_a_content_key_per_row() -> None:
+    # No content key is kept per row: a row inserted mid-fleet is the one miss, the
+    # rows after it pair with their earlier versions by identity, and a new stamp
+    # alone costs a rebeat, not a fresh derivation.
+    fleet = [row(f"w-{i}", pid=100 + i) for i in range(6)]
+    evidence = all_dead(fleet)
+    memo = PlanMemo(trust_identity=True)
+    owners = ProtectedOwners()
+    _check(memo, fleet, now=NOW, evidence=evidence, owners=owners)
+    assert len(memo) == 0
+    base_hits, base_misses = memo.hits, memo.misses
+    fleet.insert(3, row("w-2b", pid=200))
+    fleet[5] = {**fleet[5], "last_heartbeat_at": "2026-07-30T05:59:58.000000Z"}
+    evidence = {**evidence, **all_dead([fleet[3]])}
+    _check(memo, fleet, now=NOW, evidence=evidence, owners=owners)
+    assert (memo.misses - base_misses, memo.rebeats, memo.hits - base_hits) == (1, 1, 5)
