@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .evidence import UNKNOWN, EvidenceMap, PidEvidence
-from .plan_facts import RowFacts
+from .plan_facts import RowFacts, epoch_us, verdict_detail
 from .plan_types import Entries, PlanEntry
 from .worker_view import (
     OWNERSHIP_HISTORICAL,
@@ -44,15 +44,17 @@ def observe(
     live_of: list[bool] = []
     ownership_of: list[str] = []
     ambiguous: set[tuple[str, str]] = set()
+    now_us = epoch_us(now)
     for f in facts:
         pid = f.pid
         probe = UNKNOWN if pid is None else probe_of(pid, UNKNOWN)
         alive = probe.alive
-        beat = f.beat
+        beat_us = f.beat_us
         age: float | None = None
         fresh: bool | None = None
-        if beat is not None:
-            age = (now - beat).total_seconds()
+        if beat_us is not None:
+            # Exactly (now - beat).total_seconds(): whole microseconds over 10**6.
+            age = (now_us - beat_us) / 1_000_000
             ttl = f.ttl
             if ttl is not None:
                 fresh = age < ttl
@@ -179,7 +181,7 @@ def lazy_entries(
         return PlanEntry(
             worker_identity=f.worker_identity,
             reason_code=verdict[0],
-            detail=verdict[1],
+            detail=verdict_detail(verdict, f),
             evidence=(
                 entry_evidence(f, index, moment)
                 if bases is None

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .evidence import UNKNOWN, EvidenceMap
-from .plan_facts import FactsContext, row_facts
+from .plan_facts import FactsContext, epoch_us, row_facts
 from .plan_types import FencingContext, PlanEntry
 from .reasons import REASON_ALREADY_TERMINAL
 from .worker_view import OWNERSHIP_HISTORICAL
@@ -130,7 +130,7 @@ def terminal_entries(
         if f.active or f.static_verdict is None:
             raise ValueError("terminal_entries takes historical rows only")
         probe = UNKNOWN if f.pid is None else evidence.get(f.pid, UNKNOWN)
-        age = None if f.beat is None else (now - f.beat).total_seconds()
+        age = None if f.beat_us is None else (epoch_us(now) - f.beat_us) / 1_000_000
         fresh = None if age is None or f.ttl is None else age < f.ttl
         entry_evidence = dict(f.evidence_template.get())
         entry_evidence["last_heartbeat_at"] = f.beat_raw

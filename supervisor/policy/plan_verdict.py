@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from .evidence import PidEvidence
-from .plan_facts import RowFacts, Verdict
+from .plan_facts import PID_ALIVE_VERDICT, RowFacts, Verdict
 from .plan_moment import Moment
 from .plan_types import ProtectedOwners
 from .reasons import (
@@ -17,7 +17,6 @@ from .reasons import (
     REASON_FOREIGN_REPOSITORY,
     REASON_HEARTBEAT_FRESH,
     REASON_INSTANCE_CONFLICT,
-    REASON_PID_ALIVE,
     REASON_PID_REUSED,
     REASON_PID_UNKNOWN,
     REASON_PROTECTED_OWNER,
@@ -107,7 +106,7 @@ def row_verdict(  # noqa: PLR0917
                 f"registered {facts.process_start_time!r}: the number was reused",
             )
         # Absolute: even across a boot boundary an occupied pid is not argued away.
-        return (REASON_PID_ALIVE, f"recorded pid {facts.pid} is still running")
+        return PID_ALIVE_VERDICT
     if fresh is not False:
         return (REASON_HEARTBEAT_FRESH, "heartbeat has not expired under its TTL")
     if ownership != OWNERSHIP_STALE:

@@ -17,6 +17,7 @@ from supervisor.policy.eligibility import (
 )
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.plan_facts import NO_FRESHNESS, FactsContext, epoch_us, row_facts
+from supervisor.policy.stamps import parse_stamp
 
 from .reference_plan import reference_plan
 from .rows import FENCE, NOW, REPO, TTL, ago, all_dead, live_row, row
@@ -162,15 +163,19 @@ def test_a_dying_live_worker_moves_the_fleet_sets_and_every_verdict_is_redone() 
 def test_freshness_edges_are_exact_at_the_microsecond() -> None:
     context = FactsContext(FENCE.host_id, FENCE.boot_id, REPO)
     for ttl in (TTL, 0.1, 1e-6, 29.999999, 3e-7):
+        stamp = ago(0)
+        beat = parse_stamp(stamp)
         facts = row_facts(
-            row("w-0", pid=101, heartbeat_ttl_seconds=ttl, last_heartbeat_at=ago(0)), context
+            row("w-0", pid=101, heartbeat_ttl_seconds=ttl, last_heartbeat_at=stamp), context
         )
-        assert facts.beat is not None
-        assert facts.beat_us is not None
+        assert beat is not None
+        assert facts.beat_us == epoch_us(beat)
         for delta in (facts.fresh_until - 1, facts.fresh_until):
-            now = facts.beat + timedelta(microseconds=delta - facts.beat_us)
+            now = beat + timedelta(microseconds=delta - facts.beat_us)
             assert epoch_us(now) == delta
-            assert ((now - facts.beat).total_seconds() < ttl) is (delta < facts.fresh_until)
+            age = (now - beat).total_seconds()
+            assert age == (delta - facts.beat_us) / 1_000_000
+            assert (age < ttl) is (delta < facts.fresh_until)
     no_ttl = row_facts(row("w-1", pid=102, heartbeat_ttl_seconds=None), context)
     assert no_ttl.fresh_until == NO_FRESHNESS
 
