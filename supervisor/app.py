@@ -33,7 +33,7 @@ from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle_hosts import HostLeaseCalls
 from supervisor.logs import bind_actor, get_logger
-from supervisor.metrics import Metrics
+from supervisor.metrics import Metrics, prometheus_metrics
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Store
 
@@ -92,7 +92,7 @@ class Supervisor:
         metrics: Metrics | None = None,
     ) -> None:
         self.store = store
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics if metrics is not None else prometheus_metrics()
         # One per daemon launch: tells this supervisor's host lease from a second one
         # started with the same host id.
         self.supervisor_id = supervisor_id or f"sup-{secrets.token_hex(6)}"
@@ -344,6 +344,7 @@ async def running_supervisor(
     settings: AppSettings | None = None,
     handle_signals: bool = False,
     supervisor_id: str | None = None,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Supervisor]:
     """Start every actor; on exit drain and stop them (the store stays the caller's)."""
     supervisor = Supervisor(
@@ -353,6 +354,7 @@ async def running_supervisor(
         profiles=profiles,
         settings=settings,
         supervisor_id=supervisor_id,
+        metrics=metrics,
     )
     signal_scope = anyio.CancelScope()
 

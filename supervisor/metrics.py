@@ -1,26 +1,15 @@
-"""Prometheus metrics: counters and histograms the actors bump, fleet gauges filled at scrape."""
+"""The metrics the actors bump: counting nothing unless exported (``prometheus_metrics``)."""
 
 from __future__ import annotations
 
-from collections import Counter as Tally
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.registry import Collector
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from actors.messages import HeartbeatResult
 
-__all__ = ["CONTENT_TYPE_LATEST", "FleetGauges", "Metrics"]
-
-#: Seconds; a commit on a healthy disk takes well under a millisecond, a stalled one seconds.
-_COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-#: Seconds; a 10,000-pid sweep is tens of milliseconds.
-_SWEEP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+__all__ = ["FleetGauges", "Metrics", "prometheus_metrics"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,107 +23,60 @@ class FleetGauges:
     available: bool = True
 
 
-class _FleetCollector(Collector):
-    """Yields the gauges of the last scrape's ``FleetGauges`` (set just before rendering)."""
+class _Nothing:
+    """A counter, gauge or histogram that keeps nothing (and its labelled children)."""
 
-    def __init__(self) -> None:
-        self.latest = FleetGauges(available=False)
+    __slots__ = ()
 
-    def collect(self) -> Iterator[Metric]:
-        latest = self.latest
-        workers = GaugeMetricFamily(
-            "fleet_workers",
-            "Registrations by status, ownership state and namespace.",
-            labels=["status", "ownership", "namespace"],
-        )
-        for (status, ownership, namespace), count in sorted(latest.workers.items()):
-            workers.add_metric([status, ownership, namespace], count)
-        yield workers
-        yield GaugeMetricFamily(
-            "fleet_orphaned_workers",
-            "Active workers whose launching client process is gone.",
-            value=latest.orphaned,
-        )
-        yield GaugeMetricFamily(
-            "fleet_active_leases", "Work leases currently active.", value=latest.active_leases
-        )
-        yield GaugeMetricFamily(
-            "fleet_gauges_available",
-            "1 when the fleet gauges of this scrape could be computed, else 0.",
-            value=1 if latest.available else 0,
-        )
+    def labels(self, *values: str) -> _Nothing:
+        return self
+
+    def inc(self, amount: float = 1) -> None:
+        return None
+
+    def set(self, value: float) -> None:
+        return None
+
+    def observe(self, value: float) -> None:
+        return None
+
+
+_NOTHING = _Nothing()
 
 
 class Metrics:
-    """One supervisor's metrics, in a registry of their own (tests run many supervisors).
+    """The instruments actors update inline; this base keeps none of them.
 
-    Updating any of them is a few attribute lookups and a lock; actors call them inline.
+    A daemon whose ``/metrics`` listener is off has nobody to show counters to,
+    so it does not load the Prometheus client at all (about 2.5 MB of the
+    daemon's memory); ``prometheus_metrics`` gives the exported kind.
     """
 
-    def __init__(self) -> None:
-        registry = self.registry = CollectorRegistry(auto_describe=True)
-        self._heartbeats = Counter(
-            "fleet_heartbeats",
-            "Heartbeats answered, by result (accepted or refused) and code.",
-            ["result", "code"],
-            registry=registry,
-        )
-        self._accepted = self._heartbeats.labels("accepted", "ok")
-        self.commit_seconds = Histogram(
-            "fleet_commit_latency_seconds",
-            "Time from starting a registry write transaction to its commit.",
-            ["kind"],
-            buckets=_COMMIT_BUCKETS,
-            registry=registry,
-        )
-        self.sweep_seconds = Histogram(
-            "fleet_liveness_sweep_duration_seconds",
-            "Duration of one full liveness sweep.",
-            buckets=_SWEEP_BUCKETS,
-            registry=registry,
-        )
-        self.exit_watches = Gauge(
-            "fleet_exit_watches",
-            "Worker processes whose exit is watched through a pidfd.",
-            registry=registry,
-        )
-        self.sweeps = Counter(
-            "fleet_liveness_sweeps", "Liveness sweeps completed.", registry=registry
-        )
-        self.plans = Counter(
-            "fleet_plans", "Retirement plans answered, by outcome.", ["outcome"], registry=registry
-        )
-        self.applies = Counter(
-            "fleet_applies",
-            "Retirement applies answered, by outcome.",
-            ["outcome"],
-            registry=registry,
-        )
-        self.actor_restarts = Counter(
-            "fleet_actor_restarts",
-            "Crashed actors restarted within the restart budget.",
-            ["actor"],
-            registry=registry,
-        )
-        self._fleet = _FleetCollector()
-        registry.register(self._fleet)
+    content_type = "text/plain; charset=utf-8"
+    commit_seconds: Any = _NOTHING
+    sweep_seconds: Any = _NOTHING
+    exit_watches: Any = _NOTHING
+    sweeps: Any = _NOTHING
+    plans: Any = _NOTHING
+    applies: Any = _NOTHING
+    actor_restarts: Any = _NOTHING
 
     def accept_heartbeats(self, count: int) -> None:
-        """``count`` beats answered ``ok``: the common case, one counter update."""
-        self._accepted.inc(count)
+        """``count`` beats answered ``ok``."""
 
     def count_heartbeats(self, results: Iterable[HeartbeatResult]) -> None:
-        """Tally one batch of answers first: one counter update per code, not per beat."""
-        tally = Tally((r.ok, r.code) for r in results)
-        for (ok, code), count in tally.items():
-            self._heartbeats.labels("accepted" if ok else "refused", code).inc(count)
+        """One batch of answers, by result and code."""
 
     def count_outcome(self, kind: str, outcome: object) -> None:
         """A plan's or an apply's answer, by its outcome code."""
-        counter = self.plans if kind == "plan" else self.applies
-        counter.labels(str(outcome or "unknown")).inc()
 
     def render(self, fleet: FleetGauges) -> bytes:
-        """The text exposition format, with ``fleet`` as this scrape's gauges."""
-        self._fleet.latest = fleet
-        return generate_latest(self.registry)
+        """The text exposition format; nothing is kept here, so nothing is shown."""
+        return b""
+
+
+def prometheus_metrics() -> Metrics:
+    """Metrics in a Prometheus registry of their own (imported only when asked for)."""
+    from supervisor.metrics_prometheus import PrometheusMetrics
+
+    return PrometheusMetrics()

@@ -21,6 +21,7 @@ from supervisor.config import Settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.lockfile import database_lock
 from supervisor.logs import configure_logging, get_logger
+from supervisor.metrics import Metrics
 from supervisor.ops import OpsState, start_ops
 from supervisor.probes import LocalProbes, ProbeBackend
 from supervisor.profiles import ProfileBook
@@ -133,6 +134,8 @@ async def run_service(
                 probes=probe_backend,
                 profiles=profiles,
                 settings=app_settings(settings),
+                # Without the /metrics listener nobody reads them: count nothing.
+                metrics=None if settings.ops.http_enabled else Metrics(),
             ) as supervisor:
                 await _serve_until_signal(
                     supervisor,

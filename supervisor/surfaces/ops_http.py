@@ -15,7 +15,7 @@ from supervisor.errors import SupervisorError, Unavailable
 from supervisor.handle import SupervisorHandle
 from supervisor.health import HealthReport
 from supervisor.logs import get_logger
-from supervisor.metrics import CONTENT_TYPE_LATEST, FleetGauges, Metrics
+from supervisor.metrics import FleetGauges, Metrics
 from supervisor.surfaces.fleet_page import PAGE_ROUTES, FleetPage
 from supervisor.tcp_peer import PeerUidLookup, loopback_peer_uid
 
@@ -78,7 +78,7 @@ class OpsRoutes:
             )
         if route == "/metrics":
             body = self._metrics.render(await self._gauges())
-            return Response(status=200, body=body, content_type=CONTENT_TYPE_LATEST)
+            return Response(status=200, body=body, content_type=self._metrics.content_type)
         if route in ("/healthz", "/readyz"):
             report = await self._health()
             ok = report.healthy if route == "/healthz" else report.ready

@@ -20,6 +20,7 @@ from actors.messages import HeartbeatResult
 from supervisor import app as app_module
 from supervisor.app import RestartBudgetExceeded, Supervisor
 from supervisor.errors import ActorStopped
+from supervisor.metrics_prometheus import PrometheusMetrics
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.sqlite import open_sqlite_store
 from tests.actors.harness import INSTANCE, REPO, START, default_settings
@@ -97,7 +98,9 @@ async def test_a_crashed_actor_is_restarted_and_serves_again(
         owners = await h.handle.lease_owners()  # answered by the restarted actor
         assert owners.readable
         assert h.supervisor.restarts == {"lease_watch": 1}
-        registry = h.supervisor.metrics.registry
+        metrics = h.supervisor.metrics
+        assert isinstance(metrics, PrometheusMetrics)
+        registry = metrics.registry
         restarts = registry.get_sample_value("fleet_actor_restarts_total", {"actor": "lease_watch"})
         assert restarts == 1
         assert len(calls) == 2

@@ -44,3 +44,22 @@ def test_a_sqlite_daemon_leaves_the_postgresql_driver_unloaded() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_daemon_without_the_metrics_listener_leaves_prometheus_unloaded() -> None:
+    # Without [ops] http the daemon counts into the base Metrics (about 2.5 MB less).
+    code = (
+        "import sys\n"
+        "import supervisor.cli, supervisor.service, supervisor.app, supervisor.ops\n"
+        "import supervisor.surfaces.ops_http\n"
+        "from supervisor.metrics import Metrics\n"
+        "m = Metrics()\n"
+        "m.commit_seconds.labels('batch').observe(0.1); m.exit_watches.set(3)\n"
+        "m.sweeps.inc(); m.actor_restarts.labels('x').inc(); m.accept_heartbeats(2)\n"
+        "m.count_outcome('plan', 'planned'); m.count_heartbeats([])\n"
+        "print(sorted(m for m in ('prometheus_client',) if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]", out.stdout
