@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from math import isnan
+from sys import intern
 from typing import Any
 
 from supervisor.errors import StoreError
@@ -20,6 +22,8 @@ from supervisor.store.sql import AUDIT_INSERT_COLUMNS
 from supervisor.store.stamps import require_stamp
 
 __all__ = [
+    "BATCH_NUMBER_COLUMNS",
+    "BATCH_TEXT_COLUMNS",
     "SHARED_TEXT_COLUMNS",
     "STAMPABLE_STATUS_COLUMNS",
     "as_dicts",
@@ -39,9 +43,10 @@ _REGISTRATION_SET = frozenset(REGISTRATION_COLUMNS)
 _LEASE_SET = frozenset(LEASE_COLUMNS)
 
 
-# Registration columns whose texts repeat across a fleet's rows (one host, boot,
-# repository, profile or revision for many workers). The driver builds a new string
-# per row; as_dicts keeps one per distinct text, about 6 MB per 10,000 active rows.
+# Registration columns with few distinct texts in a fleet (one host, boot, repository,
+# profile or revision for many workers). The driver builds a new string per row;
+# as_dicts keeps one per distinct text, several MB per 10,000 active rows. Few enough
+# to intern: one object across every read, not just within one.
 SHARED_TEXT_COLUMNS: frozenset[str] = frozenset(
     {
         "client_name",
@@ -62,37 +67,78 @@ SHARED_TEXT_COLUMNS: frozenset[str] = frozenset(
         "live_revision",
         "host_id",
         "boot_id",
+        "retired_by",
+        "retirement_reason",
     }
 )
+
+#: Registration columns whose values repeat among rows written together (one launch,
+#: generation and client for its five workers; one stamp for every beat of a heartbeat
+#: flush; a configured ttl) but take many values over time: shared among the rows of
+#: one read only. Texts, and the two numbers with their declared type.
+BATCH_TEXT_COLUMNS: frozenset[str] = frozenset(
+    {
+        "client_instance_id",
+        "generation_id",
+        "started_at",
+        "last_heartbeat_at",
+        "client_process_start_time",
+    }
+)
+BATCH_NUMBER_COLUMNS: Mapping[str, type] = {"heartbeat_ttl_seconds": float, "client_pid": int}
 
 
 def dict_builder(columns: Sequence[str]) -> Callable[[Sequence[Any]], dict[str, Any]]:
     """Builds plain dicts keyed by ``columns`` from value rows, as ``as_dicts`` does.
 
-    Equal texts of a ``SHARED_TEXT_COLUMNS`` column are one string object across
-    every row one builder makes (strings are immutable, so only memory differs);
-    other values, and any value that is not a ``str``, are the driver's own.
+    Equal texts of a ``SHARED_TEXT_COLUMNS`` column are one string object in every
+    row of every read (``sys.intern``: an interned string is let go with its last
+    reference, and a row re-read on its own shares the texts of the rows around it);
+    equal texts of a ``BATCH_TEXT_COLUMNS`` column, and equal numbers of the declared
+    type of a ``BATCH_NUMBER_COLUMNS`` one, are one object across the rows one
+    builder makes. Values are immutable, so only memory differs. Only values of one
+    type share a table, as ``1``, ``1.0`` and ``True`` are equal dict keys; float
+    zeros are left alone, as 0.0 and -0.0 are equal but not the same value (and NaN
+    equals nothing). Any other value is the driver's own.
     """
-    shared = [index for index, column in enumerate(columns) if column in SHARED_TEXT_COLUMNS]
-    if not shared:
+    texts_at = [index for index, column in enumerate(columns) if column in SHARED_TEXT_COLUMNS]
+    batch_at = [index for index, column in enumerate(columns) if column in BATCH_TEXT_COLUMNS]
+    numbers_at: list[tuple[int, type, Callable[[Any, Any], Any]]] = [
+        (index, BATCH_NUMBER_COLUMNS[column], {}.setdefault)
+        for index, column in enumerate(columns)
+        if column in BATCH_NUMBER_COLUMNS
+    ]
+    if not texts_at and not batch_at and not numbers_at:
         return lambda row: dict(zip(columns, row, strict=True))
-    texts: dict[str, str] = {}
-    share = texts.setdefault
+    batch: dict[str, str] = {}
+    share = batch.setdefault
 
     def build(row: Sequence[Any]) -> dict[str, Any]:
-        values = list(row)
-        for index in shared:
+        values: list[Any] = list(row)
+        for index in texts_at:
+            value = values[index]
+            if value.__class__ is str:
+                values[index] = intern(value)
+        for index in batch_at:
             value = values[index]
             if value.__class__ is str:
                 values[index] = share(value, value)
+        for index, kind, share_number in numbers_at:
+            number = values[index]
+            if number.__class__ is kind and number and not _nan(number):
+                values[index] = share_number(number, number)
         return dict(zip(columns, values, strict=True))
 
     return build
 
 
+def _nan(value: Any) -> bool:
+    return value.__class__ is float and isnan(value)
+
+
 def as_dicts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
     """Plain dicts keyed by column name; values as the driver returned them
-    (low-cardinality texts shared, see ``dict_builder``)."""
+    (repeated texts and numbers of some columns shared, see ``dict_builder``)."""
     return list(map(dict_builder(columns), rows))
 
 

@@ -18,8 +18,9 @@ from supervisor.store.sqlite_active_reads import (
     fetch_stamps,
     fetch_values,
     log_intact,
-    read_stamps,
     sorted_rowids,
+    stamp_lists,
+    stamp_texts,
     stamps_intact,
 )
 from supervisor.store.stamp_journal import StampJournal, read_batch
@@ -121,9 +122,10 @@ class ActiveCache:
         self.order: list[int] = []
         #: worker_identity to rowid for journaled stamps; None until needed again.
         self.by_identity: dict[Any, int] | None = None
-        #: The last stamp pass: rowids and stamps in scan order, paired by position.
-        #: None once stamps moved any other way.
-        self.seen: tuple[list[int], list[Any]] | None = None
+        #: The last stamp pass's JSON arrays (``stamp_texts``), kept as text: a third of
+        #: the memory of the lists, and compared without decoding. None once stamps
+        #: moved any other way.
+        self.seen: tuple[str, str] | None = None
         #: A row came, went or changed its identity since ``order`` was computed.
         self.moved = False
         #: ``rows`` in ``order`` as last handed out (copied out); None once either moved.
@@ -208,6 +210,11 @@ class ActiveCache:
                     del rows[rowid]  # gone or no longer active
                     self._reshaped()
             elif old is None or not _same_row(old, values):
+                if old is not None:
+                    # Keep the old row's objects for unchanged values: they are shared
+                    # with the rows read along with it, a new read's are not.
+                    kept = zip(old.values(), values, strict=True)
+                    values = [a if _same(a, b) else b for a, b in kept]
                 row = rows[rowid] = build(values)
                 self.listed = None
                 if old is None or not _same(old["worker_identity"], row["worker_identity"]):
@@ -256,17 +263,18 @@ class ActiveCache:
                 # Journaled stamps are str (``journaled``), so equal means the same value.
                 if old.__class__ is not str or old != stamp:
                     row = row.copy()  # a copy keeps the key table: cheaper than {**row}
-                    row[STAMP_COLUMN] = stamp
+                    row[STAMP_COLUMN] = stamp  # the writer's object, shared by its flush
                     rows[rowid] = row
                     self.listed = None
         if stamp_only:
             found = dict(fetch_stamps(raw, stamp_only))
+            share: dict[Any, Any] = {}
             for rowid in stamp_only:
                 cached = rows.get(rowid)
                 if (cached is not None) != (rowid in found):
                     return False  # came or went without a logged change: not as promised
                 if cached is not None and not _same(cached[STAMP_COLUMN], found[rowid]):
-                    rows[rowid] = {**cached, STAMP_COLUMN: found[rowid]}
+                    rows[rowid] = _stamped(cached, found[rowid], share)
                     self.listed = None
         # A REPLACE deletes the row it replaces unlogged, but the row replacing it is
         # logged (v10 allows no unique index but the primary key): count only then.
@@ -285,47 +293,41 @@ class ActiveCache:
 
     def _stamp_pass(self, raw: sqlite3.Connection) -> None:
         self._mark_batch(raw)
-        rowids, stamps = read_stamps(raw)
-        seen = self.seen
-        if not self.moved and seen is not None and rowids == seen[0]:
-            # Same rows in the same scan order as last time (a logged row that came
-            # or went would change the list, and sets ``moved`` as a renamed one
-            # does): only stamps can differ from the cache, and comparing the two
-            # lists finds them without a pass in Python. Re-read rows carry this
-            # snapshot's stamp already, so a copy of one of them is merely redundant.
-            rows, previous = self.rows, seen[1]
-            if stamps != previous:
-                for index, (new, old) in enumerate(zip(stamps, previous, strict=True)):
-                    if new != old or type(new) is not type(old):
-                        rowid = rowids[index]
-                        rows[rowid] = {**rows[rowid], STAMP_COLUMN: new}
-                        self.listed = None
-        else:
-            self._regroup(raw, rowids, stamps)
-        self.seen = (rowids, stamps)
+        texts = stamp_texts(raw)
+        if texts is not None and texts == self.seen and not self.moved:
+            # Same rows in the same scan order with the same stamps as at the last
+            # pass (a logged row that came or went changes the text, one renamed sets
+            # ``moved``), and no stamp moved otherwise since (that clears ``seen``).
+            # Re-read rows carry this snapshot's values already.
+            return
+        rowids, stamps = stamp_lists(raw, texts)
+        self._regroup(raw, rowids, stamps)
+        self.seen = texts
 
     def _regroup(self, raw: sqlite3.Connection, rowids: list[int], stamps: list[Any]) -> None:
-        """Rebuild the cache for a changed set of rows (the slow path of a stamp pass)."""
+        """Bring the cache to the active rows and stamps of one stamp pass."""
         rows = self.rows
-        kept: dict[int, Row] = {}
         missing: list[int] = []
+        share: dict[Any, Any] = {}
         for rowid, stamp in zip(rowids, stamps, strict=True):
             row = rows.get(rowid)
             if row is None:
                 # Active but not logged to this cache (a moved rowid): read it below.
                 missing.append(rowid)
-                continue
-            if not _same(row[STAMP_COLUMN], stamp):
-                row = {**row, STAMP_COLUMN: stamp}
-            kept[rowid] = row
-        kept.update(fetch_rows(raw, missing))
-        if len(kept) != len(rowids):
-            raise sqlite3.DatabaseError("an active row vanished inside one read transaction")
-        order = self.order
-        self.rows, self.listed = kept, None
-        if self.moved or len(order) != len(kept) or kept.keys() != set(order):
-            self.order, self.by_identity = sorted_rowids(kept), None
-        self.moved = False
+            elif not _same(row[STAMP_COLUMN], stamp):
+                rows[rowid] = _stamped(row, stamp, share)
+                self.listed = None
+        if missing or len(rows) != len(rowids):
+            # Rows came or went without a logged change (a REPLACE, a moved rowid).
+            active = set(rowids)
+            for rowid in [rowid for rowid in rows if rowid not in active]:
+                del rows[rowid]
+            rows.update(fetch_rows(raw, missing))
+            if len(rows) != len(rowids):
+                raise sqlite3.DatabaseError("an active row vanished inside one read transaction")
+            self._reshaped()
+        if self.moved:
+            self.order, self.moved, self.listed = sorted_rowids(rows), False, None
 
     def _full(self, raw: sqlite3.Connection) -> None:
         """Every active row, reusing each cached dict that still equals its row."""
@@ -350,6 +352,16 @@ class ActiveCache:
         # The SQL order is the reference that later passes keep.
         self.rows, self.order, self.seen, self.moved = kept, list(kept), None, False
         self.by_identity, self.listed = None, out
+
+
+def _stamped(row: Row, stamp: Any, share: dict[Any, Any]) -> Row:
+    """A copy of ``row`` with a new stamp; equal texts among the stamps of one pass
+    are one object (``share``), as the rows of one read share theirs."""
+    if stamp.__class__ is str:
+        stamp = share.setdefault(stamp, stamp)
+    copy = row.copy()  # a copy keeps the key table: cheaper than {**row}
+    copy[STAMP_COLUMN] = stamp
+    return copy
 
 
 def compact_active_job(raw: sqlite3.Connection, through: int) -> None:

@@ -20,8 +20,9 @@ __all__ = [
     "fetch_stamps",
     "fetch_values",
     "log_intact",
-    "read_stamps",
     "sorted_rowids",
+    "stamp_lists",
+    "stamp_texts",
     "stamps_intact",
 ]
 
@@ -84,22 +85,32 @@ def active_count(raw: sqlite3.Connection) -> int:
     return int(raw.execute(_COUNT).fetchone()[0])
 
 
-def read_stamps(raw: sqlite3.Connection) -> tuple[list[int], list[Any]]:
-    """Rowid and stamp of every active row, as two lists paired by position.
+def stamp_texts(raw: sqlite3.Connection) -> tuple[str, str] | None:
+    """Rowid and stamp of every active row as two JSON arrays, paired by position (one
+    aggregate pass fills both); None when a stamp is a BLOB, which JSON refuses.
 
-    Two JSON arrays built by SQLite cost a third of fetching ten thousand rows one
-    step at a time. They pair up because one aggregate pass fills both. A stamp
-    column holds only NULL, TEXT (its TEXT affinity turns numbers into text; the
-    store checks the declared type) or BLOB, which JSON refuses: then rows.
+    Two arrays built by SQLite cost a third of fetching ten thousand rows one step at
+    a time, and comparing them with the last pass's as text costs nothing per row. A
+    stamp column holds only NULL, TEXT (its TEXT affinity turns numbers into text;
+    the store checks the declared type) or BLOB.
     """
     try:
         ids, stamps = raw.execute(_SELECT_STAMPS_JSON).fetchone()
     except sqlite3.OperationalError:
+        return None
+    return str(ids), str(stamps)
+
+
+def stamp_lists(
+    raw: sqlite3.Connection, texts: tuple[str, str] | None
+) -> tuple[list[int], list[Any]]:
+    """The rowids and stamps of ``stamp_texts``, or of the rows when it gave None."""
+    if texts is None:
         found = raw.execute(_SELECT_STAMPS).fetchall()
         return [int(r[0]) for r in found], [r[1] for r in found]
-    rowids: list[int] = json.loads(ids)
-    values: list[Any] = json.loads(stamps)
-    return rowids, values
+    rowids: list[int] = json.loads(texts[0])
+    stamps: list[Any] = json.loads(texts[1])
+    return rowids, stamps
 
 
 def _rank(value: Any) -> tuple[int, Any]:
@@ -124,7 +135,7 @@ def sorted_rowids(rows: dict[int, Row]) -> list[int]:
 
 def log_intact(raw: sqlite3.Connection) -> bool:
     """The log exists, its triggers are exactly the ones this version creates, and the
-    table is as ``_rank`` and ``read_stamps`` assume (TEXT identity and stamp, UTF-8)."""
+    table is as ``_rank`` and ``stamp_texts`` assume (TEXT identity and stamp, UTF-8)."""
     info = raw.execute("SELECT name, type FROM pragma_table_info('worker_registrations')")
     declared = {str(name): str(kind).upper() for name, kind in info}
     if tuple(declared) != REGISTRATION_COLUMNS:

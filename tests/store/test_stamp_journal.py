@@ -35,13 +35,13 @@ def _raw(path: Path, *statements: str | tuple[str, tuple[Any, ...]]) -> None:
 def stamp_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the view's passes over every active stamp."""
     calls: list[int] = []
-    real = sqlite_active_reads.read_stamps
+    real = sqlite_active_reads.stamp_texts
 
-    def counted(raw: sqlite3.Connection) -> tuple[list[int], list[Any]]:
+    def counted(raw: sqlite3.Connection) -> tuple[str, str] | None:
         calls.append(1)
         return real(raw)
 
-    monkeypatch.setattr(sqlite_active, "read_stamps", counted)
+    monkeypatch.setattr(sqlite_active, "stamp_texts", counted)
     return calls
 
 
@@ -308,3 +308,18 @@ def test_the_journal_hands_out_only_complete_runs_and_stays_bounded() -> None:
     journal.add(11, [("a", "w")])  # ... and nothing held until a view re-arms it
     assert journal.take(8, 11) is None
     assert journal.capacity == 0
+
+
+async def test_a_row_renamed_between_two_stamp_passes_moves(
+    db_path: Path, stamp_passes: list[int]
+) -> None:
+    async with sqlite_store(db_path) as store:
+        await _fleet(store)
+        _raw(db_path, "DROP TRIGGER registry_stamps_logged")
+        await _exact(store, db_path)
+        await _exact(store, db_path)
+        # Same rowids and stamps as the last pass: only the rename tells the order moved.
+        _raw(db_path, "UPDATE worker_registrations SET worker_identity = 'wrk-9' WHERE rowid = 1")
+        active = await _exact(store, db_path)
+        assert [r["worker_identity"] for r in active][-2:] == ["wrk-5", "wrk-9"]
+        assert len(stamp_passes) == 2
