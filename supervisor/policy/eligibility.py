@@ -31,8 +31,8 @@ from .plan_memo import PlanMemo
 from .plan_moment import (
     EvidenceBases,
     Moment,
-    entry_evidence,
     entry_order,
+    evidence_reader,
     lazy_entries,
     observe,
 )
@@ -89,26 +89,15 @@ def _candidate_entries(
     facts: list[RowFacts], moment: Moment, indices: list[int], bases: EvidenceBases | None
 ) -> Entries:
     """Candidates in worker-identity order, their entries built when first read."""
-    limit = 2 * len(facts) + 1024
 
     def build() -> tuple[PlanEntry, ...]:
-        if bases is None:
-            return tuple(
-                PlanEntry(
-                    worker_identity=facts[i].worker_identity,
-                    reason_code=REASON_ELIGIBLE,
-                    detail=_ELIGIBLE_DETAIL,
-                    evidence=entry_evidence(facts[i], i, moment),
-                )
-                for i in indices
-            )
-        evidence = bases.evidence
+        evidence = evidence_reader(facts, moment, bases)
         return tuple(
             PlanEntry(
                 worker_identity=facts[i].worker_identity,
                 reason_code=REASON_ELIGIBLE,
                 detail=_ELIGIBLE_DETAIL,
-                evidence=evidence(facts[i], i, moment, limit),
+                evidence=evidence(i),
             )
             for i in indices
         )

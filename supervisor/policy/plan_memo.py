@@ -63,6 +63,17 @@ def _memoizable(key: tuple[Any, ...], types: tuple[type, ...]) -> bool:
     return not (float in types and 0.0 in key and any(type(v) is float and v == 0 for v in key))
 
 
+def _same_stamp(beat: Any, seen: Any) -> bool:
+    """The new stamp is the one the facts were derived from.
+
+    Text (or NULL) is compared by value; any other object may print differently
+    while comparing equal, so it is always re-derived.
+    """
+    return (type(beat) is str and type(seen) is str and beat == seen) or (
+        beat is None and seen is None
+    )
+
+
 def _pairing_key(row: Mapping[str, Any]) -> str | None:
     """The identity a new row version is paired with its previous one by (text only:
     any other value, hashable or not, pairs with nothing and is derived afresh)."""
@@ -193,10 +204,7 @@ class PlanMemo:
             and key == (_key(previous, fast=True) or _slow_key(previous))
         ):
             beat = row.get(_BEAT)
-            seen = held.beat_raw
-            if (type(beat) is str and type(seen) is str and beat == seen) or (
-                beat is None and seen is None
-            ):
+            if _same_stamp(beat, held.beat_raw):
                 self.hits += 1
                 return held
             self.rebeats += 1
@@ -214,19 +222,22 @@ class PlanMemo:
         self.misses += 1
         facts = row_facts(row, context, lazy=True)
         if _memoizable(key, types):
-            if len(self._signatures) < _MAX_SIGNATURES:
-                types = self._signatures.setdefault(types, types)
-            facts = facts._replace(types=types)
+            facts = facts._replace(types=self._signature(types))
         return facts
 
+    def _signature(self, types: tuple[type, ...]) -> tuple[type, ...]:
+        """``types``, as the one tuple every row of that signature shares."""
+        # Rows of one registry share a handful of type signatures; one tuple per
+        # signature instead of one per row.
+        signatures = self._signatures
+        if len(signatures) < _MAX_SIGNATURES:
+            return signatures.setdefault(types, types)
+        return types
+
     def _by_content(
-        self,
-        rows: Sequence[Mapping[str, Any]],
-        context: FactsContext,
-        *,
-        current: Sequence[Mapping[str, Any]] | None = None,
+        self, rows: Sequence[Mapping[str, Any]], context: FactsContext
     ) -> list[RowFacts]:
-        """Facts of ``rows`` by their columns; ``current``: the whole plan's rows (compaction)."""
+        """Facts of ``rows`` by their columns (a memo that does not trust row identity)."""
         cache = self._facts
         out: list[RowFacts] = []
         append = out.append
@@ -235,8 +246,6 @@ class PlanMemo:
         # Rows of one plan come from one source; once one lacks a column the
         # rest are read with ``get`` instead of raising per row.
         fast = True
-        # Only rows the caller never changes may have their templates built later.
-        lazy = self.trusts_identity
         for row in rows:
             key = _key(row, fast=fast)
             if key is None:
@@ -248,40 +257,29 @@ class PlanMemo:
             except TypeError:
                 # An unhashable value (a list in some column): judged, never memoized.
                 misses += 1
-                append(row_facts(row, context, lazy=lazy))
+                append(row_facts(row, context))
                 continue
             if held is not None and held.types == types:
                 beat = row.get(_BEAT)
-                seen = held.beat_raw
-                # Text (or NULL) is compared by value; any other object may print
-                # differently while comparing equal, so it is always re-derived.
-                if (type(beat) is str and type(seen) is str and beat == seen) or (
-                    beat is None and seen is None
-                ):
+                if _same_stamp(beat, held.beat_raw):
                     append(held)
                     continue
                 rebeats += 1
-                held = cache[key] = with_beat(held, beat, row if lazy else None)
+                held = cache[key] = with_beat(held, beat)
                 append(held)
                 continue
             misses += 1
-            facts = row_facts(row, context, lazy=lazy)
+            facts = row_facts(row, context)
             if _memoizable(key, types):
-                # Rows of one registry share a handful of type signatures; one
-                # tuple per signature instead of one per row.
-                signatures = self._signatures
-                if len(signatures) < _MAX_SIGNATURES:
-                    types = signatures.setdefault(types, types)
                 # The signature travels inside the facts: no pair object per row
                 # for the garbage collector to walk on every full collection.
-                facts = facts._replace(types=types)
+                facts = facts._replace(types=self._signature(types))
                 cache[key] = facts
             append(facts)
-        every = rows if current is None else current
-        if len(cache) > 2 * len(every) + _SLACK:
+        if len(cache) > 2 * len(rows) + _SLACK:
             # Keep only this plan's row versions, so memory follows the registry's
             # size instead of its history.
-            self._facts = _compacted(cache, every)
+            self._facts = _compacted(cache, rows)
         self.hits += len(out) - misses - rebeats
         self.misses += misses
         self.rebeats += rebeats

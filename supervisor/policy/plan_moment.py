@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +19,15 @@ from .worker_view import (
     OWNERSHIP_STALE,
 )
 
-__all__ = ["EvidenceBases", "Moment", "entry_evidence", "entry_order", "lazy_entries", "observe"]
+__all__ = [
+    "EvidenceBases",
+    "Moment",
+    "entry_evidence",
+    "entry_order",
+    "evidence_reader",
+    "lazy_entries",
+    "observe",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +151,18 @@ class EvidenceBases:
         return out
 
 
+def evidence_reader(
+    facts: Sequence[RowFacts], moment: Moment, bases: EvidenceBases | None
+) -> Callable[[int], dict[str, Any]]:
+    """Row index -> its entry's evidence: from ``bases`` when they are kept between
+    plans, else built from the template."""
+    if bases is None:
+        return lambda index: entry_evidence(facts[index], index, moment)
+    limit = 2 * len(facts) + 1024
+    evidence = bases.evidence
+    return lambda index: evidence(facts[index], index, moment, limit)
+
+
 def entry_order(
     facts: Sequence[RowFacts], verdicts: Sequence[tuple[str, str] | None], kept: Sequence[int]
 ) -> list[int]:
@@ -169,7 +189,7 @@ def lazy_entries(
     in (worker_identity, reason_code) order, built only when read. ``ordered``:
     ``entry_order`` of ``kept``, when the caller already has it; ``bases``: kept
     between plans, to render unchanged rows from their last evidence."""
-    limit = 2 * len(facts) + 1024
+    evidence = evidence_reader(facts, moment, bases)
 
     def sort() -> Sequence[int]:
         return entry_order(facts, verdicts, kept) if ordered is None else ordered
@@ -182,11 +202,7 @@ def lazy_entries(
             worker_identity=f.worker_identity,
             reason_code=verdict[0],
             detail=verdict_detail(verdict, f),
-            evidence=(
-                entry_evidence(f, index, moment)
-                if bases is None
-                else bases.evidence(f, index, moment, limit)
-            ),
+            evidence=evidence(index),
         )
 
     def build() -> tuple[PlanEntry, ...]:

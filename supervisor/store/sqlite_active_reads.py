@@ -43,20 +43,27 @@ _SELECT_STAMP_TRIGGERS = (
 )
 
 
-def fetch_values(
-    raw: sqlite3.Connection, rowids: Iterable[int]
-) -> Iterable[tuple[int, Sequence[Any]]]:
-    """(rowid, column values) of each active row among ``rowids``, read in chunks."""
+def _fetch_active(
+    raw: sqlite3.Connection, columns: str, rowids: Iterable[int]
+) -> Iterable[tuple[Any, ...]]:
+    """(rowid, *columns) of each active row among ``rowids``, read in chunks."""
     wanted = sorted(rowids)
     for start in range(0, len(wanted), _CHUNK):
         chunk = wanted[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
         statement = (
-            f"SELECT rowid, {COLUMNS} FROM worker_registrations "
+            f"SELECT rowid, {columns} FROM worker_registrations "
             f"WHERE status = 'active' AND rowid IN ({marks})"
         )
-        for hit in raw.execute(statement, chunk):
-            yield int(hit[0]), hit[1:]
+        yield from raw.execute(statement, chunk)
+
+
+def fetch_values(
+    raw: sqlite3.Connection, rowids: Iterable[int]
+) -> Iterable[tuple[int, Sequence[Any]]]:
+    """(rowid, column values) of each active row among ``rowids``, read in chunks."""
+    for hit in _fetch_active(raw, COLUMNS, rowids):
+        yield int(hit[0]), hit[1:]
 
 
 def fetch_rows(raw: sqlite3.Connection, rowids: Iterable[int]) -> Iterable[tuple[int, Row]]:
@@ -68,16 +75,8 @@ def fetch_rows(raw: sqlite3.Connection, rowids: Iterable[int]) -> Iterable[tuple
 
 def fetch_stamps(raw: sqlite3.Connection, rowids: Iterable[int]) -> Iterable[tuple[int, Any]]:
     """(rowid, heartbeat stamp) of each active row among ``rowids``, read in chunks."""
-    wanted = sorted(rowids)
-    for start in range(0, len(wanted), _CHUNK):
-        chunk = wanted[start : start + _CHUNK]
-        marks = ", ".join("?" * len(chunk))
-        statement = (
-            f"SELECT rowid, {STAMP_COLUMN} FROM worker_registrations "
-            f"WHERE status = 'active' AND rowid IN ({marks})"
-        )
-        for rowid, stamp in raw.execute(statement, chunk):
-            yield int(rowid), stamp
+    for rowid, stamp in _fetch_active(raw, STAMP_COLUMN, rowids):
+        yield int(rowid), stamp
 
 
 def active_count(raw: sqlite3.Connection) -> int:

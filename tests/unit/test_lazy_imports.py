@@ -10,6 +10,14 @@ import pytest
 HEAVY = ("mcp", "pydantic", "starlette", "uvicorn")
 
 
+def _printed_by_a_fresh_interpreter(code: str) -> str:
+    # A fresh interpreter: this test process has long imported the SDK for other tests.
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return out.stdout.strip()
+
+
 @pytest.mark.parametrize(
     "modules",
     [
@@ -20,17 +28,13 @@ HEAVY = ("mcp", "pydantic", "starlette", "uvicorn")
     ],
 )
 def test_light_commands_leave_the_mcp_stack_unloaded(modules: tuple[str, ...]) -> None:
-    # A fresh interpreter: this test process has long imported the SDK for other tests.
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"
         "    importlib.import_module(name)\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert out.stdout.strip() == "[]", out.stdout
+    assert _printed_by_a_fresh_interpreter(code) == "[]"
 
 
 def test_a_sqlite_daemon_leaves_the_postgresql_driver_unloaded() -> None:
@@ -40,10 +44,7 @@ def test_a_sqlite_daemon_leaves_the_postgresql_driver_unloaded() -> None:
         "import supervisor.cli, supervisor.service, supervisor.app, supervisor.store.factory\n"
         "print(sorted(m for m in ('asyncpg', 'supervisor.store.postgres') if m in sys.modules))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert out.stdout.strip() == "[]", out.stdout
+    assert _printed_by_a_fresh_interpreter(code) == "[]"
 
 
 def test_a_daemon_without_the_metrics_listener_leaves_prometheus_unloaded() -> None:
@@ -59,7 +60,4 @@ def test_a_daemon_without_the_metrics_listener_leaves_prometheus_unloaded() -> N
         "m.count_outcome('plan', 'planned'); m.count_heartbeats([])\n"
         "print(sorted(m for m in ('prometheus_client',) if m in sys.modules))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert out.stdout.strip() == "[]", out.stdout
+    assert _printed_by_a_fresh_interpreter(code) == "[]"
