@@ -37,6 +37,7 @@ from supervisor.config_checks import (
     text_check,
 )
 from supervisor.errors import ConfigError
+from supervisor.policy.exec_marker import daemon_key
 
 __all__ = [
     "LOG_LEVELS",
@@ -249,11 +250,12 @@ class ExecConfig:
     reap_grace_seconds: float = setting(5.0, POSITIVE)
     rescan_seconds: float = setting(30.0, POSITIVE)
 
-    def to_actor(self) -> ServerGuardSettings:
+    def to_actor(self, *, exec_socket: str | None = None) -> ServerGuardSettings:
         return ServerGuardSettings(
             reap=self.reap_orphans,
             grace_seconds=self.reap_grace_seconds,
             rescan_seconds=self.rescan_seconds,
+            daemon_key=daemon_key(os.path.abspath(exec_socket)) if exec_socket else None,
         )
 
 

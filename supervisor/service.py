@@ -58,10 +58,15 @@ def app_settings(settings: Settings) -> AppSettings:
             auto_profile=settings.retirement.auto_profile,
         ),
         hosts=settings.hosts.to_actor(shared=settings.database.url is not None),
-        servers=settings.exec.to_actor(),
+        servers=settings.exec.to_actor(exec_socket=exec_socket_of(settings)),
         max_restarts=settings.restart.max_restarts,
         restart_window_seconds=settings.restart.window_seconds,
     )
+
+
+def exec_socket_of(settings: Settings) -> str:
+    """Where wrappers register: beside the main socket (as ``bound_listener`` binds it)."""
+    return str(Path(settings.socket.path).expanduser().absolute()) + EXEC_SOCKET_SUFFIX
 
 
 def freeze_startup_heap() -> None:

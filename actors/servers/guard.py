@@ -81,6 +81,10 @@ class ServerGuardSettings:
     #: How often running servers are looked for by their environment marker.
     rescan_seconds: float = 30.0
     poll_seconds: float = 0.05
+    #: ``daemon_key`` of this daemon's exec socket. Markers carrying another key were sent
+    #: to another daemon (another user's, a test's own) and are never adopted here; None
+    #: adopts nothing found by scanning.
+    daemon_key: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -496,9 +500,12 @@ class ServerGuard:
     async def _rescan(self) -> None:
         boot = self._probes.boot_id()
         groups: dict[tuple[int, str], ExecMarker] = {}
+        if self._settings.daemon_key is None:
+            return
         for marker in scan_markers().values():
             key = (marker.leader_pid, ticks(marker.leader_start))
-            if marker.boot_id == boot and key not in self._servers:
+            ours = marker.daemon == self._settings.daemon_key and marker.boot_id == boot
+            if ours and key not in self._servers:
                 groups.setdefault(key, marker)
         rows: list[Mapping[str, Any]] | None = None
         for key, marker in sorted(groups.items()):

@@ -9,6 +9,7 @@ __all__ = [
     "MARKER_ENV",
     "MARKER_VERSION",
     "ExecMarker",
+    "daemon_key",
     "format_marker",
     "parse_marker",
     "safe_label",
@@ -34,6 +35,7 @@ class ExecMarker:
         "client",
         "client_pid",
         "client_start",
+        "daemon",
         "leader_pid",
         "leader_start",
         "name",
@@ -51,6 +53,7 @@ class ExecMarker:
         client: str,
         name: str,
         namespace: str,
+        daemon: str,
     ) -> None:
         self.leader_pid = leader_pid
         self.leader_start = leader_start
@@ -60,6 +63,9 @@ class ExecMarker:
         self.client = client
         self.name = name
         self.namespace = namespace
+        #: ``daemon_key`` of the exec socket the wrapper used: on a host with several
+        #: daemons (one per user, a test's own) each adopts only the servers sent to it.
+        self.daemon = daemon
 
     def _key(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -82,7 +88,7 @@ def safe_label(raw: object) -> str:
 
 
 def format_marker(marker: ExecMarker) -> str:
-    """``v1;leader=P:T;client=P:T;boot=B;client_name=C;name=N;namespace=S``."""
+    """``v1;leader=P:T;client=P:T;boot=B;client_name=C;name=N;namespace=S;daemon=K``."""
     return ";".join(
         (
             MARKER_VERSION,
@@ -92,6 +98,7 @@ def format_marker(marker: ExecMarker) -> str:
             f"client_name={safe_label(marker.client)}",
             f"name={safe_label(marker.name)}",
             f"namespace={safe_label(marker.namespace)}",
+            f"daemon={safe_label(marker.daemon)}",
         )
     )
 
@@ -121,7 +128,7 @@ def parse_marker(text: object) -> ExecMarker | None:
     client = _pid_and_start(fields.get("client", ""))
     if leader is None or client is None:
         return None
-    labels = {k: fields.get(k, "") for k in ("boot", "client_name", "name", "namespace")}
+    labels = {k: fields.get(k, "") for k in ("boot", "client_name", "name", "namespace", "daemon")}
     if any(safe_label(v) != v for v in labels.values()) or not labels["boot"]:
         return None
     return ExecMarker(
@@ -133,4 +140,14 @@ def parse_marker(text: object) -> ExecMarker | None:
         client=labels["client_name"],
         name=labels["name"],
         namespace=labels["namespace"],
+        daemon=labels["daemon"],
     )
+
+
+def daemon_key(exec_socket: str) -> str:
+    """A short key naming one daemon by its exec socket's absolute path (FNV-1a, 64 bits:
+    hashlib would cost the wrapper milliseconds, and this only tells daemons apart)."""
+    value = 0xCBF29CE484222325
+    for byte in exec_socket.encode("utf-8", "surrogateescape"):
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{value:016x}"

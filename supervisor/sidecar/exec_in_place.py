@@ -31,6 +31,7 @@ if __package__ in (None, ""):
 from supervisor.policy.exec_marker import (  # noqa: E402 (the path is set up just above)
     MARKER_ENV,
     ExecMarker,
+    daemon_key,
     format_marker,
     safe_label,
 )
@@ -331,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log("warning", "exec_client_gone", client_pid=client_pid)
         return 1
     me = os.getpid()
+    exec_path = exec_socket_path(socket_path)
     boot = (_read("/proc/sys/kernel/random/boot_id") or "").strip()
     leader_start, client_start = _start_ticks(me), _start_ticks(client_pid)
     if leader_start and client_start and boot:
@@ -344,11 +346,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 client=options.client,
                 name=options.name,
                 namespace=options.namespace,
+                daemon=daemon_key(os.path.abspath(exec_path)),
             )
         )
     else:
         env.pop(MARKER_ENV, None)  # never pass on a marker that names another process
-    outcome, code, detail = _register(exec_socket_path(socket_path), options)
+    outcome, code, detail = _register(exec_path, options)
     if outcome != "registered":
         _log("warning", f"exec_{outcome}", code=code, detail=detail, pid=me)
     return _become(options.command, env)

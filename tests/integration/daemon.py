@@ -145,6 +145,8 @@ def running_daemon(
         try:
             yield daemon
         finally:
+            # A test may have restarted the daemon: stop the one running now.
+            process = daemon.process
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 try:
