@@ -18,7 +18,13 @@ from supervisor.cli_format import format_apply, format_plan, format_snapshot, fo
 from supervisor.cli_work import add_work_parser, format_work, succeeded, work_request
 from supervisor.config import Settings, default_config_path, load_settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
-from supervisor.launcher import build_launch_config, resolve_server_command, self_command
+from supervisor.launcher import (
+    absolute_path,
+    absolute_path_args,
+    build_launch_config,
+    resolve_server_command,
+    self_command,
+)
 from supervisor.namespace_probe import add_probe_parser
 from supervisor.policy.identity import UntrustedInstanceError
 from supervisor.policy.plan_pages import DEFAULT_EXAMPLES, DEFAULT_PAGE, PlanQuery
@@ -305,13 +311,17 @@ def _launch_config(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_USAGE
     wrapper = None
     if args.wrap:
+        # The wrapper runs wherever the client starts it: the config file this run
+        # read (so its [exec] settings apply there too) and the socket go in as
+        # absolute paths. Without --config the wrapper repeats the default search.
+        carried = ["--config", absolute_path(str(args.config.expanduser()))] if args.config else []
         socket_path = os.path.abspath(settings.socket.path)
-        wrapper = [*self_command(), "--socket", socket_path, "exec"]
+        wrapper = [*self_command(), *carried, "--socket", socket_path, "exec"]
     try:
         config = build_launch_config(
             client_type=args.client,
             command=server,
-            args=command[1:],
+            args=absolute_path_args(command[1:]),
             instance_id=args.instance_id,
             session_id=args.session_id,
             fleet_run_id=args.fleet_run_id,
