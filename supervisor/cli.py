@@ -500,6 +500,39 @@ def _dispatch(args: argparse.Namespace) -> int:
     return EXIT_USAGE
 
 
+def _settle_stderr() -> None:
+    """Let the interpreter's last flush of a dead stderr pass, so the exit status stays ours.
+
+    When the client that held our stderr pipe has gone, a log line that failed
+    leaves its bytes in ``sys.stderr``'s buffer; Python flushes it again at exit,
+    fails, and exits 120 instead of the status ``main`` returned (a daemon stopped
+    cleanly by SIGTERM would read as failed). Pointing fd 2 at /dev/null lets that
+    flush succeed, and nobody was left to read the bytes anyway.
+    """
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.flush()
+        return
+    except ValueError:
+        return  # closed: the interpreter skips a closed stderr at exit
+    except OSError:
+        pass
+    try:
+        if stream.fileno() != 2:
+            return  # a stand-in object (tests); fd 2 is not ours to change
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):
+        return
+    try:
+        os.dup2(devnull, 2)
+    except OSError:
+        pass  # then the exit status is the interpreter's; nothing better is left to try
+    finally:
+        os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -515,6 +548,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_REFUSED
     except KeyboardInterrupt:
         return 130
+    finally:
+        _settle_stderr()
 
 
 if __name__ == "__main__":
