@@ -18,7 +18,13 @@ from supervisor.cli_format import format_apply, format_plan, format_snapshot, fo
 from supervisor.cli_work import add_work_parser, format_work, succeeded, work_request
 from supervisor.config import Settings, default_config_path, load_settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
-from supervisor.launcher import build_launch_config, resolve_server_command, self_command
+from supervisor.launcher import (
+    absolute_path,
+    absolute_path_args,
+    build_launch_config,
+    resolve_server_command,
+    self_command,
+)
 from supervisor.namespace_probe import add_probe_parser
 from supervisor.policy.identity import UntrustedInstanceError
 from supervisor.policy.plan_pages import DEFAULT_EXAMPLES, DEFAULT_PAGE, PlanQuery
@@ -330,13 +336,17 @@ def _launch_config(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_USAGE
     wrapper = None
     if args.wrap:
+        # The wrapper runs wherever the client starts it: the config file this run
+        # read (so its [exec] settings apply there too) and the socket go in as
+        # absolute paths. Without --config the wrapper repeats the default search.
+        carried = ["--config", absolute_path(str(args.config.expanduser()))] if args.config else []
         socket_path = os.path.abspath(settings.socket.path)
-        wrapper = [*self_command(), "--socket", socket_path, "exec"]
+        wrapper = [*self_command(), *carried, "--socket", socket_path, "exec"]
     try:
         config = build_launch_config(
             client_type=args.client,
             command=server,
-            args=command[1:],
+            args=absolute_path_args(command[1:]),
             instance_id=args.instance_id,
             session_id=args.session_id,
             fleet_run_id=args.fleet_run_id,
@@ -509,6 +519,39 @@ def _dispatch(args: argparse.Namespace) -> int:
     return EXIT_USAGE
 
 
+def _settle_stderr() -> None:
+    """Let the interpreter's last flush of a dead stderr pass, so the exit status stays ours.
+
+    When the client that held our stderr pipe has gone, a log line that failed
+    leaves its bytes in ``sys.stderr``'s buffer; Python flushes it again at exit,
+    fails, and exits 120 instead of the status ``main`` returned (a daemon stopped
+    cleanly by SIGTERM would read as failed). Pointing fd 2 at /dev/null lets that
+    flush succeed, and nobody was left to read the bytes anyway.
+    """
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.flush()
+        return
+    except ValueError:
+        return  # closed: the interpreter skips a closed stderr at exit
+    except OSError:
+        pass
+    try:
+        if stream.fileno() != 2:
+            return  # a stand-in object (tests); fd 2 is not ours to change
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):
+        return
+    try:
+        os.dup2(devnull, 2)
+    except OSError:
+        pass  # then the exit status is the interpreter's; nothing better is left to try
+    finally:
+        os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -524,6 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_REFUSED
     except KeyboardInterrupt:
         return 130
+    finally:
+        _settle_stderr()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -12,6 +13,9 @@ from typing import Any
 
 from supervisor.errors import ConfigError
 from supervisor.policy.identity import (
+    ENV_INSTANCE,
+    ENV_PROVENANCE,
+    ENV_SESSION,
     NAMESPACES,
     UntrustedInstanceError,
     assess_instance_identity,
@@ -20,10 +24,24 @@ from supervisor.policy.identity import (
     normalize_client_name,
 )
 
-__all__ = ["build_launch_config", "resolve_server_command", "self_command"]
+__all__ = [
+    "absolute_path",
+    "absolute_path_args",
+    "build_launch_config",
+    "resolve_server_command",
+    "self_command",
+]
 
 
 _SCRIPT = "fleet-supervisor"
+
+#: Launcher variables an exec-wrapped entry does not carry: the daemon derives them.
+_RUN_TIME_KEYS = (ENV_INSTANCE, ENV_SESSION, ENV_PROVENANCE)
+
+#: The word after ``-m`` is a Python module name. A package directory of the same
+#: name beside the launch (``python -m my_server`` typed in the project root) is
+#: the usual case, and turning it into a path would stop ``-m`` finding the module.
+_MODULE_OPTION = "-m"
 
 
 def resolve_server_command(
@@ -53,6 +71,64 @@ def resolve_server_command(
     raise ConfigError(
         f"{command!r} is not on PATH; give the server command as a path (e.g. ./{command})"
     )
+
+
+def absolute_path(path: str, *, cwd: str | None = None) -> str:
+    """``path`` joined to ``cwd`` (default: the current directory), naming the same file.
+
+    Symlinks are never resolved: a venv's ``bin/python`` must stay the venv's
+    symlink, not become the base interpreter it points at. ``.`` parts and
+    repeated separators are tidied away; ``..`` parts are kept, because dropping
+    ``link/..`` as text names another directory when ``link`` is a symlink.
+    """
+    joined = os.path.join(cwd if cwd is not None else os.getcwd(), path)
+    separators = f"{os.sep}{os.altsep or ''}"
+    if os.pardir in re.split(f"[{re.escape(separators)}]", path):
+        return joined
+    normal = os.path.normpath(joined)
+    # A trailing separator can mean "the directory" to the server (rsync-style); keep it.
+    if path.endswith(tuple(separators)) and not normal.endswith(tuple(separators)):
+        normal += os.sep
+    return normal
+
+
+def absolute_path_args(args: Sequence[str], *, cwd: str | None = None) -> list[str]:
+    """The server's arguments as an MCP client started in another directory needs them.
+
+    An argument that names an existing relative path (file or directory, against
+    ``cwd``) becomes absolute (see :func:`absolute_path`), and so does the value of
+    ``--name=value`` when the value does. Everything else is kept exactly: flags
+    (a word starting with ``-`` is never taken for a path), the module after
+    ``-m``, URLs, ports, words that name nothing on disk. Whether a word is a
+    path is decided by what exists now, so a word that only happens to match a
+    file here (``python srv.py stdio`` beside a file named ``stdio``) is converted.
+    """
+    base = cwd if cwd is not None else os.getcwd()
+    converted: list[str] = []
+    previous: str | None = None
+    for arg in args:
+        converted.append(arg if previous == _MODULE_OPTION else _absolute_arg(arg, base))
+        previous = arg
+    return converted
+
+
+def _absolute_arg(arg: str, base: str) -> str:
+    name, equals, value = arg.partition("=")
+    if name.startswith("--") and len(name) > 2 and equals:
+        path = _existing_relative(value, base)
+        return arg if path is None else f"{name}={path}"
+    path = _existing_relative(arg, base)
+    return arg if path is None else path
+
+
+def _existing_relative(value: str, base: str) -> str | None:
+    """``value`` made absolute when it is an existing relative path; else None."""
+    if not value or value.startswith("-") or os.path.isabs(value):
+        return None
+    # exists() is False (never raises) for NUL bytes, unencodable or over-long names.
+    if not os.path.exists(os.path.join(base, value)):
+        return None
+    return absolute_path(value, cwd=base)
 
 
 def self_command() -> list[str]:
@@ -115,11 +191,28 @@ def build_launch_config(
             fleet_run_id=fleet_run_id,
             extra_env=extra_env,
         )
+        name = f"gitea-{namespace}"
         if exec_wrapper:
-            entry_command, entry_args = exec_wrapper[0], [*exec_wrapper[1:], "--", command, *args]
+            # The wrapper derives instance and session ids from the client process that
+            # starts it: ids baked into a static file would be shared by every launch.
+            for key in _RUN_TIME_KEYS:
+                env.pop(key, None)
+            labels = ["--client", normalize_client_name(client_type), "--name", name]
+            labels += ["--namespace", namespace]
+            entry_command = exec_wrapper[0]
+            entry_args = [*exec_wrapper[1:], *labels, "--", command, *args]
         else:
             entry_command, entry_args = command, list(args)
-        servers[f"gitea-{namespace}"] = {"command": entry_command, "args": entry_args, "env": env}
+        servers[name] = {"command": entry_command, "args": entry_args, "env": env}
+    if exec_wrapper:
+        return {
+            "mcpServers": servers,
+            "client_instance_id": None,
+            "client_type": normalize_client_name(client_type),
+            "session_id": None,
+            "identity": "minted at run time from the launching client process",
+            "namespaces": list(NAMESPACES),
+        }
     return {
         "mcpServers": servers,
         "client_instance_id": minted,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO, cast
@@ -30,37 +32,122 @@ _FOREIGN_FLOOR = logging.WARNING
 _OWN_LOGGERS = ("supervisor", "actors")
 
 
-class _JsonHandler(logging.Handler):
-    """Writes formatted records to ``stream``, or to whatever ``sys.stderr`` is at the time."""
+class _Sink:
+    """Where log lines go; writing a line never raises.
+
+    A client that exits closes the pipe our stderr is (Node MCP clients do), and
+    the next write fails: EPIPE, EBADF, EIO, ENOSPC as OSError, a closed file as
+    ValueError. A log call must not turn that into an exception in the task that
+    logged (it killed the reaper once), so the line is dropped and the stream is
+    remembered as dead: later lines to it are dropped without a write, rather than
+    failing again on every call.
+
+    With ``stream=None`` the target is whatever ``sys.stderr`` is at each write.
+    Death is remembered per stream *object*: when ``sys.stderr`` is replaced
+    (pytest's capture, a redirection) the new object is written to, and only the
+    object that failed stays silent. ``sys.stderr`` being None drops lines too.
+    A reconfiguration starts a new sink, which tries each stream afresh once.
+    """
+
+    __slots__ = ("_dead", "_lock", "_stream")
 
     def __init__(self, stream: TextIO | None) -> None:
-        super().__init__()
         self._stream = stream
+        # The failed object itself, not its id(): holding it keeps the id from
+        # being reused by a new stream that would then be wrongly skipped.
+        self._dead: object | None = None
+        # Re-entrant: a signal handler that logs on the thread holding it must not deadlock.
+        self._lock = threading.RLock()
+
+    def write_line(self, line: str) -> None:
+        target: TextIO | None = self._stream if self._stream is not None else sys.stderr
+        if target is None:
+            return
+        with self._lock:
+            if target is self._dead:
+                return
+            try:
+                target.write(line + "\n")
+                target.flush()
+            except (BlockingIOError, UnicodeError):
+                # A non-blocking pipe that is full right now, or a line the stream
+                # cannot encode: the stream lives, only this line is lost.
+                pass
+            except Exception:
+                # OSError (BrokenPipeError, EBADF, EIO, ENOSPC), ValueError (closed
+                # file), or a stand-in stream that cannot write at all.
+                self._dead = target
+
+
+class _SinkLogger:
+    """structlog's ``WriteLogger`` interface, writing through a :class:`_Sink`."""
+
+    __slots__ = ("_sink",)
+
+    def __init__(self, sink: _Sink) -> None:
+        self._sink = sink
+
+    def msg(self, message: str) -> None:
+        self._sink.write_line(message)
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
+
+
+class _JsonHandler(logging.Handler):
+    """Writes formatted records through the sink structlog's lines use."""
+
+    def __init__(self, sink: _Sink) -> None:
+        super().__init__()
+        self._sink = sink
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            stream = self._stream if self._stream is not None else sys.stderr
-            stream.write(self.format(record) + "\n")
-            stream.flush()
+            line = self.format(record)
         except Exception:
             self.handleError(record)
+            return
+        self._sink.write_line(line)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """A record that cannot be formatted (bad ``%`` arguments) becomes one fixed line.
+
+        Never stdlib's traceback on ``sys.stderr``: that stream may be the broken
+        one, and writing it there raises (closed file) or spams a dead pipe.
+        """
+        error = sys.exc_info()[1]
+        try:
+            fields: dict[str, Any] = {
+                "event": "log_record_unformattable",
+                "level": "error",
+                "logger": record.name,
+                "error": f"{type(error).__name__}: {error}",
+                "template": str(record.msg),
+            }
+            line = json.dumps(_TIMESTAMP(None, "error", fields), sort_keys=True)
+        except Exception:
+            return
+        self._sink.write_line(line)
+
+
+_TIMESTAMP = structlog.processors.TimeStamper(fmt="iso", utc=True)
 
 
 def _shared_processors() -> list[Processor]:
     return [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _TIMESTAMP,
         structlog.processors.StackInfoRenderer(),
     ]
 
 
-def _route_stdlib(threshold: int, stream: TextIO | None) -> None:
+def _route_stdlib(threshold: int, sink: _Sink) -> None:
     """Send every stdlib record through the same JSON rendering, on the same stream."""
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, _JsonHandler)]:
         root.removeHandler(handler)
-    handler = _JsonHandler(stream)
+    handler = _JsonHandler(sink)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[*_shared_processors(), structlog.stdlib.add_logger_name],
@@ -92,10 +179,13 @@ def configure_logging(level: str = "info", stream: TextIO | None = None) -> None
     if threshold is None:
         raise ConfigError(f"unknown log level {level!r}; expected one of {', '.join(_LEVELS)}")
 
-    def logger_factory(*_args: Any) -> structlog.WriteLogger:
-        # sys.stderr is looked up per logger, not captured here, so a
-        # replaced stderr (test capture, daemon redirection) is honoured.
-        return structlog.WriteLogger(stream if stream is not None else sys.stderr)
+    # One sink for structlog's lines and stdlib's records: a pipe found dead by
+    # either is skipped by both. It looks sys.stderr up per line, not here, so a
+    # replaced stderr (test capture, daemon redirection) is honoured.
+    sink = _Sink(stream)
+
+    def logger_factory(*_args: Any) -> _SinkLogger:
+        return _SinkLogger(sink)
 
     structlog.configure(
         processors=[
@@ -109,7 +199,7 @@ def configure_logging(level: str = "info", stream: TextIO | None = None) -> None
         # level and stream; the supervisor logs too little for it to matter.
         cache_logger_on_first_use=False,
     )
-    _route_stdlib(threshold, stream)
+    _route_stdlib(threshold, sink)
 
 
 def get_logger(**bind: Any) -> FilteringBoundLogger:

@@ -90,9 +90,16 @@ async def wait_ready(daemon: Daemon) -> None:
 
 @contextmanager
 def running_daemon(
-    *, extra_config: Sequence[str] = (), env: Mapping[str, str] | None = None, **settings: Any
+    *,
+    extra_config: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    unset_env: Sequence[str] = (),
+    stderr: int | None = None,
+    **settings: Any,
 ) -> Iterator[Daemon]:
-    """``extra_config`` lines are appended to the config file; ``env`` adds to the daemon's."""
+    """``extra_config`` lines are appended to the config file; ``env`` adds to the daemon's
+    and ``unset_env`` names variables taken out of it. ``stderr`` (e.g. ``subprocess.PIPE``,
+    then read or closed through ``process.stderr``) replaces the daemon.log file."""
     with tempfile.TemporaryDirectory(dir="/tmp", prefix="fsv-") as tmp:
         workdir = Path(tmp)
         profiles = workdir / "profiles.toml"
@@ -131,8 +138,12 @@ def running_daemon(
         process = subprocess.Popen(
             [sys.executable, "-m", "supervisor.cli", "--config", str(config), "run"],
             stdout=subprocess.DEVNULL,
-            stderr=log,
-            env={**os.environ, **(env or {})},
+            stderr=log if stderr is None else stderr,
+            env={
+                name: value
+                for name, value in {**os.environ, **(env or {})}.items()
+                if name not in unset_env
+            },
         )
         daemon = Daemon(
             process=process,
@@ -154,4 +165,6 @@ def running_daemon(
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+            if process.stderr is not None:
+                process.stderr.close()
             log.close()

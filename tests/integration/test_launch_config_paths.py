@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from supervisor.version import package_version
+from tests.integration.daemon import Daemon, running_daemon, wait_ready
+from tests.integration.test_end_to_end import snapshot, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -72,3 +74,82 @@ def test_plain_form_keeps_a_bare_name_found_on_path(tmp_path: Path) -> None:
     entry = config["mcpServers"]["gitea-merger"]
     assert entry["command"] == "sh"
     assert _run_elsewhere(entry, tmp_path).strip() == "served"
+
+
+# A stand-in stdio server: it proves where its relative arguments led by writing
+# its pid into the directory it was given, then lives until its client closes stdin.
+SERVER = """
+import os, pathlib, sys
+ready = pathlib.Path(sys.argv[1], "served")
+ready.with_suffix(".tmp").write_text(str(os.getpid()))
+ready.with_suffix(".tmp").replace(ready)  # whole, never half-written
+sys.stdin.read()
+"""
+
+
+def _exec_entry_typed_in(project: Path, daemon: Daemon, tmp_path: Path) -> dict[str, Any]:
+    """``launch-config --exec`` typed in ``project``, the daemon's config named relative to it."""
+    config = os.path.relpath(daemon.config, project)
+    env = {
+        **os.environ,
+        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+    }
+    argv = [str(SCRIPT), "--config", config, "launch-config", "--client", "codex", "--exec"]
+    argv += ["--", sys.executable, "s/server.py", "out", "--port=8080"]
+    entry: dict[str, Any] = json.loads(_run(argv, project, env))["mcpServers"]["gitea-author"]
+    args = entry["args"]
+    assert args[: args.index("exec")] == [
+        "--config",
+        str(project / config),
+        "--socket",
+        str(daemon.socket),
+    ]
+    assert os.path.samefile(args[1], daemon.config)
+    assert args[args.index("--") + 1 :] == [
+        sys.executable,
+        str(project / "s" / "server.py"),
+        str(project / "out"),
+        "--port=8080",
+    ]
+    return entry
+
+
+@pytest.mark.anyio
+async def test_exec_form_started_from_another_directory_runs_the_server_on_the_same_daemon(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "project"
+    (project / "s").mkdir(parents=True)
+    (project / "s" / "server.py").write_text(SERVER)
+    (project / "out").mkdir()
+    with running_daemon(ttl=30.0) as daemon:
+        await wait_ready(daemon)
+        entry = _exec_entry_typed_in(project, daemon, tmp_path)
+        # Started the way an MCP client does: from /, with the printed env, no shell.
+        served = project / "out" / "served"
+        with subprocess.Popen(
+            [entry["command"], *entry["args"]],
+            cwd="/",
+            env={**os.environ, **entry["env"]},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ) as sidecar:
+            try:
+                await wait_for(served.exists, what="the server to start")
+                child = int(served.read_text())
+
+                def registered() -> bool:
+                    workers = snapshot(daemon)["workers"]
+                    return [w["status"] for w in workers if w["pid"] == child] == ["active"]
+
+                # Registered on the daemon the carried --config and --socket name.
+                await wait_for(registered, what="the registration")
+                assert sidecar.stdin is not None
+                sidecar.stdin.close()
+                assert sidecar.wait(timeout=30) == 0
+            finally:
+                if sidecar.poll() is None:
+                    sidecar.kill()
+    assert daemon.process.returncode == 0

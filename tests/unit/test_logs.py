@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import logging
+import os
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,7 +18,7 @@ import pytest
 import structlog
 
 from supervisor.errors import ConfigError
-from supervisor.logs import bind_actor, configure_logging, get_logger
+from supervisor.logs import _JsonHandler, bind_actor, configure_logging, get_logger
 
 
 @pytest.fixture(autouse=True)
@@ -164,3 +167,187 @@ def test_reconfiguring_replaces_the_stdlib_handler() -> None:
     logging.getLogger("mcp").error("once")
     assert first.getvalue() == ""
     assert [line["event"] for line in _lines(second)] == ["once"]
+
+
+# --- a stream that has gone (issue 22: a client closed our stderr) ----------------------
+
+
+class _DeadStream(io.StringIO):
+    """A stream whose writes fail with ``error``; counts the attempts."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+        self.attempts = 0
+
+    def write(self, text: str) -> int:
+        self.attempts += 1
+        raise self.error
+
+
+_DEATHS = [
+    BrokenPipeError(errno.EPIPE, "Broken pipe"),
+    OSError(errno.EPIPE, "Broken pipe"),
+    OSError(errno.EBADF, "Bad file descriptor"),
+    OSError(errno.ENOSPC, "No space left on device"),
+    OSError(errno.EIO, "Input/output error"),
+    ValueError("I/O operation on closed file."),
+]
+
+
+@pytest.mark.parametrize("error", _DEATHS, ids=repr)
+def test_a_failing_stream_is_tried_once_then_dropped_and_nothing_raises(
+    error: BaseException,
+) -> None:
+    dead = _DeadStream(error)
+    configure_logging("info", stream=dead)
+    get_logger().info("first")
+    get_logger().error("second", detail="x")
+    logging.getLogger("mcp.server").error("stdlib too")
+    logging.getLogger("supervisor.client").info("own stdlib")
+    # One attempt found the stream dead; the other three lines were dropped unwritten.
+    assert dead.attempts == 1
+
+    fresh = io.StringIO()
+    configure_logging("info", stream=fresh)
+    get_logger().info("after")
+    logging.getLogger("mcp").error("stdlib after")
+    assert [line["event"] for line in _lines(fresh)] == ["after", "stdlib after"]
+
+
+def test_a_stdlib_record_finding_the_stream_dead_stops_structlog_too() -> None:
+    dead = _DeadStream(BrokenPipeError(errno.EPIPE, "Broken pipe"))
+    configure_logging("info", stream=dead)
+    logging.getLogger("uvicorn.error").error("first")
+    get_logger().info("second")
+    assert dead.attempts == 1
+
+
+def test_a_flush_that_fails_counts_as_a_dead_stream() -> None:
+    class _FlushFails(io.StringIO):
+        def flush(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    stream = _FlushFails()
+    configure_logging("info", stream=stream)
+    get_logger().info("written_not_flushed")
+    get_logger().info("dropped")
+    assert [line["event"] for line in _lines(stream)] == ["written_not_flushed"]
+
+
+def test_a_closed_stream_and_a_real_broken_pipe_raise_nothing() -> None:
+    closed = io.StringIO()
+    closed.close()
+    configure_logging("info", stream=closed)
+    get_logger().info("into_a_closed_file")
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    pipe = open(write_end, "w", encoding="utf-8")  # noqa: SIM115 (closed below, after a dup2)
+    try:
+        configure_logging("info", stream=pipe)
+        get_logger().info("into_a_pipe_nobody_reads")
+        _our_handler().handle(logging.makeLogRecord({"name": "mcp", "msg": "stdlib too"}))
+    finally:
+        # The failed line stays in the file's buffer: let its closing flush land in
+        # /dev/null, as the CLI does for a dead stderr at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, write_end)
+        os.close(devnull)
+        pipe.close()
+
+
+def test_a_full_nonblocking_pipe_loses_the_line_but_not_the_stream() -> None:
+    class _Full(io.StringIO):
+        full = True
+
+        def write(self, text: str) -> int:
+            if self.full:
+                raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+            return super().write(text)
+
+    stream = _Full()
+    configure_logging("info", stream=stream)
+    get_logger().info("lost")
+    stream.full = False
+    get_logger().info("kept")
+    assert [line["event"] for line in _lines(stream)] == ["kept"]
+
+
+def test_default_stream_follows_a_replaced_stderr_and_skips_only_the_dead_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dead = _DeadStream(BrokenPipeError(errno.EPIPE, "Broken pipe"))
+    monkeypatch.setattr(sys, "stderr", dead)
+    configure_logging("info")
+    get_logger().info("lost")
+    logging.getLogger("mcp").error("lost too")
+    assert dead.attempts == 1
+
+    # A redirection (or pytest's capture) is a new object: written to without reconfiguring.
+    replacement = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", replacement)
+    get_logger().info("found")
+    logging.getLogger("mcp").error("found too")
+    assert [line["event"] for line in _lines(replacement)] == ["found", "found too"]
+
+    # Back to the dead one: still not retried.
+    monkeypatch.setattr(sys, "stderr", dead)
+    get_logger().info("lost again")
+    assert dead.attempts == 1
+
+
+def test_no_stderr_at_all_drops_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stderr", None)
+    configure_logging("info")
+    get_logger().info("nowhere")
+    logging.getLogger("mcp").error("nowhere either")
+
+
+def _our_handler() -> logging.Handler:
+    """The handler configure_logging put on the root logger.
+
+    Called directly where pytest's own capture handler (also on the root logger)
+    would raise for the same record, or keep a reference to a pipe.
+    """
+    (handler,) = [h for h in logging.getLogger().handlers if isinstance(h, _JsonHandler)]
+    return handler
+
+
+def _unformattable() -> logging.LogRecord:
+    return logging.makeLogRecord(
+        {
+            "name": "mcp.server",
+            "levelno": logging.ERROR,
+            "levelname": "ERROR",
+            "msg": "%d sessions",
+            "args": ("many",),
+        }
+    )
+
+
+def test_an_unformattable_stdlib_record_is_one_fixed_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stream = io.StringIO()
+    configure_logging("info", stream=stream)
+    _our_handler().handle(_unformattable())
+    (line,) = _lines(stream)
+    assert line["event"] == "log_record_unformattable"
+    assert line["logger"] == "mcp.server"
+    assert line["template"] == "%d sessions"
+    assert line["error"].startswith("TypeError")
+    assert datetime.fromisoformat(line["timestamp"]).utcoffset() == timedelta(0)
+    # stdlib's handleError would have printed "--- Logging error ---" here.
+    assert capsys.readouterr().err == ""
+
+
+def test_an_unformattable_record_on_a_dead_stderr_prints_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dead = _DeadStream(ValueError("I/O operation on closed file."))
+    monkeypatch.setattr(sys, "stderr", dead)
+    configure_logging("info")
+    get_logger().info("finds_it_dead")
+    _our_handler().handle(_unformattable())
+    assert dead.attempts == 1
