@@ -177,7 +177,8 @@ def resolve_socket_path(options: ExecOptions, env: Mapping[str, str]) -> str:
     ``--socket``, else ``[socket] path`` of the config file, else the default."""
     if options.socket:
         return os.path.abspath(os.path.expanduser(options.socket))
-    config = options.config
+    # "~" too, as load_settings reads it: MCP clients pass args without a shell to expand it.
+    config = os.path.expanduser(options.config) if options.config is not None else None
     if config is None:
         home = os.path.expanduser("~")
         default = os.path.join(
@@ -192,10 +193,14 @@ def resolve_socket_path(options: ExecOptions, env: Mapping[str, str]) -> str:
         try:
             with open(config, "rb") as handle:
                 table = tomllib.load(handle).get("socket", {})
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, ValueError) as exc:
+            # ValueError: TOMLDecodeError, and UnicodeDecodeError for a file that is not UTF-8.
             raise UsageError(f"cannot read config {config}: {exc}") from None
         path = table.get("path") if isinstance(table, dict) else None
-        if isinstance(path, str) and path:
+        if not isinstance(table, dict) or not isinstance(path, str | None):
+            # What load_settings refuses, the wrapper must not silently replace by the default.
+            raise UsageError(f"config {config}: [socket] path must be a path string")
+        if path:
             # Relative paths in a file resolve against the file's directory (config.py).
             base = os.path.dirname(os.path.abspath(config))
             return os.path.abspath(os.path.join(base, os.path.expanduser(path)))
