@@ -276,6 +276,13 @@ def _register(path: str, options: ExecOptions) -> tuple[str, str, str]:
     """(outcome, code, detail): ``registered``, ``refused`` or ``unregistered``."""
     import _socket
 
+    # Looked at before the socket exists: with fd 0 closed the socket itself would be fd 0,
+    # be handed over as the server's stdin and hang up the moment it is closed.
+    try:
+        os.fstat(0)
+        has_stdin = True
+    except OSError:
+        has_stdin = False  # no stdin to hand over; the daemon watches the client only
     try:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
     except OSError as exc:
@@ -289,11 +296,7 @@ def _register(path: str, options: ExecOptions) -> tuple[str, str, str]:
             # daemon that starts later adopts it from the marker in its environment.
             return ("unregistered", "daemon_unreachable", f"{path}: {exc.strerror or exc}")
         fds = (0).to_bytes(4, sys.byteorder)
-        try:
-            os.fstat(0)
-            ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)]
-        except OSError:
-            ancillary = []  # no stdin to hand over; the daemon watches the client only
+        ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)] if has_stdin else []
         try:
             sock.sendmsg([_request(options)], ancillary)
             answer = sock.recv(4096).decode("utf-8", "replace")
