@@ -27,6 +27,7 @@ BENCHMARKS: tuple[str, ...] = (
     "exit_snapshot",
     "apply",
     "rss",
+    "exec_start",
 )
 #: Benchmarks of full runs only (or ``--only``): ``multihost`` starts its own PostgreSQL
 #: and three supervisor processes, too much for the quick smoke run's time budget.

@@ -105,7 +105,11 @@ def format_marker(marker: ExecMarker) -> str:
 
 def _pid_and_start(text: str) -> tuple[int, str] | None:
     pid, sep, start = text.partition(":")
-    if not sep or not pid.isdigit() or not start.isdigit() or len(pid) > 10:
+    # isdigit alone admits other scripts' digits ("\u0661", "\u00b2"), which int() reads
+    # differently or refuses: only ASCII digits name a pid or a start.
+    if not sep or not (pid + start).isascii() or len(pid) > 10:
+        return None
+    if not pid.isdigit() or not start.isdigit():
         return None
     value = int(pid)
     return (value, start) if 0 < value < 2**31 else None

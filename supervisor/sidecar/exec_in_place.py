@@ -178,7 +178,8 @@ def resolve_socket_path(options: ExecOptions, env: Mapping[str, str]) -> str:
     ``--socket``, else ``[socket] path`` of the config file, else the default."""
     if options.socket:
         return os.path.abspath(os.path.expanduser(options.socket))
-    config = options.config
+    # "~" too, as load_settings reads it: MCP clients pass args without a shell to expand it.
+    config = os.path.expanduser(options.config) if options.config is not None else None
     if config is None:
         home = os.path.expanduser("~")
         default = os.path.join(
@@ -193,10 +194,14 @@ def resolve_socket_path(options: ExecOptions, env: Mapping[str, str]) -> str:
         try:
             with open(config, "rb") as handle:
                 table = tomllib.load(handle).get("socket", {})
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, ValueError) as exc:
+            # ValueError: TOMLDecodeError, and UnicodeDecodeError for a file that is not UTF-8.
             raise UsageError(f"cannot read config {config}: {exc}") from None
         path = table.get("path") if isinstance(table, dict) else None
-        if isinstance(path, str) and path:
+        if not isinstance(table, dict) or not isinstance(path, str | None):
+            # What load_settings refuses, the wrapper must not silently replace by the default.
+            raise UsageError(f"config {config}: [socket] path must be a path string")
+        if path:
             # Relative paths in a file resolve against the file's directory (config.py).
             base = os.path.dirname(os.path.abspath(config))
             return os.path.abspath(os.path.join(base, os.path.expanduser(path)))
@@ -272,6 +277,13 @@ def _register(path: str, options: ExecOptions) -> tuple[str, str, str]:
     """(outcome, code, detail): ``registered``, ``refused`` or ``unregistered``."""
     import _socket
 
+    # Looked at before the socket exists: with fd 0 closed the socket itself would be fd 0,
+    # be handed over as the server's stdin and hang up the moment it is closed.
+    try:
+        os.fstat(0)
+        has_stdin = True
+    except OSError:
+        has_stdin = False  # no stdin to hand over; the daemon watches the client only
     try:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
     except OSError as exc:
@@ -285,11 +297,7 @@ def _register(path: str, options: ExecOptions) -> tuple[str, str, str]:
             # daemon that starts later adopts it from the marker in its environment.
             return ("unregistered", "daemon_unreachable", f"{path}: {exc.strerror or exc}")
         fds = (0).to_bytes(4, sys.byteorder)
-        try:
-            os.fstat(0)
-            ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)]
-        except OSError:
-            ancillary = []  # no stdin to hand over; the daemon watches the client only
+        ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)] if has_stdin else []
         try:
             sock.sendmsg([_request(options)], ancillary)
             answer = sock.recv(4096).decode("utf-8", "replace")
