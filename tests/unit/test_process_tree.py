@@ -271,6 +271,7 @@ def test_find_members_follows_the_marker_out_of_the_group(spawned: Spawned) -> N
             client="",
             name="moved",
             namespace="",
+            daemon="",
         )
         env = {**os.environ, MARKER_ENV: format_marker(marker)}
         return spawned.popen(["sleep", "60"], env=env, start_new_session=True)
@@ -304,6 +305,7 @@ def test_marker_of_reads_a_child_environment(spawned: Spawned) -> None:
         client="codex",
         name="gitea",
         namespace="author",
+        daemon="",
     )
     padding = {f"PAD_{i}": "x" * 200 for i in range(50)}
     marked = spawned.popen(

@@ -33,6 +33,7 @@ def markers(draw: st.DrawFn) -> ExecMarker:
         client=draw(LABEL),
         name=draw(LABEL),
         namespace=draw(LABEL),
+        daemon=draw(LABEL),
     )
 
 
@@ -45,10 +46,11 @@ GOOD = ExecMarker(
     client="claude_code",
     name="gitea-author",
     namespace="author",
+    daemon="0123456789abcdef",
 )
 GOOD_TEXT = (
     "v1;leader=4242:987654;client=4200:987000;boot=51830653-4c84-4df4-a9c5-a54cc7513577;"
-    "client_name=claude_code;name=gitea-author;namespace=author"
+    "client_name=claude_code;name=gitea-author;namespace=author;daemon=0123456789abcdef"
 )
 
 
