@@ -102,6 +102,8 @@ class _Server:
     pidfd: int | None = None
     stdin_fd: int | None = None
     stopping: bool = False
+    #: When the next beat for this row is due (clock monotonic); 0 = at once.
+    due: float = 0.0
 
     @property
     def key(self) -> tuple[int, str]:
@@ -144,6 +146,7 @@ class ServerGuard:
         self._pending: set[int] = set()
         self._epoll: select.epoll | None = None
         self._tg: TaskGroup | None = None
+        self._wake: anyio.Event | None = None
 
     @property
     def watched(self) -> int:
@@ -151,6 +154,7 @@ class ServerGuard:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self._epoll = select.epoll()
+        self._wake = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -183,7 +187,7 @@ class ServerGuard:
         facts = stat_facts(message.pid)
         if facts is None or facts.state in _DEAD_STATES:
             return _refused("process_unverifiable", f"pid {message.pid} cannot be read"), stdin_fd
-        client = stat_facts(facts.ppid) if facts.ppid > 1 else None
+        client = stat_facts(facts.ppid) if facts.ppid >= 1 else None
         if client is None or client.state in _DEAD_STATES:
             return _refused("client_gone", f"pid {message.pid} has no launching client"), stdin_fd
         server = ServerFacts(
@@ -253,6 +257,8 @@ class ServerGuard:
             watch = self._clients[server.client] = _Client(pidfd=pidfd)
             self._add_fd(pidfd, "client", server.client)
         watch.servers.add(server.key)
+        if self._wake is not None:
+            self._wake.set()
         _log.info(
             "server_watched",
             worker_identity=server.worker_identity,
@@ -443,18 +449,40 @@ class ServerGuard:
 
     async def _beat_loop(self) -> None:
         while True:
-            ttls = [s.ttl for s in self._servers.values() if s.worker_identity]
-            interval = max(min(ttls, default=30.0) / 3, 0.5)
-            await self._clock.sleep(interval)
-            await self._beat()
+            now = self._clock.monotonic()
+            due = [s for s in self._servers.values() if s.worker_identity and s.due <= now]
+            if due:
+                await self._beat(due)
+            upcoming = [s.due for s in self._servers.values() if s.worker_identity]
+            # A newly watched server wakes the loop (it is due at once): an adopted row may
+            # be stale already, and a short TTL must not wait out the previous interval.
+            await self._nap(max(min(upcoming, default=now + 60.0) - self._clock.monotonic(), 0.0))
 
-    async def _beat(self) -> None:
+    async def _nap(self, seconds: float) -> None:
+        """Sleep ``seconds`` on the clock, or until a server is watched."""
+        wake = self._wake = self._wake or anyio.Event()
+
+        async def sleep(scope: anyio.CancelScope) -> None:
+            await self._clock.sleep(seconds)
+            scope.cancel()
+
+        async def wait(scope: anyio.CancelScope) -> None:
+            await wake.wait()
+            scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sleep, tg.cancel_scope)
+            tg.start_soon(wait, tg.cancel_scope)
+        if wake.is_set():
+            self._wake = anyio.Event()
+
+    async def _beat(self, due: list[_Server]) -> None:
         stamp = format_stamp(self._clock.now())
-        watched = [
-            s
-            for s in self._servers.values()
-            if s.worker_identity and s.pidfd is not None and not s.stopping
-        ]
+        now = self._clock.monotonic()
+        for server in due:
+            server.due = now + server.ttl / 3
+        # Only while the pidfd says the process runs: a beat is the supervisor vouching.
+        watched = [s for s in due if s.pidfd is not None and not s.stopping]
         if not watched:
             return
         beats = tuple(

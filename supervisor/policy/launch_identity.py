@@ -10,30 +10,48 @@ from supervisor.policy.exec_marker import safe_label
 
 __all__ = ["client_family_from_command", "launch_instance_id", "server_session_id"]
 
-#: Command words that name a client family, looked up in a client's argv (basenames and
-#: path parts): a native client runs as itself, a Node one as ``node .../gemini-cli/...``.
-_CLIENT_WORDS: tuple[tuple[str, str], ...] = (
-    ("claude-code", "claude_code"),
-    ("claude", "claude_code"),
-    ("gemini-cli", "gemini"),
-    ("gemini", "gemini"),
-    ("codex", "codex"),
-    ("cursor", "cursor"),
-    ("grok", "grok"),
+#: npm packages of clients that run as ``node <package>/…/script.js``.
+_CLIENT_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("@anthropic-ai/claude-code/", "claude_code"),
+    ("@google/gemini-cli/", "gemini"),
+    ("@openai/codex/", "codex"),
 )
+#: Programs that run a client's script: the script (argv[1]) names the client then.
+_RUNNERS = frozenset({"node", "nodejs", "bun", "deno", "python", "python3"})
+#: Command names that are not in the aliases table but name a family.
+_COMMAND_NAMES = {"claude-code": "claude_code", "gemini-cli": "gemini"}
+_SUFFIXES = (".exe", ".js", ".cjs", ".mjs", ".py")
+
+
+def _command_name(arg: str) -> str:
+    name = arg.replace("\\", "/").rpartition("/")[2].lower()
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def client_family_from_command(argv: Sequence[str], aliases: Mapping[str, str]) -> str | None:
-    """The client family a process's command line names (``claude``, ``node …/gemini-cli/…``),
-    or None. ``aliases`` maps normalized names to families (``CLIENT_ALIASES``)."""
-    for arg in argv[:3]:
-        for part in reversed(arg.replace("\\", "/").split("/")):
-            word = part.lower()
-            if word in aliases:
-                return aliases[word]
-            for needle, family in _CLIENT_WORDS:
-                if word == needle or word.startswith(needle + "."):
-                    return family
+    """The client family a process's command line names, or None.
+
+    Only the program's own name counts (``claude``, ``.../claude.exe``), or, for a runner
+    such as ``node``, its script's name or the client's npm package in the script's path;
+    a directory that happens to be called ``codex`` names nothing. ``aliases`` maps
+    normalized names to families (``CLIENT_ALIASES``).
+    """
+    if not argv:
+        return None
+    names = [_command_name(argv[0])]
+    if len(argv) > 1 and (names[0] in _RUNNERS or names[0].startswith("python3.")):
+        script = argv[1].replace("\\", "/")
+        for package, family in _CLIENT_PACKAGES:
+            if package in script:
+                return family
+        names.append(_command_name(script))
+    for name in names:
+        found = aliases.get(name.replace("-", "_")) or _COMMAND_NAMES.get(name)
+        if found:
+            return found
     return None
 
 

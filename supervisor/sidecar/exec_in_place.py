@@ -150,7 +150,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> ExecOptions:
     profile = env.get(_ENV_PROFILE, "")
     if not namespace and profile:
         # Launch configs name profiles "<prefix><namespace>", e.g. prgs-author.
-        namespace = next((ns for ns in _NAMESPACES if profile.endswith(ns)), "")
+        namespace = next((ns for ns in _NAMESPACES if _names_namespace(profile, ns)), "")
     if namespace and namespace not in _NAMESPACES:
         raise UsageError(f"--namespace must be one of {', '.join(_NAMESPACES)}")
     name = values.get("--name") or namespace or os.path.basename(command[0])
@@ -165,6 +165,13 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> ExecOptions:
         timeout=_number("--timeout", values.get("--timeout", "3")),
         parent_death_signal=death_signal,
         command=command,
+    )
+
+
+def _names_namespace(profile: str, namespace: str) -> bool:
+    """``prgs-author`` names ``author``; ``prgs-coauthor`` does not."""
+    return profile == namespace or (
+        profile.endswith(namespace) and not profile[-len(namespace) - 1].isalnum()
     )
 
 
@@ -335,7 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass  # a session leader already leads its own group
     if options.parent_death_signal and client_pid > 1:
         _set_parent_death_signal()
-    if client_pid <= 1 or os.getppid() != client_pid:
+    # A client may itself be pid 1 (the entry point of a container); only a parent that
+    # changed while the death signal was being armed means the client is already gone.
+    if client_pid < 1 or os.getppid() != client_pid:
         # The client died before the death signal was armed: nobody reads this server.
         _log("warning", "exec_client_gone", client_pid=client_pid)
         return 1

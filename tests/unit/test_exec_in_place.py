@@ -85,6 +85,13 @@ DEFAULTS: dict[str, object] = {
         ),
         (["--", "srv"], {"GITEA_MCP_PROFILE": "merger"}, {"namespace": "merger", "name": "merger"}),
         (["--", "srv"], {"GITEA_MCP_PROFILE": "prgs-custom"}, {}),
+        # A suffix that only ends in a namespace's letters names no namespace.
+        (["--", "srv"], {"GITEA_MCP_PROFILE": "prgs-coauthor"}, {}),
+        (
+            ["--", "srv"],
+            {"GITEA_MCP_PROFILE": "prgs_author"},
+            {"namespace": "author", "name": "author"},
+        ),
         (["--", "srv"], {"GITEA_MCP_PROFILE": ""}, {}),
         (
             ["--namespace", "author", "--", "srv"],
