@@ -22,8 +22,8 @@ from supervisor.launcher import (
     absolute_path,
     absolute_path_args,
     build_launch_config,
+    exec_command,
     resolve_server_command,
-    self_command,
 )
 from supervisor.namespace_probe import add_probe_parser
 from supervisor.policy.identity import UntrustedInstanceError
@@ -341,7 +341,7 @@ def _launch_config(args: argparse.Namespace, settings: Settings) -> int:
         # absolute paths. Without --config the wrapper repeats the default search.
         carried = ["--config", absolute_path(str(args.config.expanduser()))] if args.config else []
         socket_path = os.path.abspath(settings.socket.path)
-        wrapper = [*self_command(), *carried, "--socket", socket_path, "exec"]
+        wrapper = [*exec_command(), *carried, "--socket", socket_path]
     try:
         config = build_launch_config(
             client_type=args.client,

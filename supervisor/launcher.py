@@ -23,11 +23,13 @@ from supervisor.policy.identity import (
     namespace_worker_env,
     normalize_client_name,
 )
+from supervisor.sidecar import exec_in_place
 
 __all__ = [
     "absolute_path",
     "absolute_path_args",
     "build_launch_config",
+    "exec_command",
     "resolve_server_command",
     "self_command",
 ]
@@ -147,6 +149,17 @@ def self_command() -> list[str]:
     if os.path.isfile(beside) and os.access(beside, os.X_OK):
         return [beside]
     return [interpreter, "-m", "supervisor.cli"]
+
+
+def exec_command() -> list[str]:
+    """The fastest absolute argv prefix that runs this installation's ``exec`` wrapper.
+
+    ``python -I -S <package>/sidecar/exec_in_place.py``: no site processing and no CLI
+    import, about half the start-up of the console script, paid by every server a
+    client starts. ``-I`` also keeps the client's PYTHONPATH and user site away from
+    the wrapper (the server still gets the whole environment).
+    """
+    return [os.path.abspath(sys.executable), "-I", "-S", os.path.abspath(exec_in_place.__file__)]
 
 
 def build_launch_config(

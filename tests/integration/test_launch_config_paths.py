@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from supervisor.version import package_version
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
 from tests.integration.test_end_to_end import snapshot, wait_for
 
@@ -20,6 +19,7 @@ pytestmark = pytest.mark.integration
 # The venv holding the interpreter running the tests, and its console script.
 VENV = Path(sys.executable).parent.parent
 SCRIPT = Path(sys.executable).parent / "fleet-supervisor"
+WRAPPER = Path(__file__).resolve().parents[2] / "supervisor" / "sidecar" / "exec_in_place.py"
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -52,14 +52,16 @@ def test_exec_form_names_the_sidecar_by_an_absolute_path(tmp_path: Path) -> None
     assert SCRIPT.is_file()
     config = _launch_config(tmp_path, "--exec", "--", "bin/python", "-c", "print('served')")
     entry = config["mcpServers"]["gitea-author"]
-    assert Path(entry["command"]).is_absolute()
-    assert entry["command"] == str(SCRIPT)
+    # The fast form: this venv's interpreter, isolated and without site, runs the wrapper
+    # file itself (the console script would add the CLI's and site's start-up to each server).
+    assert Path(entry["command"]).parent == Path(sys.executable).parent  # this venv's python
+    assert entry["args"][:2] == ["-I", "-S"]
+    assert Path(entry["args"][2]).is_absolute()
+    assert Path(entry["args"][2]).samefile(WRAPPER)
     socket_index = entry["args"].index("--socket") + 1
     assert Path(entry["args"][socket_index]).is_absolute()
     # The wrapped server command was a relative path too.
     assert entry["args"][entry["args"].index("--") + 1] == str(VENV / "bin" / "python")
-    version = _run([entry["command"], "--version"], tmp_path)
-    assert version.strip() == f"fleet-supervisor {package_version()}"
 
 
 def test_plain_form_makes_a_relative_server_path_absolute(tmp_path: Path) -> None:
@@ -99,13 +101,13 @@ def _exec_entry_typed_in(project: Path, daemon: Daemon, tmp_path: Path) -> dict[
     argv += ["--", sys.executable, "s/server.py", "out", "--port=8080"]
     entry: dict[str, Any] = json.loads(_run(argv, project, env))["mcpServers"]["gitea-author"]
     args = entry["args"]
-    assert args[: args.index("exec")] == [
+    assert args[3 : args.index("--client")] == [
         "--config",
         str(project / config),
         "--socket",
         str(daemon.socket),
     ]
-    assert os.path.samefile(args[1], daemon.config)
+    assert os.path.samefile(args[4], daemon.config)
     assert args[args.index("--") + 1 :] == [
         sys.executable,
         str(project / "s" / "server.py"),

@@ -17,8 +17,8 @@ from supervisor.launcher import (
     absolute_path,
     absolute_path_args,
     build_launch_config,
+    exec_command,
     resolve_server_command,
-    self_command,
 )
 from supervisor.policy.identity import (
     NAMESPACES,
@@ -268,13 +268,12 @@ def test_exec_wrapper_carries_the_config_and_socket_as_absolute_paths(
         "--stdio",
     )
     assert [entry["command"], *entry["args"]] == [
-        *self_command(),
+        *exec_command(),
         "--config",
         str(config),
         "--socket",
         # Relative in the file means beside the file.
         str(in_project / "data" / "fleet.sock"),
-        "exec",
         *("--client", "codex", "--name", "gitea-author", "--namespace", "author"),
         "--",
         "python3",
@@ -290,10 +289,9 @@ def test_without_config_the_wrapper_carries_only_the_socket(
         capsys, "--socket", "x.sock", "launch-config", "--client", "codex", "--exec", "--", "sh"
     )
     assert [entry["command"], *entry["args"]] == [
-        *self_command(),
+        *exec_command(),
         "--socket",
         str(in_project / "x.sock"),
-        "exec",
         *("--client", "codex", "--name", "gitea-author", "--namespace", "author"),
         "--",
         "sh",
