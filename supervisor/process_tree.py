@@ -20,6 +20,7 @@ __all__ = [
     "duplicate_fd",
     "find_members",
     "marker_of",
+    "owner_uid",
     "scan_markers",
     "signal_verified",
     "start_epoch",
@@ -121,14 +122,28 @@ def scan_markers() -> dict[int, ExecMarker]:
     return found
 
 
+def owner_uid(pid: int) -> int | None:
+    """The uid that owns ``pid`` (its ``/proc`` directory), or None when it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
 def find_members(
-    leader_pid: int, leader_start: str, *, markers: Mapping[int, ExecMarker] | None = None
+    leader_pid: int,
+    leader_start: str,
+    *,
+    uid: int | None = None,
+    markers: Mapping[int, ExecMarker] | None = None,
 ) -> list[Member]:
     """Live processes of the tree a wrapped server leads, the leader included while it lives.
 
     A member is in the leader's process group (its pgid can only name this tree while any
     process of the group exists, and it started no earlier than the leader), or carries
-    the leader's exec marker (a child that moved to a group or session of its own).
+    the leader's exec marker (a child that moved to a group or session of its own). With
+    ``uid``, only processes of that user count: a root daemon never stops another
+    user's process on a wrapped server's behalf.
     """
     leader_ticks = int(leader_start.removeprefix("ticks-"))
     members: list[Member] = []
@@ -147,7 +162,7 @@ def find_members(
                 and marker.leader_pid == leader_pid
                 and ticks(marker.leader_start) == leader_start
             )
-        if ours:
+        if ours and (uid is None or owner_uid(pid) == uid):
             members.append(Member(pid=pid, start=facts.start))
     return members
 

@@ -46,7 +46,7 @@ from supervisor.policy.exec_marker import ExecMarker
 from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import ProbeBackend, close_pidfd, pidfd_open
-from supervisor.process_tree import duplicate_fd, scan_markers, stat_facts, ticks
+from supervisor.process_tree import duplicate_fd, owner_uid, scan_markers, stat_facts, ticks
 from supervisor.store.base import Store
 
 __all__ = [
@@ -96,6 +96,8 @@ class _Server:
     start: str
     client: tuple[int, str]
     name: str
+    #: The server's user: only that user's processes are ever counted in its tree.
+    uid: int | None = None
     generation_id: str = ""
     fencing_epoch: int = 0
     ttl: float = 30.0
@@ -309,6 +311,10 @@ class ServerGuard:
             return
         if kind == "server":
             server.pidfd = None
+            # The server is gone: a reader kept here must not keep its client's writes from
+            # failing (EPIPE) while the rest of the tree is stopped.
+            self._drop_fd(server.stdin_fd)
+            server.stdin_fd = None
             self._begin_stop(server, EXIT_SERVER)
         else:
             server.stdin_fd = None
@@ -362,6 +368,7 @@ class ServerGuard:
             return await stop_tree(
                 server.pid,
                 server.start,
+                uid=server.uid,
                 ops=self._tree,
                 clock=self._clock,
                 grace=settings.grace_seconds,
@@ -369,7 +376,7 @@ class ServerGuard:
                 poll=settings.poll_seconds,
             )
         # Reaping off, leader gone: the row stays active while any process of its tree runs.
-        while self._tree.members(server.pid, server.start):
+        while self._tree.members(server.pid, server.start, uid=server.uid):
             await self._clock.sleep(settings.rescan_seconds)
         return StopOutcome(gone=True)
 
@@ -586,7 +593,12 @@ class ServerGuard:
             server = _server_from_row(row, facts)
         else:
             server = _Server(
-                worker_identity=None, pid=key[0], start=key[1], client=client_key, name=marker.name
+                worker_identity=None,
+                pid=key[0],
+                start=key[1],
+                client=client_key,
+                name=marker.name,
+                uid=owner_uid(key[0]),
             )
         _log.info(
             "server_found",
@@ -626,6 +638,7 @@ def _refused(code: str, detail: str) -> AdoptResult:
 
 def _server_from_row(row: Mapping[str, Any], facts: ServerFacts) -> _Server:
     return _Server(
+        uid=owner_uid(facts.pid),
         worker_identity=str(row["worker_identity"]),
         pid=facts.pid,
         start=facts.start,

@@ -16,7 +16,9 @@ __all__ = ["LocalTree", "StopOutcome", "TreeOps", "stop_tree"]
 class TreeOps(Protocol):
     """The two things a stop does to the OS; tests swap in a scripted tree."""
 
-    def members(self, leader_pid: int, leader_start: str) -> Sequence[Member]: ...
+    def members(
+        self, leader_pid: int, leader_start: str, *, uid: int | None = None
+    ) -> Sequence[Member]: ...
 
     def signal(self, member: Member, signum: int) -> bool: ...
 
@@ -24,8 +26,10 @@ class TreeOps(Protocol):
 class LocalTree:
     """This host's processes, read from ``/proc`` and signalled through pidfds."""
 
-    def members(self, leader_pid: int, leader_start: str) -> Sequence[Member]:
-        return find_members(leader_pid, leader_start)
+    def members(
+        self, leader_pid: int, leader_start: str, *, uid: int | None = None
+    ) -> Sequence[Member]:
+        return find_members(leader_pid, leader_start, uid=uid)
 
     def signal(self, member: Member, signum: int) -> bool:
         return signal_verified(member, signum)
@@ -44,12 +48,19 @@ class StopOutcome:
 
 
 async def _wait_gone(
-    ops: TreeOps, leader_pid: int, leader_start: str, *, clock: Clock, until: float, poll: float
+    ops: TreeOps,
+    leader_pid: int,
+    leader_start: str,
+    *,
+    uid: int | None,
+    clock: Clock,
+    until: float,
+    poll: float,
 ) -> Sequence[Member]:
-    members = ops.members(leader_pid, leader_start)
+    members = ops.members(leader_pid, leader_start, uid=uid)
     while members and clock.monotonic() < until:
         await clock.sleep(min(poll, max(until - clock.monotonic(), 0.0)))
-        members = ops.members(leader_pid, leader_start)
+        members = ops.members(leader_pid, leader_start, uid=uid)
     return members
 
 
@@ -62,6 +73,7 @@ async def stop_tree(
     grace: float,
     kill_wait: float,
     poll: float,
+    uid: int | None = None,
 ) -> StopOutcome:
     """Stop every live process of the tree the server at ``leader_pid`` leads.
 
@@ -70,7 +82,7 @@ async def stop_tree(
     member's start time at that moment: a pid reused in between is never signalled.
     """
     outcome = StopOutcome()
-    members = ops.members(leader_pid, leader_start)
+    members = ops.members(leader_pid, leader_start, uid=uid)
     outcome.pids = sorted(m.pid for m in members)
     for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, kill_wait)):
         if not members:
@@ -79,7 +91,13 @@ async def stop_tree(
             if ops.signal(member, signum):
                 outcome.record(member, signum)
         members = await _wait_gone(
-            ops, leader_pid, leader_start, clock=clock, until=clock.monotonic() + wait, poll=poll
+            ops,
+            leader_pid,
+            leader_start,
+            uid=uid,
+            clock=clock,
+            until=clock.monotonic() + wait,
+            poll=poll,
         )
     outcome.gone = not members
     return outcome

@@ -51,7 +51,9 @@ class ScriptedTree:
     def _alive(self, proc: Proc) -> bool:
         return proc.exits_at is None or self.clock.monotonic() < proc.exits_at
 
-    def members(self, leader_pid: int, leader_start: str) -> Sequence[Member]:
+    def members(
+        self, leader_pid: int, leader_start: str, *, uid: int | None = None
+    ) -> Sequence[Member]:
         assert (leader_pid, leader_start) == (LEADER, LEADER_START)
         self.member_reads += 1
         return [
@@ -198,7 +200,9 @@ async def test_a_member_whose_incarnation_changed_is_not_recorded_as_signalled()
     assert Member(pid=101, start="ticks-5000") in listed
 
     class ReplacedAfterListing:
-        def members(self, leader_pid: int, leader_start: str) -> Sequence[Member]:
+        def members(
+            self, leader_pid: int, leader_start: str, *, uid: int | None = None
+        ) -> Sequence[Member]:
             found = tree.members(leader_pid, leader_start)
             replaced.replaced = True
             return found
