@@ -245,6 +245,7 @@ async def _serve_until_signal(
                     supervisor.servers,
                     listener=exec_unix,
                     request_seconds=settings.socket.request_timeout_seconds,
+                    max_connections=settings.socket.max_connections,
                     task_status=task_status,
                 )
             )

@@ -96,15 +96,30 @@ def _answer(result: AdoptResult) -> bytes:
 
 
 class _ExecServer:
-    def __init__(self, servers: Outbox[ServerGuardInbox], *, timeout: float) -> None:
+    def __init__(
+        self, servers: Outbox[ServerGuardInbox], *, timeout: float, max_connections: int
+    ) -> None:
         self._servers = servers
         self._timeout = timeout
+        # A flood of wrappers waits at accept (in the kernel's backlog), not in memory here.
+        self._slots = anyio.Semaphore(max_connections)
 
     async def serve(self, listener: socket.socket) -> None:
         async with anyio.create_task_group() as tg:
             while True:
-                conn = await accept_socket(listener)
-                tg.start_soon(self._conversation, conn)
+                await self._slots.acquire()
+                try:
+                    conn = await accept_socket(listener)
+                except BaseException:
+                    self._slots.release()
+                    raise
+                tg.start_soon(self._served, conn)
+
+    async def _served(self, conn: socket.socket) -> None:
+        try:
+            await self._conversation(conn)
+        finally:
+            self._slots.release()
 
     async def _conversation(self, conn: socket.socket) -> None:
         with conn:
@@ -180,8 +195,11 @@ async def serve_exec_socket(
     *,
     listener: socket.socket,
     request_seconds: float = 30.0,
+    max_connections: int = 256,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve wrappers on ``listener`` (a bound ``SOCK_SEQPACKET`` socket) until cancelled."""
     task_status.started()
-    await _ExecServer(servers, timeout=request_seconds).serve(listener)
+    await _ExecServer(servers, timeout=request_seconds, max_connections=max_connections).serve(
+        listener
+    )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import array
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -269,3 +271,34 @@ def test_the_console_script_form_registers_too(daemon: Daemon, tmp_path: Path) -
         finally:
             if server.poll() is None:
                 server.kill()
+
+
+def _exec_request(daemon: Daemon, payload: bytes, fds: list[int]) -> str:
+    path = str(daemon.socket) + ".exec"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+        sock.settimeout(30)
+        sock.connect(path)
+        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
+        sock.sendmsg([payload], ancillary if fds else [])
+        return sock.recv(4096).decode()
+
+
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_bad_exec_requests_are_refused_and_leak_nothing(daemon: Daemon) -> None:
+    before = _open_fds(daemon.process.pid)
+    pipes = [os.pipe() for _ in range(3)]
+    try:
+        for payload in (b"", b"\xff\xfe", b"v=2\n", b"v=1\nevil=1\n", b"v=1\nttl=nan\n"):
+            fds = [read for read, _ in pipes]
+            answer = _exec_request(daemon, payload, fds)
+            assert answer.startswith("refused invalid_request"), answer
+    finally:
+        for read, write in pipes:
+            os.close(read)
+            os.close(write)
+    ready(daemon)  # still answering
+    # Every descriptor handed over with a refused request was closed again.
+    until(lambda: _open_fds(daemon.process.pid) <= before, "the daemon to close the fds")
