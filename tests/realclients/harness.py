@@ -30,6 +30,7 @@ __all__ = [
     "CLIENTS_DIR",
     "CLIENT_TYPES",
     "MARKER_ENV",
+    "OBSERVER",
     "REPO",
     "SDK_CLIENT",
     "SERVERS",
@@ -73,6 +74,9 @@ CLIENTS = ("claude", "gemini", "inspector", "sdk")
 #: (npm exec -> sh -> node), mcp-server-time (one Python process), and the stubborn
 #: stub (a Python server ignoring EOF and SIGTERM, with a child doing the same).
 SERVERS = ("everything", "everything-npx", "time", "stubborn")
+#: Not in the test matrix: the stub made polite (exits on EOF or its first stop signal),
+#: only to log how each client stops a well-behaved server.
+OBSERVER = "observer"
 #: ``client_type`` each client registers as under the wrapper.
 CLIENT_TYPES = {
     "claude": "claude_code",
@@ -110,6 +114,7 @@ _TOOLS: dict[str, tuple[str, dict[str, str]]] = {
     "everything-npx": ("echo", {"message": "leftovers"}),
     "time": ("get_current_time", {"timezone": "UTC"}),
     "stubborn": ("stubborn_echo", {"text": "leftovers"}),
+    "observer": ("stubborn_echo", {"text": "leftovers"}),
 }
 
 
@@ -119,8 +124,10 @@ def _node_bin(name: str) -> Path:
 
 def _time_server() -> Path | None:
     """mcp-server-time: beside this interpreter, else in the clients' own venv."""
-    for candidate in (Path(sys.executable).parent / "mcp-server-time", CLIENTS_DIR / "py" / "bin"):
-        path = candidate if candidate.name == "mcp-server-time" else candidate / "mcp-server-time"
+    for path in (
+        Path(sys.executable).parent / "mcp-server-time",
+        CLIENTS_DIR / "py" / "bin" / "mcp-server-time",
+    ):
         if path.is_file() and os.access(path, os.X_OK):
             return path
     return None
@@ -145,7 +152,7 @@ def missing(client: str, server: str) -> str | None:
         return "everything-npx: npx is not on PATH"
     if server == "time" and _time_server() is None:
         return f"time: mcp-server-time is not installed beside {sys.executable} ({hint})"
-    if server not in SERVERS:
+    if server not in (*SERVERS, OBSERVER):
         return f"unknown server {server!r}"
     return None
 
@@ -214,6 +221,9 @@ def server_entry(
     elif kind == "stubborn":
         command = sys.executable
         args = (str(STUBBORN_SERVER), "--child", *(("--log", str(log)) if log else ()))
+    elif kind == "observer":
+        command = sys.executable
+        args = (str(STUBBORN_SERVER), "--polite", *(("--log", str(log)) if log else ()))
     else:
         raise ValueError(f"unknown server kind {kind!r}")
     tool, tool_args = _TOOLS[kind]
