@@ -431,6 +431,12 @@ class Proc:
 
 def process_kind(cmdline: Sequence[str]) -> str:
     """A short name for what a process is: ``npm exec``, ``sh``, ``node server-everything``."""
+    if cmdline and os.path.basename(cmdline[0]) == "env":
+        # `#!/usr/bin/env node` scripts (npx) show as env for a moment before the exec.
+        rest = list(cmdline[1:])
+        while rest and ("=" in rest[0] or rest[0].startswith("-")):
+            rest.pop(0)
+        return process_kind(rest)
     if not cmdline:
         return "?"
     first = cmdline[0]
