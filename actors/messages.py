@@ -202,6 +202,9 @@ class ReleaseRegistration:
     fencing_epoch: int
     stamp: str
     reply: Reply[WriteAck]
+    #: Written in the release's own transaction (the server guard's exit record), so the
+    #: row never leaves ``active`` without the reason being on file.
+    audit: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

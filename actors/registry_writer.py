@@ -400,6 +400,8 @@ class RegistryWriter:
         )
         if not changed:
             return WriteAck(ok=False, code=NOT_ACTIVE, detail="registration is no longer active")
+        if message.audit is not None:
+            await tx.append_audit(message.audit)
         self._fencing.pop(message.worker_identity, None)
         return WriteAck(ok=True, data={"released_at": message.stamp})
 

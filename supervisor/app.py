@@ -28,6 +28,7 @@ from actors.messages import (
 from actors.messages_hosts import HostLeaseInbox
 from actors.registry_writer import RegistryWriter, WriterSettings
 from actors.retirement import ProfileLookup, RetirementActor, RetirementSettings
+from actors.servers import ServerGuard, ServerGuardInbox, ServerGuardSettings
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
@@ -58,6 +59,7 @@ class AppSettings:
     leases: LeaseWatchSettings = field(default_factory=LeaseWatchSettings)
     retirement: RetirementSettings = field(default_factory=RetirementSettings)
     hosts: HostLeaseSettings = field(default_factory=HostLeaseSettings)
+    servers: ServerGuardSettings = field(default_factory=ServerGuardSettings)
     max_restarts: int = 3
     restart_window_seconds: float = 60.0
     inbox_capacity: int = 8192
@@ -115,6 +117,11 @@ class Supervisor:
             RetirementInbox
         ](capacity)
         self._hosts_tx, self._hosts_rx = anyio.create_memory_object_stream[HostLeaseInbox](capacity)
+        self._servers_tx, self._servers_rx = anyio.create_memory_object_stream[ServerGuardInbox](
+            capacity
+        )
+        #: The server guard's inbox, for the exec socket.
+        self.servers = self._servers_tx
         self.hosts = HostLeaseCalls(self._hosts_tx)
         self.handle = SupervisorHandle(
             heartbeat=self._heartbeat_tx,
@@ -132,6 +139,7 @@ class Supervisor:
         self.lease_watch: LeaseWatch | None = None
         self.writer: RegistryWriter | None = None
         self.host_lease: HostLeaseKeeper | None = None
+        self.server_guard: ServerGuard | None = None
 
     def stop(self) -> None:
         """Begin an orderly drain: producers first, the writer last."""
@@ -152,6 +160,7 @@ class Supervisor:
             # Also on a crash or cancellation: no stream may outlive the run.
             self._close_senders()
             for inbox in (
+                self._servers_rx,
                 self._hosts_rx,
                 self._heartbeat_rx,
                 self._retirement_rx,
@@ -164,6 +173,7 @@ class Supervisor:
 
     def _close_senders(self) -> None:
         for stream in (
+            self._servers_tx,
             self._hosts_tx,
             self._heartbeat_tx,
             self._retirement_tx,
@@ -275,6 +285,24 @@ class Supervisor:
             return self.host_lease.run
 
         await tg.start(self._supervise, "host_lease", make_host_lease, (hosts_writer,))
+
+        guard_heartbeat, guard_writer = self._heartbeat_tx.clone(), self._writer_tx.clone()
+
+        def make_server_guard() -> ActorRun:
+            self.server_guard = ServerGuard(
+                inbox=self._servers_rx,
+                heartbeat=guard_heartbeat,
+                writer=guard_writer,
+                store=store,
+                clock=clock,
+                probes=probes,
+                settings=s.servers,
+            )
+            return self.server_guard.run
+
+        await tg.start(
+            self._supervise, "server_guard", make_server_guard, (guard_heartbeat, guard_writer)
+        )
 
     async def _supervise(
         self,

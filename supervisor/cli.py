@@ -127,9 +127,21 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--to", dest="target", required=True, help="postgresql://... URL")
     migrate.add_argument("--json", action="store_true", help="machine-readable output")
 
-    exec_cmd = commands.add_parser("exec", help="run an MCP server as a registered child")
+    exec_cmd = commands.add_parser(
+        "exec", help="register an MCP server with the daemon, then become it (same pid)"
+    )
+    exec_cmd.add_argument("--client", help="client family label (default: detected)")
+    exec_cmd.add_argument("--name", help="server name (default: the command's name)")
     exec_cmd.add_argument("--namespace", help="default: derived from $GITEA_MCP_PROFILE")
     exec_cmd.add_argument("--ttl", type=float, help="heartbeat TTL seconds to request")
+    exec_cmd.add_argument(
+        "--timeout", type=float, help="seconds to wait for the daemon's answer (3)"
+    )
+    exec_cmd.add_argument(
+        "--no-parent-death-signal",
+        action="store_true",
+        help="do not ask the kernel to SIGTERM the server when its client dies",
+    )
     exec_cmd.add_argument("child", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     mcp = commands.add_parser("mcp", help="serve the MCP tools over stdio via the running daemon")
@@ -154,6 +166,19 @@ def _settings(args: argparse.Namespace) -> Settings:
     if config is None and default_config_path().is_file():
         config = default_config_path()
     return load_settings(config, overrides=overrides)
+
+
+def _exec_flags(args: argparse.Namespace, settings: Settings) -> list[str]:
+    """The wrapper's own flags, for ``python -m supervisor.cli exec`` (the console script
+    hands ``exec`` to the wrapper without loading this module)."""
+    flags = ["--socket", str(settings.socket.path)]
+    for name in ("client", "name", "namespace", "ttl", "timeout"):
+        value = getattr(args, name)
+        if value is not None:
+            flags += [f"--{name}", str(value)]
+    if args.no_parent_death_signal:
+        flags.append("--no-parent-death-signal")
+    return flags
 
 
 def _strip_dashdash(argv: Sequence[str]) -> list[str]:
@@ -464,19 +489,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "hosts":
         return _hosts(args, settings)
     if args.command == "exec":
-        from supervisor.exec_sidecar import run_exec
+        from supervisor.sidecar.exec_in_place import main as exec_main
 
         child = _strip_dashdash(args.child)
         if not child:
             sys.stderr.write("exec: give the command to run after --\n")
             return EXIT_USAGE
-        return run_exec(
-            child,
-            socket_path=settings.socket.path,
-            namespace=args.namespace,
-            ttl=args.ttl,
-            orphans=settings.exec,
-        )
+        return exec_main([*_exec_flags(args, settings), "--", *child])
     if args.command == "mcp":
         from supervisor.surfaces.mcp_bridge import run_stdio_bridge
 

@@ -16,6 +16,7 @@ from actors.host_lease import HostLeaseSettings
 from actors.lease_watch import LeaseWatchSettings
 from actors.liveness import LivenessSettings
 from actors.registry_writer import WriterSettings
+from actors.servers.guard import ServerGuardSettings
 from supervisor.config_checks import (
     CHECK_KEY,
     LOG_LEVELS,
@@ -242,10 +243,18 @@ class OpsConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecConfig:
-    """The ``exec`` sidecar's handling of a server whose launching client is gone."""
+    """How the daemon's server guard treats wrapped servers whose client is gone."""
 
-    reap_orphans: bool = setting(False, boolean_check)
+    reap_orphans: bool = setting(True, boolean_check)
     reap_grace_seconds: float = setting(5.0, POSITIVE)
+    rescan_seconds: float = setting(30.0, POSITIVE)
+
+    def to_actor(self) -> ServerGuardSettings:
+        return ServerGuardSettings(
+            reap=self.reap_orphans,
+            grace_seconds=self.reap_grace_seconds,
+            rescan_seconds=self.rescan_seconds,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

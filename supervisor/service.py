@@ -26,7 +26,9 @@ from supervisor.ops import OpsState, start_ops
 from supervisor.probes import LocalProbes, ProbeBackend
 from supervisor.profiles import ProfileBook
 from supervisor.sd_notify import notify
+from supervisor.sidecar.exec_in_place import EXEC_SOCKET_SUFFIX
 from supervisor.store.factory import describe_store, open_store
+from supervisor.surfaces.exec_socket import serve_exec_socket
 from supervisor.surfaces.ops_http import ops_listener
 from supervisor.surfaces.socket_bind import bound_listener
 from supervisor.surfaces.socket_server import serve_socket
@@ -56,6 +58,7 @@ def app_settings(settings: Settings) -> AppSettings:
             auto_profile=settings.retirement.auto_profile,
         ),
         hosts=settings.hosts.to_actor(shared=settings.database.url is not None),
+        servers=settings.exec.to_actor(),
         max_restarts=settings.restart.max_restarts,
         restart_window_seconds=settings.restart.window_seconds,
     )
@@ -90,6 +93,8 @@ class _Listeners:
     unix: tuple[socket.socket, Path]
     mcp_http: socket.socket | None
     ops_http: socket.socket | None = None
+    #: The exec socket (``<socket>.exec``), where wrappers register before they exec.
+    exec_unix: socket.socket | None = None
 
 
 async def run_service(
@@ -172,6 +177,9 @@ def _claim(settings: Settings, daemon: ExitStack, surfaces: ExitStack) -> _Liste
     # First, so a second daemon on the same registry is refused whatever socket it names.
     daemon.enter_context(database_lock(db_path))
     bound = surfaces.enter_context(bound_listener(settings.socket))
+    exec_listener, _ = surfaces.enter_context(
+        bound_listener(settings.socket, suffix=EXEC_SOCKET_SUFFIX, kind=socket.SOCK_SEQPACKET)
+    )
     http: socket.socket | None = None
     if settings.mcp.http_enabled:
         # Imported only when enabled: the MCP/HTTP stack (pydantic,
@@ -188,7 +196,7 @@ def _claim(settings: Settings, daemon: ExitStack, surfaces: ExitStack) -> _Liste
         ops = _port(
             surfaces, lambda: ops_listener(opc.http_host, opc.http_port), OpsPortUnavailable
         )
-    return _Listeners(unix=bound, mcp_http=http, ops_http=ops)
+    return _Listeners(unix=bound, mcp_http=http, ops_http=ops, exec_unix=exec_listener)
 
 
 def _port(
@@ -225,6 +233,16 @@ async def _serve_until_signal(
                 task_status=task_status,
             )
         )
+        if listeners.exec_unix is not None:
+            exec_unix = listeners.exec_unix
+            await surfaces.start(
+                lambda task_status: serve_exec_socket(
+                    supervisor.servers,
+                    listener=exec_unix,
+                    request_seconds=settings.socket.request_timeout_seconds,
+                    task_status=task_status,
+                )
+            )
         if listeners.mcp_http is not None:
             from supervisor.surfaces.mcp_bridge import serve_mcp_http
 

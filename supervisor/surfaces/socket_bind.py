@@ -62,7 +62,7 @@ def _lock(path: Path) -> int:
     )
 
 
-def _clear_stale(path: Path) -> None:
+def _clear_stale(path: Path, kind: int) -> None:
     """Refuse if a server answers at path; remove the file if it is a socket nobody serves."""
     try:
         mode = os.lstat(path).st_mode
@@ -70,7 +70,7 @@ def _clear_stale(path: Path) -> None:
         return
     if not stat.S_ISSOCK(mode):
         raise ConfigError(f"socket.path {path} exists and is not a socket; refusing to replace it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe = socket.socket(socket.AF_UNIX, kind)
     probe.setblocking(False)
     try:
         probe.connect(os.fspath(path))
@@ -115,8 +115,8 @@ def _set_access(path: Path, mode: int, gid: int | None) -> None:
         ) from None
 
 
-def _listen_at(path: Path, mode: int, gid: int | None) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _listen_at(path: Path, mode: int, gid: int | None, kind: int) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, kind)
     try:
         sock.bind(os.fspath(path))
         _set_access(path, mode, gid)
@@ -128,7 +128,7 @@ def _listen_at(path: Path, mode: int, gid: int | None) -> socket.socket:
     return sock
 
 
-def _bind(path: Path, mode: int, gid: int | None) -> socket.socket:
+def _bind(path: Path, mode: int, gid: int | None, kind: int) -> socket.socket:
     # Bind inside a private 0700 directory, set mode and group, then rename into place: the
     # socket is reachable at its public path only once it has its final permissions.
     staging = Path(tempfile.mkdtemp(prefix=".s", dir=path.parent))
@@ -137,8 +137,8 @@ def _bind(path: Path, mode: int, gid: int | None) -> socket.socket:
         if len(os.fsencode(temp)) > _SUN_PATH_MAX:
             # The staging path would not fit; bind in place and accept a brief window
             # with umask permissions (the parent directory is still ours).
-            return _listen_at(path, mode, gid)
-        sock = _listen_at(temp, mode, gid)
+            return _listen_at(path, mode, gid, kind)
+        sock = _listen_at(temp, mode, gid, kind)
         try:
             os.rename(temp, path)
         except BaseException:
@@ -166,23 +166,27 @@ def _ensure_parent(parent: Path) -> None:
         ) from None
 
 
-def _prepare(config: SocketConfig) -> tuple[Path, int | None]:
-    path = Path(config.path).expanduser().absolute()
+def _prepare(config: SocketConfig, suffix: str) -> tuple[Path, int | None]:
+    path = Path(str(Path(config.path).expanduser().absolute()) + suffix)
     _check_length(path)
     _ensure_parent(path.parent)
     return path, _group_id(config.group) if config.group else None
 
 
 @contextmanager
-def bound_listener(config: SocketConfig) -> Iterator[tuple[socket.socket, Path]]:
-    """A non-blocking socket listening at ``config.path``; on exit closed, and its file removed
-    if it is still ours. Raises ``SocketInUse`` or ``ConfigError`` when the path is unusable."""
-    path, gid = _prepare(config)
+def bound_listener(
+    config: SocketConfig, *, suffix: str = "", kind: int = socket.SOCK_STREAM
+) -> Iterator[tuple[socket.socket, Path]]:
+    """A non-blocking socket listening at ``config.path`` (plus ``suffix``: the exec socket
+    is a ``SOCK_SEQPACKET`` one beside the main socket); on exit closed, and its file
+    removed if it is still ours. Raises ``SocketInUse`` or ``ConfigError`` when the path
+    is unusable."""
+    path, gid = _prepare(config, suffix)
     lock_fd = _lock(path)
     try:
-        _clear_stale(path)
+        _clear_stale(path, kind)
         try:
-            listener = _bind(path, config.mode, gid)
+            listener = _bind(path, config.mode, gid, kind)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise SocketInUse(f"{path} is already bound") from None

@@ -1,15 +1,13 @@
-"""launch-config and the exec sidecar's pure parts: one instance id, per-worker sessions."""
+"""launch-config: one instance id, per-worker sessions, commands that work from anywhere."""
 
 from __future__ import annotations
 
-import signal
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from supervisor.errors import ConfigError
-from supervisor.exec_sidecar import claims_from_env, exit_status, releases_on_exit
 from supervisor.launcher import build_launch_config, resolve_server_command
 from supervisor.policy.identity import (
     NAMESPACES,
@@ -67,36 +65,6 @@ def test_exec_wrapper_puts_the_server_command_after_a_double_dash() -> None:
     assert entry["args"] == ["--socket", "/s", "exec", "--", "srv", "a"]
 
 
-def test_claims_come_from_the_launcher_environment() -> None:
-    env = {
-        "GITEA_MCP_CLIENT": "codex",
-        "GITEA_MCP_CLIENT_INSTANCE": "inst-x",
-        "GITEA_MCP_CLIENT_SESSION": "launch-1.reviewer",
-        "GITEA_MCP_FLEET_RUN_ID": "run-7",
-        "GITEA_MCP_PROFILE": "prgs-reviewer",
-        "UNRELATED": "ignored",
-    }
-    claims = claims_from_env(env, ttl=12.0)
-    assert claims == {
-        "client_name": "codex",
-        "client_instance_id": "inst-x",
-        "session_id": "launch-1.reviewer",
-        "fleet_run_id": "run-7",
-        "profile": "prgs-reviewer",
-        "namespace": "reviewer",
-        "role": "reviewer",
-        "transport": "stdio",
-        "heartbeat_ttl_seconds": 12.0,
-    }
-    assert claims_from_env({}, namespace="author")["namespace"] == "author"
-    assert "namespace" not in claims_from_env({"GITEA_MCP_PROFILE": "custom"})
-
-
-@pytest.mark.parametrize(("returncode", "status"), [(0, 0), (3, 3), (-9, 137), (-15, 143)])
-def test_exit_status_is_shell_style(returncode: int, status: int) -> None:
-    assert exit_status(returncode) == status
-
-
 def test_server_command_paths_become_absolute_and_bare_names_stay_when_on_path(
     tmp_path: Path,
 ) -> None:
@@ -116,12 +84,3 @@ def test_server_command_paths_become_absolute_and_bare_names_stay_when_on_path(
 def test_a_bare_server_name_not_on_path_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not on PATH"):
         resolve_server_command("no-such-server", search_path=str(tmp_path))
-
-
-def test_only_a_crash_leaves_the_row_to_go_stale() -> None:
-    assert releases_on_exit(0, stop_requested=False)
-    assert releases_on_exit(1, stop_requested=True)
-    assert releases_on_exit(-signal.SIGTERM, stop_requested=False)
-    assert not releases_on_exit(1, stop_requested=False)
-    assert not releases_on_exit(-signal.SIGKILL, stop_requested=False)
-    assert not releases_on_exit(-signal.SIGSEGV, stop_requested=False)

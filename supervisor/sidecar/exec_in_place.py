@@ -1,0 +1,385 @@
+"""``fleet-supervisor exec``: register an MCP server with the daemon, then become the server.
+
+The wrapper is not a resident process. It takes a process group of its own, asks the
+kernel to SIGTERM it when its parent (the MCP client) dies, leaves a marker in the
+environment, registers itself over the daemon's exec socket (handing over a duplicate
+of its stdin so the daemon can see the client hang up), and then ``execve``s the
+server in place: same pid, same parent. The client's own stop escalation reaches the
+server exactly as it would a bare one, and the daemon, which holds pidfds for the
+server and the client, stops the whole group when the client is gone, stdin is closed
+for good or the server's leader exits.
+
+Start-up cost is paid by every wrapped server, so this module imports only what it
+must: no asyncio, no structlog, no json, no argparse (run it as ``python -I -S``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Types only: importing typing would pull in re, milliseconds on every server start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+if __package__ in (None, ""):
+    # Run as a script (python -I -S .../supervisor/sidecar/exec_in_place.py): the package
+    # root is three levels up. Appended, never prepended, so nothing shadows the stdlib.
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from supervisor.policy.exec_marker import (  # noqa: E402 (the path is set up just above)
+    MARKER_ENV,
+    ExecMarker,
+    format_marker,
+    safe_label,
+)
+
+__all__ = [
+    "EXEC_SOCKET_SUFFIX",
+    "ExecOptions",
+    "UsageError",
+    "exec_socket_path",
+    "main",
+    "parse_args",
+    "resolve_socket_path",
+]
+
+#: The exec socket sits beside the daemon's main socket: ``<socket path>.exec``.
+EXEC_SOCKET_SUFFIX = ".exec"
+
+_PR_SET_PDEATHSIG = 1
+_SIGTERM = 15
+_ENV_PROFILE = "GITEA_MCP_PROFILE"
+_ENV_CLIENT = "GITEA_MCP_CLIENT"
+_NAMESPACES = ("author", "reviewer", "merger", "controller", "reconciler")
+_VALUE_FLAGS = ("--socket", "--config", "--client", "--name", "--namespace", "--ttl", "--timeout")
+_USAGE = (
+    "usage: fleet-supervisor [--config FILE] [--socket PATH] exec [--client NAME] [--name NAME]\n"
+    "                        [--namespace NS] [--ttl SECONDS] [--timeout SECONDS]\n"
+    "                        [--no-parent-death-signal] -- CMD [ARGS...]\n"
+)
+
+
+class UsageError(ValueError):
+    """The wrapper's own arguments are wrong; nothing was started."""
+
+
+class ExecOptions:
+    """The wrapper's parsed command line."""
+
+    __slots__ = (
+        "client",
+        "command",
+        "config",
+        "name",
+        "namespace",
+        "parent_death_signal",
+        "socket",
+        "timeout",
+        "ttl",
+    )
+
+    def __init__(
+        self,
+        *,
+        socket: str | None,
+        config: str | None,
+        client: str,
+        name: str,
+        namespace: str,
+        ttl: float | None,
+        timeout: float,
+        parent_death_signal: bool,
+        command: tuple[str, ...],
+    ) -> None:
+        self.socket = socket
+        self.config = config
+        self.client = client
+        self.name = name
+        self.namespace = namespace
+        self.ttl = ttl
+        self.timeout = timeout
+        self.parent_death_signal = parent_death_signal
+        self.command = command
+
+
+def _number(flag: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{flag} needs a number, got {text!r}") from None
+    if not 0 < value < 1e6:
+        raise UsageError(f"{flag} must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> ExecOptions:
+    """Flags before ``--`` (the word ``exec`` may precede them), the server command after."""
+    values: dict[str, str] = {}
+    death_signal = True
+    items = list(argv)
+    index = 0
+    while index < len(items):
+        arg = items[index]
+        if arg == "--":
+            index += 1
+            break
+        if arg == "exec" and "exec" not in values:
+            values["exec"] = ""
+        elif arg == "--no-parent-death-signal":
+            death_signal = False
+        else:
+            flag, eq, inline = arg.partition("=")
+            if flag not in _VALUE_FLAGS:
+                if not arg.startswith("-"):
+                    break  # the command, given without a "--"
+                raise UsageError(f"unknown option {arg!r}")
+            if not eq:
+                index += 1
+                if index >= len(items):
+                    raise UsageError(f"{flag} needs a value")
+                inline = items[index]
+            values[flag] = inline
+        index += 1
+    command = tuple(items[index:])
+    if not command:
+        raise UsageError("give the server command after --")
+    namespace = values.get("--namespace", "")
+    profile = env.get(_ENV_PROFILE, "")
+    if not namespace and profile:
+        # Launch configs name profiles "<prefix><namespace>", e.g. prgs-author.
+        namespace = next((ns for ns in _NAMESPACES if profile.endswith(ns)), "")
+    if namespace and namespace not in _NAMESPACES:
+        raise UsageError(f"--namespace must be one of {', '.join(_NAMESPACES)}")
+    name = values.get("--name") or namespace or os.path.basename(command[0])
+    ttl = values.get("--ttl")
+    return ExecOptions(
+        socket=values.get("--socket"),
+        config=values.get("--config"),
+        client=safe_label(values.get("--client") or env.get(_ENV_CLIENT, "")),
+        name=safe_label(name),
+        namespace=namespace,
+        ttl=_number("--ttl", ttl) if ttl is not None else None,
+        timeout=_number("--timeout", values.get("--timeout", "3")),
+        parent_death_signal=death_signal,
+        command=command,
+    )
+
+
+def _xdg(variable: str, env: Mapping[str, str], fallback: str) -> str:
+    value = env.get(variable, "")
+    return value if value and os.path.isabs(value) else fallback
+
+
+def resolve_socket_path(options: ExecOptions, env: Mapping[str, str]) -> str:
+    """Where the daemon listens, by the same rules as the rest of the CLI (config.py):
+    ``--socket``, else ``[socket] path`` of the config file, else the default."""
+    if options.socket:
+        return os.path.abspath(os.path.expanduser(options.socket))
+    config = options.config
+    if config is None:
+        home = os.path.expanduser("~")
+        default = os.path.join(
+            _xdg("XDG_CONFIG_HOME", env, os.path.join(home, ".config")),
+            "fleet-supervisor",
+            "supervisor.toml",
+        )
+        config = default if os.path.isfile(default) else None
+    if config is not None:
+        import tomllib  # only when a file must be read: it costs more than the rest together
+
+        try:
+            with open(config, "rb") as handle:
+                table = tomllib.load(handle).get("socket", {})
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise UsageError(f"cannot read config {config}: {exc}") from None
+        path = table.get("path") if isinstance(table, dict) else None
+        if isinstance(path, str) and path:
+            # Relative paths in a file resolve against the file's directory (config.py).
+            base = os.path.dirname(os.path.abspath(config))
+            return os.path.abspath(os.path.join(base, os.path.expanduser(path)))
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isabs(runtime):
+        return os.path.join(runtime, "fleet-supervisor.sock")
+    return f"/tmp/fleet-supervisor-{os.getuid()}.sock"
+
+
+def exec_socket_path(socket_path: str) -> str:
+    return socket_path + EXEC_SOCKET_SUFFIX
+
+
+def _log(level: str, event: str, **fields: object) -> None:
+    """One JSON line on stderr; a closed or broken stderr is silently skipped.
+
+    MCP clients close a server's stderr when they exit, and a log line must never be
+    the reason a server does not start.
+    """
+    from _json import encode_basestring_ascii as quote
+
+    parts = [f'"event": {quote(event)}', f'"level": {quote(level)}', '"logger": "exec"']
+    for key, value in sorted(fields.items()):
+        text = value if isinstance(value, str) else repr(value)
+        parts.append(f"{quote(key)}: {quote(text)}")
+    line = ("{" + ", ".join(parts) + "}\n").encode()
+    try:
+        os.write(2, line)
+    except (OSError, ValueError):
+        pass
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("ascii", "replace")
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> str | None:
+    text = _read(f"/proc/{pid}/stat")
+    if text is None:
+        return None
+    # comm may hold spaces and parentheses; only the last ')' ends it. starttime is field 22.
+    fields = text.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def _set_parent_death_signal() -> bool:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_PDEATHSIG, _SIGTERM, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False  # not Linux: the daemon's adoption scan is the only net
+
+
+def _request(options: ExecOptions) -> bytes:
+    lines = [
+        "v=1",
+        f"client={options.client}",
+        f"name={options.name}",
+        f"namespace={options.namespace}",
+    ]
+    if options.ttl is not None:
+        lines.append(f"ttl={options.ttl!r}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _register(path: str, options: ExecOptions) -> tuple[str, str, str]:
+    """(outcome, code, detail): ``registered``, ``refused`` or ``unregistered``."""
+    import _socket
+
+    try:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
+    except OSError as exc:
+        return ("unregistered", "socket_unavailable", str(exc))
+    try:
+        sock.settimeout(options.timeout)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            # The daemon is down (no file, nobody listening): the server still starts, and a
+            # daemon that starts later adopts it from the marker in its environment.
+            return ("unregistered", "daemon_unreachable", f"{path}: {exc.strerror or exc}")
+        fds = (0).to_bytes(4, sys.byteorder)
+        try:
+            os.fstat(0)
+            ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)]
+        except OSError:
+            ancillary = []  # no stdin to hand over; the daemon watches the client only
+        try:
+            sock.sendmsg([_request(options)], ancillary)
+            answer = sock.recv(4096).decode("utf-8", "replace")
+        except TimeoutError:
+            return ("unregistered", "daemon_timeout", f"no answer within {options.timeout}s")
+        except OSError as exc:
+            return ("unregistered", "daemon_unreachable", str(exc.strerror or exc))
+    finally:
+        sock.close()
+    head, _, detail = answer.partition("\n")
+    outcome, _, rest = head.partition(" ")
+    code, _, identity = rest.partition(" ")
+    if outcome == "registered":
+        return (outcome, code, identity)
+    return ("refused", code or "no_answer", detail or head)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Register, then become the server; returns only when the server could not start."""
+    env = dict(os.environ)
+    try:
+        options = parse_args(sys.argv[1:] if argv is None else argv, env)
+        socket_path = resolve_socket_path(options, env)
+    except UsageError as exc:
+        _write_usage(f"exec: {exc}\n")
+        return 2
+    client_pid = os.getppid()
+    # A process group of its own, so the daemon can stop the server's whole tree (npx ->
+    # sh -> node) and nothing else. Not when stdin is a terminal: a background group
+    # reading its terminal is stopped by SIGTTIN, so interactive use keeps the shell's.
+    if not os.isatty(0):
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass  # a session leader already leads its own group
+    if options.parent_death_signal and client_pid > 1:
+        _set_parent_death_signal()
+    if client_pid <= 1 or os.getppid() != client_pid:
+        # The client died before the death signal was armed: nobody reads this server.
+        _log("warning", "exec_client_gone", client_pid=client_pid)
+        return 1
+    me = os.getpid()
+    boot = (_read("/proc/sys/kernel/random/boot_id") or "").strip()
+    leader_start, client_start = _start_ticks(me), _start_ticks(client_pid)
+    if leader_start and client_start and boot:
+        env[MARKER_ENV] = format_marker(
+            ExecMarker(
+                leader_pid=me,
+                leader_start=leader_start,
+                client_pid=client_pid,
+                client_start=client_start,
+                boot_id=boot,
+                client=options.client,
+                name=options.name,
+                namespace=options.namespace,
+            )
+        )
+    else:
+        env.pop(MARKER_ENV, None)  # never pass on a marker that names another process
+    outcome, code, detail = _register(exec_socket_path(socket_path), options)
+    if outcome != "registered":
+        _log("warning", f"exec_{outcome}", code=code, detail=detail, pid=me)
+    return _become(options.command, env)
+
+
+def _become(command: Sequence[str], env: Mapping[str, str]) -> int:
+    """Replace this process with the server; returns (126 or 127) only when that fails."""
+    # The interpreter ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored
+    # across execve: put them back so the server behaves exactly as it would bare.
+    import _signal  # type: ignore[import-not-found]  # no stub; "signal" would load enum
+
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        number = getattr(_signal, name, None)
+        if number is not None:
+            _signal.signal(number, _signal.SIG_DFL)
+    try:
+        os.execvpe(command[0], list(command), dict(env))
+    except FileNotFoundError as exc:
+        _log("error", "exec_failed", command=command[0], detail=exc.strerror or str(exc))
+        return 127
+    except OSError as exc:
+        _log("error", "exec_failed", command=command[0], detail=exc.strerror or str(exc))
+        return 126
+
+
+def _write_usage(message: str) -> None:
+    try:
+        os.write(2, (message + _USAGE).encode())
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
