@@ -47,6 +47,9 @@ class Pair:
     server: str
     bare: list[int] = field(default_factory=list)
     wrapped: list[int] = field(default_factory=list)
+    #: Seconds from the client's end until nothing of the server ran (None: never).
+    bare_gone: list[float | None] = field(default_factory=list)
+    wrapped_gone: list[float | None] = field(default_factory=list)
     bare_kinds: Counter[str] = field(default_factory=Counter)
     wrapped_kinds: Counter[str] = field(default_factory=Counter)
     #: Runs whose client never showed the server connected (bare, wrapped).
@@ -59,6 +62,7 @@ class Pair:
             (self.wrapped, self.wrapped_kinds) if result.wrapped else (self.bare, self.bare_kinds)
         )
         counts.append(result.leftover_count)
+        (self.wrapped_gone if result.wrapped else self.bare_gone).append(result.gone_after)
         kinds.update(result.leftover_kinds())
         if not result.connected:
             self.unconnected.append("wrapped" if result.wrapped else "bare")
@@ -125,14 +129,18 @@ def measure(
     return pairs, left_out
 
 
+def _seconds(values: Sequence[float | None]) -> str:
+    return "/".join("-" if v is None else f"{v:.1f}" for v in values)
+
+
 def _kinds(kinds: Counter[str]) -> str:
     return ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items())) or "-"
 
 
 def format_pairs(pairs: Sequence[Pair], *, wrapped: bool) -> str:
-    header = ["scenario", "server", "runs", "left bare", "kinds bare"]
+    header = ["scenario", "server", "runs", "left bare", "gone after s", "kinds bare"]
     if wrapped:
-        header += ["left wrapped", "kinds wrapped"]
+        header += ["left wrapped", "gone after s", "kinds wrapped"]
     rows = []
     for p in pairs:
         row = [
@@ -140,10 +148,15 @@ def format_pairs(pairs: Sequence[Pair], *, wrapped: bool) -> str:
             p.server,
             str(len(p.bare)),
             "/".join(map(str, p.bare)),
+            _seconds(p.bare_gone),
             _kinds(p.bare_kinds),
         ]
         if wrapped:
-            row += ["/".join(map(str, p.wrapped)), _kinds(p.wrapped_kinds)]
+            row += [
+                "/".join(map(str, p.wrapped)),
+                _seconds(p.wrapped_gone),
+                _kinds(p.wrapped_kinds),
+            ]
         rows.append(row)
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
 

@@ -240,7 +240,7 @@ def wrapper_takes_client() -> bool:
         timeout=60,
         check=False,
     )
-    return "--client" in completed.stdout
+    return "--client" in completed.stdout + completed.stderr
 
 
 def wrap_command(entry: ServerEntry, *, config: Path, client: str) -> ServerEntry:
@@ -447,6 +447,8 @@ def process_kind(cmdline: Sequence[str]) -> str:
     if base in {"sh", "dash"}:
         return "sh"
     if base == "node" and any(w in ("npx", "npx-cli.js") for w in words[:1]):
+        return "npx (npm exec)"
+    if base == "npm" and words[:1] == ["exec"]:  # its process title, split into words
         return "npx (npm exec)"
     if base.startswith("node") or base == "node":
         script = next((w for w in words if not w.startswith("-")), "")

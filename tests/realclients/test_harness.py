@@ -72,6 +72,7 @@ def test_the_marker_finds_a_stubborn_server_and_its_child_and_kill_all_ends_both
 def test_process_kinds_name_the_npx_tree() -> None:
     assert process_kind(["node", "/usr/bin/npx", "-y", "pkg"]) == "npx (npm exec)"
     assert process_kind(["npm exec @scope/pkg"]) == "npx (npm exec)"
+    assert process_kind(["npm", "exec", "@scope/pkg"]) == "npx (npm exec)"
     assert process_kind(["/usr/bin/env", "node", "/usr/bin/npx", "-y", "p"]) == "npx (npm exec)"
     assert process_kind(["sh", "-c", "mcp-server-everything"]) == "sh"
     assert process_kind(["node", "/x/.bin/mcp-server-everything"]) == "node mcp-server-everything"
