@@ -374,7 +374,12 @@ class ClientRun:
 def run_client(
     argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, timeout: float = 60.0
 ) -> ClientRun:
-    """Run a client to its end; past ``timeout`` it is SIGKILLed by pid (and its group)."""
+    """Run a client to its end; past ``timeout`` its process group is SIGKILLed.
+
+    The group is the client's own (its id is the client's pid, still unreaped when the
+    kill is sent, so the id cannot name anyone else's group): a client's helpers, such as
+    gemini's relaunched node or inspector-cli's inner node, go with it.
+    """
     started = time.monotonic()
     # A process group of its own, as a shell's job control gives it: a client that
     # signals its own group never reaches the test runner.
@@ -392,7 +397,8 @@ def run_client(
         out, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        kill_pid(process.pid)
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         out, _ = process.communicate(timeout=30)
     finally:
         if process.poll() is None:
