@@ -86,7 +86,7 @@ class ScenarioResult:
     client_seconds: float
     leftover_count: int
     leftovers: list[Proc]
-    #: Every marked process seen from the start (pid order).
+    #: Every marked process seen from the start (pid order), as last seen.
     seen: list[Proc]
     #: Seconds from the client's end (or stdin close) until no marked process ran.
     gone_after: float | None
@@ -139,7 +139,7 @@ class _Watch(threading.Thread):
         rows = self.new_rows()  # first: see the class note on ordering
         procs = leftovers(self.marker)
         for proc in procs:
-            self.seen.setdefault(proc.pid, proc)
+            self.seen[proc.pid] = proc  # the latest look: a wrapper has exec'd its server
         # A wrapper process still on its way out is not the server it wrapped.
         server = [p for p in procs if p.kind != "fleet-supervisor exec"]
         for row in rows:
