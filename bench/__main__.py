@@ -30,8 +30,9 @@ BENCHMARKS: tuple[str, ...] = (
     "exec_start",
 )
 #: Benchmarks of full runs only (or ``--only``): ``multihost`` starts its own PostgreSQL
-#: and three supervisor processes, too much for the quick smoke run's time budget.
-FULL_ONLY: tuple[str, ...] = ("multihost",)
+#: and three supervisor processes, too much for the quick smoke run's time budget;
+#: ``leftovers`` runs the real MCP clients of tests/realclients (install.sh first).
+FULL_ONLY: tuple[str, ...] = ("multihost", "leftovers")
 
 _DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 _ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,239 @@
+"""Server processes left after real MCP clients end: bare servers against ``exec``-wrapped ones."""
+
+# ``python -m bench.leftovers [--runs N] [--scenario S ...] [--server S ...] [--bare-only]``
+# runs every scenario of tests/realclients/scenarios.py against every server, bare and
+# wrapped (one daemon with ``[exec] reap_orphans = true``), and prints per scenario and
+# server the processes left after each run and what kinds they were, then how each
+# client tried to stop the stubborn server (its log: EOF and signals, in ms from the
+# server's start). ``python -m bench --only leftovers`` runs it once per pair and reports
+# the mean per run as figures (wrapped: goal 0). Needs tests/realclients/install.sh;
+# pairs whose client or server is missing are left out and named. Every process a run
+# starts is killed by pid before the next.
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import anyio
+
+from bench.report import Figure
+from tests.integration.daemon import Daemon, running_daemon, wait_ready
+from tests.realclients.harness import OBSERVER, SERVERS, missing
+from tests.realclients.scenarios import (
+    DAEMON_EXEC_CONFIG,
+    REAP_GRACE_SECONDS,
+    SCENARIOS,
+    ScenarioResult,
+    run_scenario,
+)
+
+__all__ = ["Pair", "main", "measure", "run"]
+
+#: After the client's end: the daemon's grace and then some (a bare server that is still
+#: there after this long is counted as left).
+SETTLE_SECONDS = REAP_GRACE_SECONDS + 3.0
+
+
+@dataclass
+class Pair:
+    """One scenario x server: processes left after each run, bare and wrapped."""
+
+    scenario: str
+    server: str
+    bare: list[int] = field(default_factory=list)
+    wrapped: list[int] = field(default_factory=list)
+    #: Seconds from the client's end until nothing of the server ran (None: never).
+    bare_gone: list[float | None] = field(default_factory=list)
+    wrapped_gone: list[float | None] = field(default_factory=list)
+    bare_kinds: Counter[str] = field(default_factory=Counter)
+    wrapped_kinds: Counter[str] = field(default_factory=Counter)
+    #: Runs whose client never showed the server connected (bare, wrapped).
+    unconnected: list[str] = field(default_factory=list)
+    stop_sequence: list[str] = field(default_factory=list)
+    seen_kinds: list[str] = field(default_factory=list)
+
+    def add(self, result: ScenarioResult) -> None:
+        counts, kinds = (
+            (self.wrapped, self.wrapped_kinds) if result.wrapped else (self.bare, self.bare_kinds)
+        )
+        counts.append(result.leftover_count)
+        (self.wrapped_gone if result.wrapped else self.bare_gone).append(result.gone_after)
+        kinds.update(result.leftover_kinds())
+        if not result.connected:
+            self.unconnected.append("wrapped" if result.wrapped else "bare")
+        if not result.wrapped and not self.seen_kinds:
+            self.seen_kinds = [p.kind for p in result.seen]
+        if not result.wrapped and result.server_log and not self.stop_sequence:
+            self.stop_sequence = _relative(result.server_log)
+
+
+def _relative(log: Sequence[str]) -> list[str]:
+    """Log lines as ``+ms role event`` from the first line's time."""
+    parsed = [line.split(" ", 3) for line in log if line.count(" ") >= 3]
+    if not parsed:
+        return []
+    start = float(parsed[0][0])
+    return [f"+{(float(t) - start) * 1000:.0f}ms {role} {what}" for t, _, role, what in parsed]
+
+
+@contextmanager
+def _daemon(needed: bool) -> Iterator[Daemon | None]:
+    if not needed:
+        yield None
+        return
+    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as daemon:
+        anyio.run(wait_ready, daemon)
+        yield daemon
+
+
+def measure(
+    *,
+    runs: int,
+    scenarios: Sequence[str],
+    servers: Sequence[str],
+    wrapped: bool = True,
+    settle_seconds: float = SETTLE_SECONDS,
+    progress: bool = True,
+) -> tuple[list[Pair], list[str]]:
+    """Every pair, ``runs`` times bare (and wrapped); the pairs and what was left out."""
+    pairs: list[Pair] = []
+    left_out: list[str] = []
+    with _daemon(wrapped) as daemon:
+        for scenario in scenarios:
+            client, _ = SCENARIOS[scenario]
+            for server in servers:
+                reason = missing(client, server)
+                if reason is not None:
+                    left_out.append(f"{scenario} x {server}: {reason}")
+                    continue
+                pair = Pair(scenario, server)
+                for _ in range(runs):
+                    modes = (False, True) if wrapped else (False,)
+                    for wrap in modes:
+                        result = run_scenario(
+                            scenario,
+                            server,
+                            wrapped=wrap,
+                            daemon=daemon if wrap else None,
+                            settle_seconds=settle_seconds,
+                        )
+                        pair.add(result)
+                        if progress:
+                            print(f"[leftovers] {result.summary()}", flush=True)
+                pairs.append(pair)
+    return pairs, left_out
+
+
+def _seconds(values: Sequence[float | None]) -> str:
+    return "/".join("-" if v is None else f"{v:.1f}" for v in values)
+
+
+def _kinds(kinds: Counter[str]) -> str:
+    return ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items())) or "-"
+
+
+def format_pairs(pairs: Sequence[Pair], *, wrapped: bool) -> str:
+    header = ["scenario", "server", "runs", "left bare", "gone after s", "kinds bare"]
+    if wrapped:
+        header += ["left wrapped", "gone after s", "kinds wrapped"]
+    rows = []
+    for p in pairs:
+        row = [
+            p.scenario,
+            p.server,
+            str(len(p.bare)),
+            "/".join(map(str, p.bare)),
+            _seconds(p.bare_gone),
+            _kinds(p.bare_kinds),
+        ]
+        if wrapped:
+            row += [
+                "/".join(map(str, p.wrapped)),
+                _seconds(p.wrapped_gone),
+                _kinds(p.wrapped_kinds),
+            ]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    out = [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+    notes = [f"{p.scenario} x {p.server}: not connected in {p.unconnected}" for p in pairs]
+    out += [n for n, p in zip(notes, pairs, strict=True) if p.unconnected]
+    return "\n".join(out)
+
+
+def format_trees_and_stops(pairs: Sequence[Pair]) -> str:
+    out = ["", "server trees (bare, first run):"]
+    for server in dict.fromkeys(p.server for p in pairs):
+        first = next(p for p in pairs if p.server == server)
+        out.append(f"  {server}: {' -> '.join(first.seen_kinds) or '-'}")
+    out.append("")
+    out.append("how each client stopped the stub server (bare, first run):")
+    for p in pairs:
+        if p.server in ("stubborn", OBSERVER):
+            out.append(f"  {p.scenario} x {p.server}: {'; '.join(p.stop_sequence) or '-'}")
+    return "\n".join(out)
+
+
+def run(quick: bool) -> list[Figure]:
+    """``python -m bench --only leftovers``: one run per pair, bare and wrapped."""
+    pairs, left_out = measure(runs=1, scenarios=list(SCENARIOS), servers=SERVERS, progress=False)
+    for note in left_out:
+        print(f"[leftovers] left out: {note}", flush=True)
+    if not pairs:
+        raise RuntimeError("no real clients here: run tests/realclients/install.sh")
+    figures = []
+    for p in pairs:
+        for mode, counts, kinds in (
+            ("bare", p.bare, p.bare_kinds),
+            ("wrapped", p.wrapped, p.wrapped_kinds),
+        ):
+            figures.append(
+                Figure(
+                    name=f"leftovers.{p.scenario}.{p.server}.{mode}",
+                    label=f"processes left per run, {p.scenario} x {p.server}, {mode}",
+                    value=sum(counts) / len(counts),
+                    unit="procs",
+                    goal=0.0 if mode == "wrapped" else None,
+                    op="<=" if mode == "wrapped" else None,
+                    judged=not quick,
+                    detail={"runs": counts, "kinds": dict(kinds)},
+                )
+            )
+    return figures
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.leftovers", description=__doc__)
+    parser.add_argument("--runs", type=int, default=3, help="runs per pair and mode")
+    parser.add_argument("--scenario", action="append", choices=list(SCENARIOS))
+    parser.add_argument("--server", action="append", choices=(*SERVERS, OBSERVER))
+    parser.add_argument("--bare-only", action="store_true", help="no daemon, no wrapper")
+    parser.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds")
+    args = parser.parse_args(argv)
+    if not 1 <= args.runs <= 20:
+        parser.error("--runs must be within 1..20")
+    pairs, left_out = measure(
+        runs=args.runs,
+        scenarios=args.scenario or list(SCENARIOS),
+        servers=args.server or SERVERS,
+        wrapped=not args.bare_only,
+        settle_seconds=args.settle,
+    )
+    print()
+    print(format_pairs(pairs, wrapped=not args.bare_only))
+    print(format_trees_and_stops(pairs))
+    for note in left_out:
+        print(f"left out: {note}")
+    return 0 if pairs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
