@@ -73,7 +73,7 @@ echo "claude $got"
 if [[ -x $python ]]; then
     # requirements.txt holds one pin: mcp-server-time==VERSION.
     want=$(sed -n 's/^mcp-server-time==//p' "$here/requirements.txt")
-    got=$("$python" -m pip show mcp-server-time 2>/dev/null | sed -n 's/^Version: //p')
+    got=$("$python" -m pip show mcp-server-time 2>/dev/null | sed -n 's/^Version: //p' || true)
     if [[ $force -eq 1 || $got != "$want" ]]; then
         "$python" -m pip install --disable-pip-version-check --quiet -r "$here/requirements.txt"
         "$python" -m pip check
