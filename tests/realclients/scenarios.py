@@ -17,7 +17,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -272,7 +272,12 @@ def _drain_one(lines: queue.Queue[str | None]) -> str | None:
 
 
 def _settle(
-    watch: _Watch, marker: str, daemon: Daemon | None, settle_seconds: float
+    watch: _Watch,
+    marker: str,
+    daemon: Daemon | None,
+    settle_seconds: float,
+    *,
+    rows_expected: bool = True,
 ) -> float | None:
     """Seconds until nothing marked runs (and new rows left ``active``); None if never."""
     began = time.monotonic()
@@ -280,7 +285,9 @@ def _settle(
     while True:
         procs_gone = not leftovers(marker)
         rows = watch.new_rows() if daemon is not None else []
-        rows_done = daemon is None or (bool(rows) and all(r["status"] != "active" for r in rows))
+        rows_done = daemon is None or (
+            (bool(rows) or not rows_expected) and all(r["status"] != "active" for r in rows)
+        )
         if procs_gone and rows_done:
             return time.monotonic() - began
         if time.monotonic() > deadline:
@@ -303,10 +310,16 @@ def run_scenario(
     daemon: Daemon | None = None,
     settle_seconds: float = REAP_GRACE_SECONDS + 5.0,
     extra_env: Mapping[str, str] | None = None,
+    daemon_starts: Callable[[], None] | None = None,
 ) -> ScenarioResult:
     """Run ``scenario`` (a key of SCENARIOS) against ``server`` (harness.SERVERS), bare or
     wrapped by ``fleet-supervisor exec`` talking to ``daemon``; every marked process left
-    is killed by pid before this returns."""
+    is killed by pid before this returns.
+
+    With ``daemon_starts``, ``daemon`` is down while the client runs: the wrappers start
+    their servers unregistered, and ``daemon_starts`` is called once the client has
+    ended; the count then waits for the started daemon to finish the cleanup.
+    """
     client, how = SCENARIOS[scenario]
     if wrapped and daemon is None:
         raise ValueError("a wrapped run needs the daemon its wrapper registers with")
@@ -327,18 +340,25 @@ def run_scenario(
         if wrapped:
             assert daemon is not None
             entry = wrap_command(entry, config=daemon.config, client=client)
-        known = frozenset(
-            r["worker_identity"] for r in (_rows(daemon) if daemon is not None else [])
-        )
+        up = daemon if daemon_starts is None else None
+        known = frozenset(r["worker_identity"] for r in (_rows(up) if up is not None else []))
         watch = _Watch(marker, daemon, known, limit=_CLIENT_TIMEOUT + settle_seconds + 60)
-        watch.start()
+        if daemon_starts is None:
+            watch.start()
         ended: _Ended | None = None
         try:
             if how == "exits":
                 ended = _run_exiting(client, scenario, home, entry)
             else:
                 ended = _run_sdk(how, home, entry)
-            gone_after = _settle(watch, marker, daemon, settle_seconds)
+            if daemon_starts is not None:
+                daemon_starts()
+                watch.start()
+            # A daemon that was down may find nothing to register: the client is gone,
+            # so what is left is only stopped, and no row needs to leave ``active``.
+            gone_after = _settle(
+                watch, marker, daemon, settle_seconds, rows_expected=daemon_starts is None
+            )
             left = leftovers(marker)
             watch.stop.set()
             watch.join(timeout=30)

@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
+from tests.integration.exec_scenarios import start_daemon, stop_daemon
 from tests.realclients.harness import SERVERS, missing
 from tests.realclients.scenarios import (
     DAEMON_EXEC_CONFIG,
@@ -68,3 +69,36 @@ def test_a_wrapped_server_leaves_no_process_and_its_row_outlives_none(
     still_active = [r["worker_identity"] for r in result.rows if r["status"] == "active"]
     assert still_active == [], f"rows still active with no process left\n{report}"
     assert result.row_violations == [], f"a row left active before its processes\n{report}"
+
+
+#: Where a bare server leaks, with the daemon down the whole time the client runs.
+_DOWN_CASES = [
+    ("claude-list", "everything-npx"),
+    ("claude-list", "stubborn"),
+    ("gemini-list", "stubborn"),
+    ("sdk-sigkill", "stubborn"),
+]
+
+
+@pytest.mark.parametrize(("scenario", "server"), _DOWN_CASES)
+def test_a_daemon_down_during_the_client_run_finishes_the_cleanup_when_it_starts(
+    scenario: str, server: str
+) -> None:
+    client, _ = SCENARIOS[scenario]
+    require(client, server)
+    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as daemon:
+        anyio.run(wait_ready, daemon)
+        stop_daemon(daemon)
+        result = run_scenario(
+            scenario,
+            server,
+            wrapped=True,
+            daemon=daemon,
+            settle_seconds=_SETTLE_GUARD,
+            daemon_starts=lambda: start_daemon(daemon),
+        )
+    report = describe(result)
+    assert result.connected, f"the client never showed the server connected\n{report}"
+    assert result.leftover_count == 0, f"processes left after {_SETTLE_GUARD:.0f}s\n{report}"
+    still_active = [r["worker_identity"] for r in result.rows if r["status"] == "active"]
+    assert still_active == [], f"rows still active with no process left\n{report}"
