@@ -4,7 +4,6 @@ registration with a real daemon."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pty
@@ -24,6 +23,7 @@ from supervisor.policy.exec_marker import MARKER_ENV, parse_marker
 from supervisor.policy.identity import assess_instance_identity
 from supervisor.sidecar import exec_in_place
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
+from tests.spawned import Spawned
 
 pytestmark = [
     pytest.mark.integration,
@@ -70,49 +70,9 @@ def _wait_for_file(path: Path) -> str:
     raise AssertionError(f"{path} was never written")
 
 
-class Started:
-    """Processes a test starts, killed through pidfds (by pid, never a reused one) at the end."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.pidfds: dict[int, int] = {}
-
-    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        kwargs.setdefault("stdin", subprocess.DEVNULL)
-        proc = subprocess.Popen(argv, **kwargs)
-        self.procs.append(proc)
-        self.track(proc.pid)
-        return proc
-
-    def track(self, pid: int) -> None:
-        if pid not in self.pidfds:
-            with contextlib.suppress(OSError):
-                self.pidfds[pid] = os.pidfd_open(pid)
-
-    def run(self, argv: list[str], **kwargs: Any) -> tuple[int, bytes, bytes]:
-        kwargs.setdefault("stdout", subprocess.PIPE)
-        kwargs.setdefault("stderr", subprocess.PIPE)
-        proc = self.popen(argv, **kwargs)
-        out, err = proc.communicate(timeout=60)
-        return proc.returncode, out or b"", err or b""
-
-    def close(self) -> None:
-        for fd in self.pidfds.values():
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-            os.close(fd)
-        self.pidfds.clear()
-        for proc in self.procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-
-
 @pytest.fixture
-def started() -> Iterator[Started]:
-    tracker = Started()
+def started() -> Iterator[Spawned]:
+    tracker = Spawned()
     try:
         yield tracker
     finally:
@@ -138,7 +98,7 @@ def _forms(socket_path: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("form", ["script", "console", "cli"])
-def test_the_server_is_the_wrapper_process(started: Started, no_daemon: str, form: str) -> None:
+def test_the_server_is_the_wrapper_process(started: Spawned, no_daemon: str, form: str) -> None:
     assert os.access(CONSOLE, os.X_OK), f"{CONSOLE}: install the project (pip install -e .)"
     argv = [
         *_forms(no_daemon)[form],
@@ -170,7 +130,7 @@ def test_the_server_is_the_wrapper_process(started: Started, no_daemon: str, for
     assert (marker.client, marker.name, marker.namespace) == ("codex", "report", "author")
 
 
-def test_the_leader_start_in_the_marker_is_the_server_own(started: Started, no_daemon: str) -> None:
+def test_the_leader_start_in_the_marker_is_the_server_own(started: Spawned, no_daemon: str) -> None:
     code = (
         "import os, sys; print(os.environ['FLEET_SUPERVISOR_EXEC'], flush=True); sys.stdin.read()"
     )
@@ -190,7 +150,7 @@ def test_the_leader_start_in_the_marker_is_the_server_own(started: Started, no_d
     assert proc.wait(timeout=60) == 0
 
 
-def test_an_old_marker_in_the_environment_is_replaced(started: Started, no_daemon: str) -> None:
+def test_an_old_marker_in_the_environment_is_replaced(started: Spawned, no_daemon: str) -> None:
     stale = "v1;leader=1:1;client=1:1;boot=other;client_name=;name=;namespace="
     code = "import os; print(os.environ.get('FLEET_SUPERVISOR_EXEC'))"
     status, out, _ = started.run(
@@ -204,7 +164,7 @@ def test_an_old_marker_in_the_environment_is_replaced(started: Started, no_daemo
     assert marker.boot_id == _boot_id()
 
 
-def test_the_parent_death_signal_can_be_left_off(started: Started, no_daemon: str) -> None:
+def test_the_parent_death_signal_can_be_left_off(started: Spawned, no_daemon: str) -> None:
     status, out, _ = started.run(
         [
             *_forms(no_daemon)["script"],
@@ -219,7 +179,7 @@ def test_the_parent_death_signal_can_be_left_off(started: Started, no_daemon: st
     assert json.loads(out)["pdeathsig"] == 0
 
 
-def test_a_terminal_stdin_keeps_the_caller_group(started: Started, no_daemon: str) -> None:
+def test_a_terminal_stdin_keeps_the_caller_group(started: Spawned, no_daemon: str) -> None:
     leader, follower = pty.openpty()
     try:
         status, out, _ = started.run(
@@ -236,7 +196,7 @@ def test_a_terminal_stdin_keeps_the_caller_group(started: Started, no_daemon: st
 
 @pytest.mark.parametrize("restore_signals", [True, False])
 def test_sigpipe_and_sigxfsz_are_not_ignored_in_the_server(
-    started: Started, no_daemon: str, restore_signals: bool
+    started: Spawned, no_daemon: str, restore_signals: bool
 ) -> None:
     # cat changes no signal disposition: what it shows is what the wrapper left it.
     status, out, _ = started.run(
@@ -250,7 +210,7 @@ def test_sigpipe_and_sigxfsz_are_not_ignored_in_the_server(
     assert not ignored & (1 << (signal.SIGXFSZ - 1))
 
 
-def test_the_server_exit_status_is_the_process_status(started: Started, no_daemon: str) -> None:
+def test_the_server_exit_status_is_the_process_status(started: Spawned, no_daemon: str) -> None:
     status, _, _ = started.run(
         [*_forms(no_daemon)["script"], "--", sys.executable, "-c", "raise SystemExit(7)"]
     )
@@ -258,7 +218,7 @@ def test_the_server_exit_status_is_the_process_status(started: Started, no_daemo
 
 
 def test_the_client_death_sends_sigterm_to_the_server(
-    started: Started, no_daemon: str, tmp_path: Path
+    started: Spawned, no_daemon: str, tmp_path: Path
 ) -> None:
     pid_file, sender_file = tmp_path / "server.pid", tmp_path / "sender"
     server = (
@@ -299,7 +259,7 @@ def test_the_client_death_sends_sigterm_to_the_server(
 # --- failures -------------------------------------------------------------------------------------
 
 
-def test_a_missing_command_exits_127(started: Started, no_daemon: str, tmp_path: Path) -> None:
+def test_a_missing_command_exits_127(started: Spawned, no_daemon: str, tmp_path: Path) -> None:
     status, _, err = started.run([*_forms(no_daemon)["script"], "--", str(tmp_path / "absent")])
     assert status == 127
     assert b"exec_failed" in err
@@ -311,7 +271,7 @@ def test_a_missing_command_exits_127(started: Started, no_daemon: str, tmp_path:
 
 
 def test_a_command_that_cannot_be_executed_exits_126(
-    started: Started, no_daemon: str, tmp_path: Path
+    started: Spawned, no_daemon: str, tmp_path: Path
 ) -> None:
     plain = tmp_path / "plain.sh"
     plain.write_text("#!/bin/sh\necho hi\n", encoding="utf-8")
@@ -327,7 +287,7 @@ def test_a_command_that_cannot_be_executed_exits_126(
     "flags", [["--bogus"], ["--ttl", "soon"], ["--namespace", "admin"], ["--name"]]
 )
 def test_a_usage_error_exits_2_and_runs_nothing(
-    started: Started, no_daemon: str, tmp_path: Path, form: str, flags: list[str]
+    started: Spawned, no_daemon: str, tmp_path: Path, form: str, flags: list[str]
 ) -> None:
     touched = tmp_path / "ran"
     argv = [*_forms(no_daemon)[form], *flags, "--", "touch", str(touched)]
@@ -341,7 +301,7 @@ def test_a_usage_error_exits_2_and_runs_nothing(
 
 
 def test_a_stderr_whose_reader_is_gone_does_not_stop_the_server(
-    started: Started, no_daemon: str, tmp_path: Path
+    started: Spawned, no_daemon: str, tmp_path: Path
 ) -> None:
     marker_file = tmp_path / "server-ran"
     reader, writer = os.pipe()
@@ -367,7 +327,7 @@ def test_a_stderr_whose_reader_is_gone_does_not_stop_the_server(
 
 
 def test_a_closed_stderr_does_not_stop_the_server(
-    started: Started, no_daemon: str, tmp_path: Path
+    started: Spawned, no_daemon: str, tmp_path: Path
 ) -> None:
     marker_file = tmp_path / "server-ran"
     wrapped = [
@@ -418,7 +378,7 @@ def _worker(daemon: Daemon, pid: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize("form", ["script", "console"])
 def test_a_registered_server_is_watched_by_its_own_pid(
-    started: Started, daemon: Daemon, form: str
+    started: Spawned, daemon: Daemon, form: str
 ) -> None:
     code = "import os, sys; print(os.getpid(), flush=True); sys.stdin.read()"
     proc = started.popen(
@@ -457,7 +417,7 @@ def test_a_registered_server_is_watched_by_its_own_pid(
     assert proc.stderr.read() == b""  # registered: the wrapper had nothing to warn about
 
 
-def test_a_server_without_stdin_is_watched_without_one(started: Started, daemon: Daemon) -> None:
+def test_a_server_without_stdin_is_watched_without_one(started: Spawned, daemon: Daemon) -> None:
     code = "import os; print(os.getpid(), flush=True)"
     wrapped = [*_forms(str(daemon.socket))["script"], "--", sys.executable, "-c", code]
     status, out, err = started.run(["sh", "-c", 'exec 0<&- "$@"', "sh", *wrapped])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import select
@@ -31,6 +30,7 @@ from supervisor.process_tree import (
     stat_facts,
     ticks,
 )
+from tests.spawned import Spawned
 
 pytestmark = [
     pytest.mark.integration,
@@ -95,44 +95,6 @@ def _wait_for(what: str, predicate: Callable[[], bool]) -> None:
     raise AssertionError(f"{what} did not happen")
 
 
-class Spawned:
-    """Processes a test starts, each killed through a pidfd (so by pid, never a reused one)."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.pidfds: dict[int, int] = {}
-
-    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        kwargs.setdefault("stdin", subprocess.DEVNULL)
-        proc = subprocess.Popen(argv, **kwargs)
-        self.procs.append(proc)
-        self.track(proc.pid)
-        # Popen returns once the exec began; the new image's argument and environment
-        # pages are set up a moment later, and /proc reads them as empty until then.
-        _wait_for("the exec", lambda: _cmdline(proc.pid) != b"")
-        return proc
-
-    def track(self, pid: int) -> None:
-        if pid not in self.pidfds:
-            with contextlib.suppress(OSError):
-                self.pidfds[pid] = os.pidfd_open(pid)
-
-    def close(self) -> None:
-        # Grandchildren first, so their parents reap them; then the direct children.
-        direct = {p.pid for p in self.procs}
-        for pid in sorted(self.pidfds, key=lambda p: p in direct):
-            fd = self.pidfds.pop(pid)
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-            os.close(fd)
-        for proc in self.procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
-
-
 @pytest.fixture
 def spawned() -> Iterator[Spawned]:
     tracker = Spawned()
@@ -144,7 +106,7 @@ def spawned() -> Iterator[Spawned]:
 
 def _group(spawned: Spawned) -> tuple[subprocess.Popen[bytes], set[int]]:
     """``sh -c 'sleep 60 & sleep 60'`` in a session of its own, once both sleeps run."""
-    proc = spawned.popen(["sh", "-c", "sleep 60 & sleep 60"], start_new_session=True)
+    proc = spawned.popen_exec(["sh", "-c", "sleep 60 & sleep 60"], start_new_session=True)
 
     def both_sleeping() -> bool:
         found = _descendants(proc.pid)
@@ -184,7 +146,7 @@ def test_stat_facts_survive_a_command_name_with_parentheses_and_spaces(spawned: 
         "print('named', flush=True)\n"
         "sys.stdin.read()\n"
     )
-    proc = spawned.popen(
+    proc = spawned.popen_exec(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     assert proc.stdout is not None
@@ -209,7 +171,7 @@ def test_start_epoch_lies_between_boot_and_now() -> None:
 
 def test_client_argv_reads_a_command_line(spawned: Spawned) -> None:
     argv = ["sleep", "60"]
-    proc = spawned.popen(argv)
+    proc = spawned.popen_exec(argv)
     assert client_argv(proc.pid) == argv
     assert client_argv(2**40) == []
 
@@ -242,7 +204,7 @@ def test_find_members_leaves_out_zombies(spawned: Spawned) -> None:
         "print(pid, flush=True)\n"
         "sys.stdin.read()\n"
     )
-    leader = spawned.popen(
+    leader = spawned.popen_exec(
         [sys.executable, "-c", code],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -274,11 +236,11 @@ def test_find_members_follows_the_marker_out_of_the_group(spawned: Spawned) -> N
             daemon="",
         )
         env = {**os.environ, MARKER_ENV: format_marker(marker)}
-        return spawned.popen(["sleep", "60"], env=env, start_new_session=True)
+        return spawned.popen_exec(["sleep", "60"], env=env, start_new_session=True)
 
     moved = marked(_raw_ticks(leader.pid))
     other_incarnation = marked(str(int(_raw_ticks(leader.pid)) + 1))
-    unmarked = spawned.popen(["sleep", "60"], start_new_session=True)
+    unmarked = spawned.popen_exec(["sleep", "60"], start_new_session=True)
     pids = {m.pid for m in find_members(leader.pid, start)}
     assert pids == expected | {moved.pid}
     assert other_incarnation.pid not in pids
@@ -308,12 +270,12 @@ def test_marker_of_reads_a_child_environment(spawned: Spawned) -> None:
         daemon="",
     )
     padding = {f"PAD_{i}": "x" * 200 for i in range(50)}
-    marked = spawned.popen(
+    marked = spawned.popen_exec(
         ["sleep", "60"], env={**padding, MARKER_ENV: format_marker(marker), "AFTER": "1"}
     )
-    plain = spawned.popen(["sleep", "60"], env={"ONLY": "1"})
-    broken = spawned.popen(["sleep", "60"], env={MARKER_ENV: "v1;leader=oops"})
-    prefixed = spawned.popen(["sleep", "60"], env={"X" + MARKER_ENV: format_marker(marker)})
+    plain = spawned.popen_exec(["sleep", "60"], env={"ONLY": "1"})
+    broken = spawned.popen_exec(["sleep", "60"], env={MARKER_ENV: "v1;leader=oops"})
+    prefixed = spawned.popen_exec(["sleep", "60"], env={"X" + MARKER_ENV: format_marker(marker)})
     assert marker_of(marked.pid) == marker
     assert marker_of(plain.pid) is None
     assert marker_of(broken.pid) is None
@@ -341,7 +303,7 @@ _PONG = (
 def test_a_signal_to_the_wrong_incarnation_is_refused_and_nothing_is_sent(
     spawned: Spawned,
 ) -> None:
-    proc = spawned.popen(
+    proc = spawned.popen_exec(
         [sys.executable, "-c", _PONG], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     assert proc.stdin is not None
@@ -363,7 +325,7 @@ def test_a_signal_to_the_wrong_incarnation_is_refused_and_nothing_is_sent(
 
 
 def test_a_verified_sigkill_kills(spawned: Spawned) -> None:
-    proc = spawned.popen(["sleep", "60"])
+    proc = spawned.popen_exec(["sleep", "60"])
     start = process_start_time(proc.pid)
     assert start is not None
     assert signal_verified(Member(pid=proc.pid, start=start), signal.SIGKILL)
@@ -374,7 +336,7 @@ def test_a_verified_sigkill_kills(spawned: Spawned) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP, signal.SIGSTOP, 0])
 def test_only_sigterm_and_sigkill_may_be_sent(spawned: Spawned, signum: int) -> None:
-    proc = spawned.popen(["sleep", "60"])
+    proc = spawned.popen_exec(["sleep", "60"])
     start = process_start_time(proc.pid)
     assert start is not None
     with pytest.raises(ValueError, match="refusing"):
@@ -401,7 +363,7 @@ def _getfd_refusal() -> str | None:
 
 
 def test_duplicate_fd_gives_a_working_copy_of_a_child_stdin(spawned: Spawned) -> None:
-    proc = spawned.popen(
+    proc = spawned.popen_exec(
         [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
