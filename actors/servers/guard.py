@@ -13,11 +13,9 @@ finds running servers by the marker in their environment and adopts or stops the
 
 from __future__ import annotations
 
-import contextlib
 import os
-import select
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -27,26 +25,33 @@ from actors.mailbox import Inbox, Outbox, ask
 from actors.messages import (
     AppendAudit,
     HeartbeatInbox,
-    HeartbeatResult,
-    HeartbeatWrite,
     Register,
     RegisterResult,
     ReleaseRegistration,
-    TouchHeartbeats,
     WriteAck,
     WriterInbox,
 )
+from actors.servers.adoption import Found, inspect_found, unwatched
+from actors.servers.beats import BeatSchedule
 from actors.servers.identity import ServerFacts, derive_claims
 from actors.servers.messages import AdoptResult, AdoptServer, ServerGuardInbox
+from actors.servers.records import exit_audit
 from actors.servers.stopping import LocalTree, StopOutcome, TreeOps, stop_tree
+from actors.servers.watches import (
+    EXIT_CLIENT,
+    EXIT_LEADER_UNWATCHED,
+    EXIT_SERVER,
+    EXIT_STDIN,
+    Watched,
+    Watches,
+)
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
-from supervisor.policy.exec_marker import ExecMarker
 from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import ProbeBackend, close_pidfd, pidfd_open
-from supervisor.process_tree import duplicate_fd, owner_uid, scan_markers, stat_facts, ticks
+from supervisor.process_tree import duplicate_fd, owner_uid, scan_markers, stat_facts
 from supervisor.store.base import Store
 
 __all__ = [
@@ -60,14 +65,6 @@ __all__ = [
 
 _log = get_logger()
 
-#: Exit reason codes, recorded on the audit event written with each release.
-EXIT_SERVER = "server_exited"
-EXIT_CLIENT = "client_exited"
-EXIT_STDIN = "stdin_closed"
-#: The leader was already gone when the guard first saw the tree (nobody watched it go).
-EXIT_LEADER_UNWATCHED = "leader_gone_unwatched"
-
-_HANGUP = select.EPOLLHUP | select.EPOLLERR | select.EPOLLRDHUP
 _DEAD_STATES = ("Z", "X")
 
 
@@ -85,37 +82,6 @@ class ServerGuardSettings:
     #: to another daemon (another user's, a test's own) and are never adopted here; None
     #: adopts nothing found by scanning.
     daemon_key: str | None = None
-
-
-@dataclass(slots=True, kw_only=True)
-class _Server:
-    """One watched server: its row's fencing, its incarnation and its client's."""
-
-    worker_identity: str | None
-    pid: int
-    start: str
-    client: tuple[int, str]
-    name: str
-    #: The server's user: only that user's processes are ever counted in its tree.
-    uid: int | None = None
-    generation_id: str = ""
-    fencing_epoch: int = 0
-    ttl: float = 30.0
-    pidfd: int | None = None
-    stdin_fd: int | None = None
-    stopping: bool = False
-    #: When the next beat for this row is due (clock monotonic); 0 = at once.
-    due: float = 0.0
-
-    @property
-    def key(self) -> tuple[int, str]:
-        return (self.pid, self.start)
-
-
-@dataclass(slots=True)
-class _Client:
-    pidfd: int
-    servers: set[tuple[int, str]] = field(default_factory=set)
 
 
 class ServerGuard:
@@ -141,27 +107,29 @@ class ServerGuard:
         self._probes = probes
         self._settings = settings or ServerGuardSettings()
         self._tree = tree or LocalTree()
-        self._servers: dict[tuple[int, str], _Server] = {}
-        self._clients: dict[tuple[int, str], _Client] = {}
-        self._fds: dict[int, tuple[str, tuple[int, str]]] = {}
+        self._watches: Watches | None = None
         #: Pids whose registration is in flight: a rescan must not adopt them twice.
         self._pending: set[int] = set()
-        self._epoll: select.epoll | None = None
         self._tg: TaskGroup | None = None
-        self._wake: anyio.Event | None = None
+        self._beats = BeatSchedule(
+            clock=clock, writer=writer, servers=lambda: list(self._servers.values())
+        )
 
     @property
     def watched(self) -> int:
         return len(self._servers)
 
+    @property
+    def _servers(self) -> dict[tuple[int, str], Watched]:
+        return self._watches.servers if self._watches is not None else {}
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        self._epoll = select.epoll()
-        self._wake = anyio.Event()
+        self._watches = Watches()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 tg.start_soon(self._watch)
-                tg.start_soon(self._beat_loop)
+                tg.start_soon(self._beats.run)
                 tg.start_soon(self._rescan_loop)
                 task_status.started()
                 async for message in self._inbox:
@@ -169,7 +137,8 @@ class ServerGuard:
                 # Draining: running servers are left running; the next guard adopts them.
                 tg.cancel_scope.cancel()
         finally:
-            self._close_all()
+            self._watches.close()
+            self._watches = None
 
     # --- registration ------------------------------------------------------------------
 
@@ -210,7 +179,7 @@ class ServerGuard:
             ok=True, code="registered", worker_identity=registered.worker_identity
         ), None
 
-    async def _register(self, facts: ServerFacts) -> _Server | AdoptResult:
+    async def _register(self, facts: ServerFacts) -> Watched | AdoptResult:
         claims = derive_claims(facts, self._probes)
         if claims is None:
             return _refused("host_unknown", "this host's id or boot id cannot be established")
@@ -229,38 +198,14 @@ class ServerGuard:
             return _refused(result.code, result.detail)
         return _server_from_row(result.registration, facts)
 
-    def _watch_server(self, server: _Server, stdin_fd: int | None) -> None:
+    def _watch_server(self, server: Watched, stdin_fd: int | None) -> None:
         """Start watching; ownership of ``stdin_fd`` passes to the guard."""
-        assert self._epoll is not None
-        self._servers[server.key] = server
-        server.pidfd = pidfd_open(server.pid, expected_start_time=server.start)
-        if server.pidfd is None:
-            # Gone already (or a different process holds the pid): the exit was missed by
-            # microseconds, which is still an exit of the watched incarnation.
-            if stdin_fd is not None:
-                os.close(stdin_fd)
-            self._begin_stop(server, EXIT_SERVER)
+        assert self._watches is not None
+        gone = self._watches.add(server, stdin_fd)
+        if gone is not None:
+            self._begin_stop(server, gone)
             return
-        self._add_fd(server.pidfd, "server", server.key)
-        if stdin_fd is not None:
-            try:
-                self._epoll.register(stdin_fd, _HANGUP)
-            except OSError:
-                os.close(stdin_fd)  # /dev/null or a file: nothing that can hang up
-            else:
-                server.stdin_fd = stdin_fd
-                self._fds[stdin_fd] = ("stdin", server.key)
-        watch = self._clients.get(server.client)
-        if watch is None:
-            pidfd = pidfd_open(server.client[0], expected_start_time=server.client[1])
-            if pidfd is None:
-                self._begin_stop(server, EXIT_CLIENT)
-                return
-            watch = self._clients[server.client] = _Client(pidfd=pidfd)
-            self._add_fd(pidfd, "client", server.client)
-        watch.servers.add(server.key)
-        if self._wake is not None:
-            self._wake.set()
+        self._beats.wake()
         _log.info(
             "server_watched",
             worker_identity=server.worker_identity,
@@ -272,56 +217,18 @@ class ServerGuard:
 
     # --- events --------------------------------------------------------------------------
 
-    def _add_fd(self, fd: int, kind: str, key: tuple[int, str]) -> None:
-        assert self._epoll is not None
-        self._epoll.register(fd, select.EPOLLIN)
-        self._fds[fd] = (kind, key)
-
-    def _drop_fd(self, fd: int | None) -> None:
-        if fd is None or self._fds.pop(fd, None) is None:
-            return
-        if self._epoll is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self._epoll.unregister(fd)
-        close_pidfd(fd)
-
     async def _watch(self) -> None:
-        assert self._epoll is not None
+        assert self._watches is not None
+        assert self._tg is not None
         while True:
-            events = self._epoll.poll(0)
-            if not events:
-                await anyio.wait_readable(self._epoll.fileno())
-                continue
-            for fd, _mask in events:
-                entry = self._fds.get(fd)
-                if entry is not None:
-                    self._on_event(fd, *entry)
+            for event in await self._watches.events():
+                if event.kind == "stdin":
+                    self._tg.start_soon(self._stdin_closed, event.server)
+                else:
+                    reason = EXIT_SERVER if event.kind == "server" else EXIT_CLIENT
+                    self._begin_stop(event.server, reason)
 
-    def _on_event(self, fd: int, kind: str, key: tuple[int, str]) -> None:
-        self._drop_fd(fd)
-        if kind == "client":
-            watch = self._clients.pop(key, None)
-            for server_key in sorted(watch.servers if watch else ()):
-                server = self._servers.get(server_key)
-                if server is not None:
-                    self._begin_stop(server, EXIT_CLIENT)
-            return
-        server = self._servers.get(key)
-        if server is None:
-            return
-        if kind == "server":
-            server.pidfd = None
-            # The server is gone: a reader kept here must not keep its client's writes from
-            # failing (EPIPE) while the rest of the tree is stopped.
-            self._drop_fd(server.stdin_fd)
-            server.stdin_fd = None
-            self._begin_stop(server, EXIT_SERVER)
-        else:
-            server.stdin_fd = None
-            assert self._tg is not None
-            self._tg.start_soon(self._stdin_closed, server)
-
-    async def _stdin_closed(self, server: _Server) -> None:
+    async def _stdin_closed(self, server: Watched) -> None:
         """An MCP server exits on stdin EOF; one still running after the grace is stopped."""
         _log.info("server_stdin_closed", worker_identity=server.worker_identity, pid=server.pid)
         deadline = self._clock.monotonic() + self._settings.grace_seconds
@@ -331,7 +238,7 @@ class ServerGuard:
         if not server.stopping and server.key in self._servers:
             self._begin_stop(server, EXIT_STDIN)
 
-    def _begin_stop(self, server: _Server, reason: str) -> None:
+    def _begin_stop(self, server: Watched, reason: str) -> None:
         if server.stopping:
             return
         if not self._settings.reap and reason != EXIT_SERVER:
@@ -348,7 +255,7 @@ class ServerGuard:
         assert self._tg is not None
         self._tg.start_soon(self._stop, server, reason)
 
-    async def _stop(self, server: _Server, reason: str) -> None:
+    async def _stop(self, server: Watched, reason: str) -> None:
         outcome = await self._stop_or_wait(server)
         self._forget(server)
         if not outcome.gone:
@@ -362,7 +269,7 @@ class ServerGuard:
             return
         await self._release(server, reason, outcome)
 
-    async def _stop_or_wait(self, server: _Server) -> StopOutcome:
+    async def _stop_or_wait(self, server: Watched) -> StopOutcome:
         settings = self._settings
         if settings.reap:
             return await stop_tree(
@@ -380,24 +287,9 @@ class ServerGuard:
             await self._clock.sleep(settings.rescan_seconds)
         return StopOutcome(gone=True)
 
-    async def _release(self, server: _Server, reason: str, outcome: StopOutcome) -> None:
+    async def _release(self, server: Watched, reason: str, outcome: StopOutcome) -> None:
         stamp = format_stamp(self._clock.now())
-        audit = {
-            "at": stamp,
-            "actor": "server_guard",
-            "role": None,
-            "action": "server_exit",
-            "outcome": reason,
-            "detail": {
-                "worker_identity": server.worker_identity,
-                "pid": server.pid,
-                "process_start_time": server.start,
-                "client_pid": server.client[0],
-                "client_process_start_time": server.client[1],
-                "name": server.name,
-                "signals": {str(pid): sent for pid, sent in sorted(outcome.signals.items())},
-            },
-        }
+        audit = exit_audit(server, reason, outcome, stamp=stamp)
         _log.info(
             "server_exit",
             worker_identity=server.worker_identity,
@@ -440,87 +332,9 @@ class ServerGuard:
         except SupervisorError as exc:
             _log.warning("audit_write_failed", action="server_exit", detail=exc.detail)
 
-    def _forget(self, server: _Server) -> None:
-        self._servers.pop(server.key, None)
-        self._drop_fd(server.pidfd)
-        self._drop_fd(server.stdin_fd)
-        server.pidfd = server.stdin_fd = None
-        watch = self._clients.get(server.client)
-        if watch is not None:
-            watch.servers.discard(server.key)
-            if not watch.servers:
-                self._clients.pop(server.client, None)
-                self._drop_fd(watch.pidfd)
-
-    # --- heartbeats on the server's behalf -------------------------------------------------
-
-    async def _beat_loop(self) -> None:
-        while True:
-            now = self._clock.monotonic()
-            due = [s for s in self._servers.values() if s.worker_identity and s.due <= now]
-            if due:
-                await self._beat(due)
-            upcoming = [s.due for s in self._servers.values() if s.worker_identity]
-            # A newly watched server wakes the loop (it is due at once): an adopted row may
-            # be stale already, and a short TTL must not wait out the previous interval.
-            await self._nap(max(min(upcoming, default=now + 60.0) - self._clock.monotonic(), 0.0))
-
-    async def _nap(self, seconds: float) -> None:
-        """Sleep ``seconds`` on the clock, or until a server is watched."""
-        wake = self._wake = self._wake or anyio.Event()
-
-        async def sleep(scope: anyio.CancelScope) -> None:
-            await self._clock.sleep(seconds)
-            scope.cancel()
-
-        async def wait(scope: anyio.CancelScope) -> None:
-            await wake.wait()
-            scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sleep, tg.cancel_scope)
-            tg.start_soon(wait, tg.cancel_scope)
-        if wake.is_set():
-            self._wake = anyio.Event()
-
-    async def _beat(self, due: list[_Server]) -> None:
-        stamp = format_stamp(self._clock.now())
-        now = self._clock.monotonic()
-        for server in due:
-            server.due = now + server.ttl / 3
-        # Only while the pidfd says the process runs: a beat is the supervisor vouching.
-        watched = [s for s in due if s.pidfd is not None and not s.stopping]
-        if not watched:
-            return
-        beats = tuple(
-            HeartbeatWrite(
-                worker_identity=s.worker_identity or "",
-                pid=s.pid,
-                generation_id=s.generation_id,
-                fencing_epoch=s.fencing_epoch,
-                stamp=stamp,
-            )
-            for s in watched
-        )
-        try:
-            results: tuple[HeartbeatResult, ...] = await ask(
-                self._writer,
-                lambda reply: TouchHeartbeats(beats=beats, reply=reply),
-                actor="registry_writer",
-            )
-        except SupervisorError as exc:
-            _log.warning("server_beats_failed", code=exc.code, detail=exc.detail)
-            return
-        for server, result in zip(watched, results, strict=True):
-            if not result.ok and result.code != "store_error":
-                # Retired or released by someone else: not ours to keep up any more.
-                _log.warning(
-                    "server_row_gone",
-                    worker_identity=server.worker_identity,
-                    code=result.code,
-                    pid=server.pid,
-                )
-                server.worker_identity = None
+    def _forget(self, server: Watched) -> None:
+        if self._watches is not None:
+            self._watches.forget(server)
 
     # --- adoption of servers found running ----------------------------------------------------
 
@@ -533,22 +347,17 @@ class ServerGuard:
             await self._clock.sleep(self._settings.rescan_seconds)
 
     async def _rescan(self) -> None:
-        boot = self._probes.boot_id()
-        groups: dict[tuple[int, str], ExecMarker] = {}
-        if self._settings.daemon_key is None:
-            return
-        for marker in scan_markers().values():
-            key = (marker.leader_pid, ticks(marker.leader_start))
-            ours = marker.daemon == self._settings.daemon_key and marker.boot_id == boot
-            if ours and key not in self._servers:
-                groups.setdefault(key, marker)
-        rows: list[Mapping[str, Any]] | None = None
-        for key, marker in sorted(groups.items()):
-            if marker.leader_pid in self._pending or key in self._servers:
-                continue
-            if rows is None:
-                rows = await self._active_rows()
-            await self._adopt_found(key, marker, rows)
+        found = unwatched(
+            scan_markers().values(),
+            daemon_key=self._settings.daemon_key,
+            boot=self._probes.boot_id(),
+            watched=self._servers,
+            pending=self._pending,
+        )
+        rows = await self._active_rows() if found else []
+        for key, marker in found:
+            if marker.leader_pid not in self._pending and key not in self._servers:
+                await self._adopt(inspect_found(key, marker, rows))
 
     async def _active_rows(self) -> list[Mapping[str, Any]]:
         host, boot = self._probes.host_id(), self._probes.boot_id()
@@ -558,56 +367,34 @@ class ServerGuard:
             if row.get("host_id") == host and row.get("boot_id") == boot
         ]
 
-    async def _adopt_found(
-        self, key: tuple[int, str], marker: ExecMarker, rows: list[Mapping[str, Any]]
-    ) -> None:
-        leader = stat_facts(marker.leader_pid)
-        leader_alive = (
-            leader is not None and leader.start == key[1] and leader.state not in _DEAD_STATES
-        )
-        client_key = (marker.client_pid, ticks(marker.client_start))
-        client = stat_facts(marker.client_pid)
-        client_alive = client is not None and (
-            client.start == client_key[1] and client.state not in _DEAD_STATES
-        )
-        row = next(
-            (r for r in rows if r.get("pid") == key[0] and r.get("process_start_time") == key[1]),
-            None,
-        )
-        facts = ServerFacts(
-            pid=key[0],
-            start=key[1],
-            client_pid=client_key[0],
-            client_start=client_key[1],
-            client_label=marker.client,
-            name=marker.name,
-            namespace=marker.namespace,
-        )
-        if leader_alive and client_alive and row is None:
-            registered = await self._register(facts)
+    async def _adopt(self, found: Found) -> None:
+        """Watch a running tree, or stop one whose client (or leader) is gone."""
+        facts = found.facts
+        if found.leader_alive and found.client_alive and found.row is None:
+            registered = await self._register(facts)  # started while the daemon was down
             if isinstance(registered, AdoptResult):
-                _log.warning("server_adopt_refused", pid=key[0], code=registered.code)
+                _log.warning("server_adopt_refused", pid=facts.pid, code=registered.code)
                 return
             server = registered
-        elif row is not None:
-            server = _server_from_row(row, facts)
+        elif found.row is not None:
+            server = _server_from_row(found.row, facts)
         else:
-            server = _Server(
+            server = Watched(
                 worker_identity=None,
-                pid=key[0],
-                start=key[1],
-                client=client_key,
-                name=marker.name,
-                uid=owner_uid(key[0]),
+                pid=facts.pid,
+                start=facts.start,
+                client=(facts.client_pid, facts.client_start),
+                name=facts.name,
+                uid=owner_uid(facts.pid),
             )
         _log.info(
             "server_found",
-            pid=key[0],
+            pid=facts.pid,
             worker_identity=server.worker_identity,
-            leader_alive=leader_alive,
-            client_alive=client_alive,
+            leader_alive=found.leader_alive,
+            client_alive=found.client_alive,
         )
-        if not leader_alive:
+        if not found.leader_alive:
             # Its exit was not watched: only the processes it left are stopped here; a row
             # still goes through the evidence-checked plan and apply.
             server.worker_identity = None
@@ -615,29 +402,20 @@ class ServerGuard:
             self._begin_stop(server, EXIT_LEADER_UNWATCHED)
             return
         stdin_fd = None
-        if client_alive:
-            probe_fd = pidfd_open(key[0], expected_start_time=key[1])
+        if found.client_alive:
+            probe_fd = pidfd_open(facts.pid, expected_start_time=facts.start)
             if probe_fd is not None:
                 stdin_fd = duplicate_fd(probe_fd, 0)
                 close_pidfd(probe_fd)
         self._watch_server(server, stdin_fd)
-
-    def _close_all(self) -> None:
-        for fd in list(self._fds):
-            self._drop_fd(fd)
-        self._servers.clear()
-        self._clients.clear()
-        if self._epoll is not None:
-            self._epoll.close()
-            self._epoll = None
 
 
 def _refused(code: str, detail: str) -> AdoptResult:
     return AdoptResult(ok=False, code=code, detail=detail)
 
 
-def _server_from_row(row: Mapping[str, Any], facts: ServerFacts) -> _Server:
-    return _Server(
+def _server_from_row(row: Mapping[str, Any], facts: ServerFacts) -> Watched:
+    return Watched(
         uid=owner_uid(facts.pid),
         worker_identity=str(row["worker_identity"]),
         pid=facts.pid,
