@@ -39,6 +39,7 @@ from supervisor.policy.exec_marker import (  # noqa: E402 (the path is set up ju
 __all__ = [
     "EXEC_SOCKET_SUFFIX",
     "ExecOptions",
+    "HelpRequested",
     "UsageError",
     "exec_socket_path",
     "main",
@@ -64,6 +65,10 @@ _USAGE = (
 
 class UsageError(ValueError):
     """The wrapper's own arguments are wrong; nothing was started."""
+
+
+class HelpRequested(UsageError):
+    """``-h``/``--help`` among the wrapper's own flags (before the command)."""
 
 
 class ExecOptions:
@@ -130,6 +135,8 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> ExecOptions:
             values["exec"] = ""
         elif arg == "--no-parent-death-signal":
             death_signal = False
+        elif arg in ("-h", "--help"):
+            raise HelpRequested(arg)
         else:
             flag, eq, inline = arg.partition("=")
             if flag not in _VALUE_FLAGS:
@@ -328,6 +335,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse_args(sys.argv[1:] if argv is None else argv, env)
         socket_path = resolve_socket_path(options, env)
+    except HelpRequested:
+        try:
+            os.write(1, _USAGE.encode())
+        except OSError:
+            pass
+        return 0
     except UsageError as exc:
         _write_usage(f"exec: {exc}\n")
         return 2

@@ -11,6 +11,7 @@ from supervisor.config import default_socket_path, load_settings
 from supervisor.sidecar.exec_in_place import (
     EXEC_SOCKET_SUFFIX,
     ExecOptions,
+    HelpRequested,
     UsageError,
     exec_socket_path,
     parse_args,
@@ -314,3 +315,13 @@ def test_a_broken_default_config_is_a_usage_error_too(xdg: dict[str, str]) -> No
     default.write_bytes(b"[socket\n")
     with pytest.raises(UsageError, match="cannot read config"):
         _resolved([], xdg)
+
+
+def test_help_among_the_wrapper_flags_only() -> None:
+    with pytest.raises(HelpRequested):
+        parse_args(["--help"], {})
+    with pytest.raises(HelpRequested):
+        parse_args(["exec", "--client", "x", "-h", "--", "srv"], {})
+    # After the command (or after --) it is the server's own flag.
+    assert parse_args(["srv", "--help"], {}).command == ("srv", "--help")
+    assert parse_args(["--", "srv", "-h"], {}).command == ("srv", "-h")
