@@ -16,7 +16,9 @@ __all__ = [
     "Member",
     "StatFacts",
     "boot_time_epoch",
+    "cgroup_of",
     "client_argv",
+    "dedicated_cgroup",
     "duplicate_fd",
     "find_members",
     "marker_of",
@@ -122,6 +124,33 @@ def scan_markers() -> dict[int, ExecMarker]:
     return found
 
 
+def cgroup_of(pid: int) -> str | None:
+    """The process's cgroup v2 path (``0::<path>`` in ``/proc/<pid>/cgroup``), or None."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("0::"):
+                    return line[3:].rstrip("\n") or None
+    except OSError:
+        return None
+    return None
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def dedicated_cgroup(server_pid: int, client_pid: int) -> str | None:
+    """The server's cgroup v2 when it was given one of its own (``systemd-run --scope``, a
+    delegated subtree): not the root, not its client's, and not one its client is in.
+    Its processes are then part of the tree even after a setsid and a scrubbed environment.
+    """
+    mine, theirs = cgroup_of(server_pid), cgroup_of(client_pid)
+    if mine is None or theirs is None or mine == "/" or _within(theirs, mine):
+        return None
+    return mine
+
+
 def owner_uid(pid: int) -> int | None:
     """The uid that owns ``pid`` (its ``/proc`` directory), or None when it is gone."""
     try:
@@ -135,15 +164,18 @@ def find_members(
     leader_start: str,
     *,
     uid: int | None = None,
+    cgroup: str | None = None,
     markers: Mapping[int, ExecMarker] | None = None,
 ) -> list[Member]:
     """Live processes of the tree a wrapped server leads, the leader included while it lives.
 
     A member is in the leader's process group (its pgid can only name this tree while any
     process of the group exists, and it started no earlier than the leader), or carries
-    the leader's exec marker (a child that moved to a group or session of its own). With
-    ``uid``, only processes of that user count: a root daemon never stops another
-    user's process on a wrapped server's behalf.
+    the leader's exec marker (a child that moved to a group or session of its own), or
+    lives in the server's ``cgroup`` (``dedicated_cgroup``) or below it. With ``uid``, only
+    processes of that user count: a root daemon never stops another user's process on a
+    wrapped server's behalf. Each member is still signalled on its own, through a verified
+    pidfd (never ``cgroup.kill``, which would signal processes nobody checked).
     """
     leader_ticks = int(leader_start.removeprefix("ticks-"))
     members: list[Member] = []
@@ -162,6 +194,9 @@ def find_members(
                 and marker.leader_pid == leader_pid
                 and ticks(marker.leader_start) == leader_start
             )
+        if not ours and cgroup is not None:
+            found = cgroup_of(pid)
+            ours = found is not None and _within(found, cgroup)
         if ours and (uid is None or owner_uid(pid) == uid):
             members.append(Member(pid=pid, start=facts.start))
     return members

@@ -51,7 +51,13 @@ from supervisor.logs import get_logger
 from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import ProbeBackend, close_pidfd, pidfd_open
-from supervisor.process_tree import duplicate_fd, owner_uid, scan_markers, stat_facts
+from supervisor.process_tree import (
+    dedicated_cgroup,
+    duplicate_fd,
+    owner_uid,
+    scan_markers,
+    stat_facts,
+)
 from supervisor.store.base import Store
 
 __all__ = [
@@ -201,6 +207,7 @@ class ServerGuard:
     def _watch_server(self, server: Watched, stdin_fd: int | None) -> None:
         """Start watching; ownership of ``stdin_fd`` passes to the guard."""
         assert self._watches is not None
+        server.cgroup = dedicated_cgroup(server.pid, server.client[0])
         gone = self._watches.add(server, stdin_fd)
         if gone is not None:
             self._begin_stop(server, gone)
@@ -276,6 +283,7 @@ class ServerGuard:
                 server.pid,
                 server.start,
                 uid=server.uid,
+                cgroup=server.cgroup,
                 ops=self._tree,
                 clock=self._clock,
                 grace=settings.grace_seconds,
@@ -283,7 +291,7 @@ class ServerGuard:
                 poll=settings.poll_seconds,
             )
         # Reaping off, leader gone: the row stays active while any process of its tree runs.
-        while self._tree.members(server.pid, server.start, uid=server.uid):
+        while self._tree.members(server.pid, server.start, uid=server.uid, cgroup=server.cgroup):
             await self._clock.sleep(settings.rescan_seconds)
         return StopOutcome(gone=True)
 

@@ -17,7 +17,12 @@ class TreeOps(Protocol):
     """The two things a stop does to the OS; tests swap in a scripted tree."""
 
     def members(
-        self, leader_pid: int, leader_start: str, *, uid: int | None = None
+        self,
+        leader_pid: int,
+        leader_start: str,
+        *,
+        uid: int | None = None,
+        cgroup: str | None = None,
     ) -> Sequence[Member]: ...
 
     def signal(self, member: Member, signum: int) -> bool: ...
@@ -27,9 +32,14 @@ class LocalTree:
     """This host's processes, read from ``/proc`` and signalled through pidfds."""
 
     def members(
-        self, leader_pid: int, leader_start: str, *, uid: int | None = None
+        self,
+        leader_pid: int,
+        leader_start: str,
+        *,
+        uid: int | None = None,
+        cgroup: str | None = None,
     ) -> Sequence[Member]:
-        return find_members(leader_pid, leader_start, uid=uid)
+        return find_members(leader_pid, leader_start, uid=uid, cgroup=cgroup)
 
     def signal(self, member: Member, signum: int) -> bool:
         return signal_verified(member, signum)
@@ -53,14 +63,15 @@ async def _wait_gone(
     leader_start: str,
     *,
     uid: int | None,
+    cgroup: str | None,
     clock: Clock,
     until: float,
     poll: float,
 ) -> Sequence[Member]:
-    members = ops.members(leader_pid, leader_start, uid=uid)
+    members = ops.members(leader_pid, leader_start, uid=uid, cgroup=cgroup)
     while members and clock.monotonic() < until:
         await clock.sleep(min(poll, max(until - clock.monotonic(), 0.0)))
-        members = ops.members(leader_pid, leader_start, uid=uid)
+        members = ops.members(leader_pid, leader_start, uid=uid, cgroup=cgroup)
     return members
 
 
@@ -74,6 +85,7 @@ async def stop_tree(
     kill_wait: float,
     poll: float,
     uid: int | None = None,
+    cgroup: str | None = None,
 ) -> StopOutcome:
     """Stop every live process of the tree the server at ``leader_pid`` leads.
 
@@ -82,7 +94,7 @@ async def stop_tree(
     member's start time at that moment: a pid reused in between is never signalled.
     """
     outcome = StopOutcome()
-    members = ops.members(leader_pid, leader_start, uid=uid)
+    members = ops.members(leader_pid, leader_start, uid=uid, cgroup=cgroup)
     outcome.pids = sorted(m.pid for m in members)
     for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, kill_wait)):
         if not members:
@@ -95,6 +107,7 @@ async def stop_tree(
             leader_pid,
             leader_start,
             uid=uid,
+            cgroup=cgroup,
             clock=clock,
             until=clock.monotonic() + wait,
             poll=poll,

@@ -46,6 +46,8 @@ class Watched:
     name: str
     #: The server's user: only that user's processes are ever counted in its tree.
     uid: int | None = None
+    #: The cgroup v2 the server was given of its own, if any: its processes are the tree's.
+    cgroup: str | None = None
     generation_id: str = ""
     fencing_epoch: int = 0
     ttl: float = 30.0

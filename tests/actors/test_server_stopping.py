@@ -52,7 +52,12 @@ class ScriptedTree:
         return proc.exits_at is None or self.clock.monotonic() < proc.exits_at
 
     def members(
-        self, leader_pid: int, leader_start: str, *, uid: int | None = None
+        self,
+        leader_pid: int,
+        leader_start: str,
+        *,
+        uid: int | None = None,
+        cgroup: str | None = None,
     ) -> Sequence[Member]:
         assert (leader_pid, leader_start) == (LEADER, LEADER_START)
         self.member_reads += 1
@@ -201,7 +206,12 @@ async def test_a_member_whose_incarnation_changed_is_not_recorded_as_signalled()
 
     class ReplacedAfterListing:
         def members(
-            self, leader_pid: int, leader_start: str, *, uid: int | None = None
+            self,
+            leader_pid: int,
+            leader_start: str,
+            *,
+            uid: int | None = None,
+            cgroup: str | None = None,
         ) -> Sequence[Member]:
             found = tree.members(leader_pid, leader_start)
             replaced.replaced = True

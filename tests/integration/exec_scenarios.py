@@ -81,6 +81,21 @@ tmp = sys.argv[1] + ".tmp"
 open(tmp, "w").write(str(os.getpid())); os.rename(tmp, sys.argv[1])
 sys.stdin.buffer.read()
 """,
+    # A child that leaves everything a tree is found by: a session of its own (so not the
+    # leader's process group) and an empty environment (so no marker). Only a cgroup of
+    # the server's own still holds it. Both ignore SIGTERM.
+    "escapes": """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = os.fork()
+if child == 0:
+    os.setsid()
+    os.execve(sys.executable, [sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"], {})
+tmp = sys.argv[1] + ".tmp"
+open(tmp, "w").write(f"{os.getpid()} {child}"); os.rename(tmp, sys.argv[1])
+time.sleep(600)
+""",
 }
 
 
@@ -226,6 +241,7 @@ def launched(
     daemon: Daemon | None = None,
     socket: Path | None = None,
     wrap: bool = True,
+    prefix: Sequence[str] = (),
 ) -> Iterator[Launch]:
     """A client process running a ``kind`` server (wrapped, or bare), under a subreaper
     shim; on the way out every process carrying the launch's marker is killed by pid,
@@ -233,7 +249,7 @@ def launched(
     marker = uuid.uuid4().hex
     pidfile = tmp_path / f"server-{marker}.pid"
     server: Sequence[str] = (sys.executable, "-c", SERVERS[kind], str(pidfile))
-    command = wrapped(daemon, *server, socket=socket) if wrap else list(server)
+    command = [*prefix, *(wrapped(daemon, *server, socket=socket) if wrap else server)]
     shim = subprocess.Popen(
         [sys.executable, "-c", SUBREAPER, sys.executable, "-c", CLIENT, *command],
         stdin=subprocess.PIPE,
@@ -249,7 +265,7 @@ def launched(
         launch = Launch(
             shim=shim,
             client_pid=client_pid,
-            server=int(pidfile.read_text()),
+            server=int(pidfile.read_text().split()[0]),
             marker=marker,
             pidfile=pidfile,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.policy.identity import assess_instance_identity
+from supervisor.process_tree import cgroup_of
 from tests.integration.daemon import Daemon, running_daemon
 from tests.integration.exec_scenarios import (
     audit_outcomes,
@@ -302,3 +304,49 @@ def test_bad_exec_requests_are_refused_and_leak_nothing(daemon: Daemon) -> None:
     ready(daemon)  # still answering
     # Every descriptor handed over with a refused request was closed again.
     until(lambda: _open_fds(daemon.process.pid) <= before, "the daemon to close the fds")
+
+
+def _cgroup2_mount() -> Path | None:
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        for line in handle:
+            if " - cgroup2 " in line:
+                return Path(line.split()[4])
+    return None
+
+
+@pytest.fixture
+def own_cgroup() -> Iterator[Path]:
+    """A fresh cgroup v2 beside this test's, as ``systemd-run --scope`` would give a server."""
+    mount = _cgroup2_mount()
+    here = cgroup_of(os.getpid())
+    if mount is None or here is None or not os.access(mount / here.lstrip("/"), os.W_OK):
+        if os.environ.get("CI"):
+            pytest.fail("CI needs a writable cgroup v2 hierarchy for this test")
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    path = mount / here.lstrip("/") / f"fleet-test-{os.getpid()}-{time.monotonic_ns()}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        for pid in (path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        until(lambda: (path / "cgroup.procs").read_text() == "", "the cgroup to empty")
+        path.rmdir()
+
+
+def test_a_server_in_a_cgroup_of_its_own_is_stopped_with_every_process_in_it(
+    daemon: Daemon, tmp_path: Path, own_cgroup: Path
+) -> None:
+    # The command the client runs joins the cgroup and execs the wrapper (same pid): the
+    # server is registered from inside it, its client from outside.
+    join = ["sh", "-c", f'echo $$ > {own_cgroup}/cgroup.procs && exec "$@"', "sh"]
+    with launched(tmp_path, "escapes", daemon=daemon, prefix=join) as launch:
+        until(lambda: _status(daemon, launch.server) == "active", "the registration")
+        escaped = int(launch.pidfile.read_text().split()[1])
+        assert _alive(escaped)
+        assert escaped not in launch.tree()  # neither in the group nor carrying the marker
+        assert str(escaped) in (own_cgroup / "cgroup.procs").read_text().split()
+        launch.kill_client()
+        _released_only_when_gone(daemon, [launch.server, escaped], launch.server)
+        assert not _alive(escaped)

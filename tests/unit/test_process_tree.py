@@ -401,3 +401,25 @@ def test_duplicate_fd_of_something_that_is_no_pidfd_is_none(tmp_path: Any) -> No
     with open(tmp_path / "plain", "wb") as handle:
         assert duplicate_fd(handle.fileno(), 0) is None
     assert duplicate_fd(-1, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("server", "client", "dedicated"),
+    [
+        ("/user.slice/app.scope", "/user.slice/term.scope", "/user.slice/app.scope"),
+        ("/a/b", "/a", "/a/b"),  # a child cgroup of the client's own
+        ("/a", "/a", None),  # the client's cgroup is shared, never the server's
+        ("/a", "/a/b", None),  # the client lives inside it
+        ("/", "/x", None),  # the root is everyone's
+        (None, "/x", None),
+        ("/x", None, None),
+    ],
+)
+def test_a_cgroup_is_the_servers_own_only_when_nothing_else_shares_it(
+    monkeypatch: pytest.MonkeyPatch, server: str | None, client: str | None, dedicated: str | None
+) -> None:
+    from supervisor import process_tree
+
+    paths = {1: server, 2: client}
+    monkeypatch.setattr(process_tree, "cgroup_of", paths.get)
+    assert process_tree.dedicated_cgroup(1, 2) == dedicated
