@@ -177,8 +177,9 @@ def build_launch_config(
 ) -> dict[str, Any]:
     """Mint (or reuse a trusted) instance id and give all five namespaces the same one.
 
-    ``exec_wrapper`` is the argv prefix that runs a command under the
-    supervisor's ``exec`` sidecar; with it, unmodified servers join the fleet.
+    ``exec_wrapper`` is the argv prefix of the ``exec`` wrapper (which registers a server
+    and then becomes it); with it, unmodified servers join the fleet, and each entry
+    carries no instance or session id: the daemon derives them at run time.
     """
     if instance_id is None:
         minted = mint_instance_id(

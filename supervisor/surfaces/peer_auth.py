@@ -33,10 +33,10 @@ class Conversation:
 
 
 def authorize_pid(probes: ProbeBackend, pid: int, peer: Conversation, op: str) -> None:
-    """A worker may act only for itself, or for its child (the exec sidecar's case).
+    """A worker may act only for itself, or for its child (a launcher registering it).
 
     A child's proof is remembered with the child's start time: once it has exited and
-    been reaped its parent can no longer be read, yet the sidecar that registered it
+    been reaped its parent can no longer be read, yet the launcher that registered it
     must still be able to release it on this connection. The start time is what keeps
     that memory from outliving the child: should the pid be taken by another process,
     the pid alone would vouch for a stranger.
