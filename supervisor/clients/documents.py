@@ -96,7 +96,7 @@ def _json_entries(text: str, key: str, claude: bool) -> list[EntryView]:
     return found
 
 
-_HEADER = re.compile(r"^[ \t]*\[(?!\[)([^\n]*?)\][ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+_HEADER = re.compile(r"^[ \t]*\[(?!\[)([^\n]*?)\][ \t]*(?:#[^\n]*)?\r?$", re.MULTILINE)
 _KEY = r"^([ \t]*)(?:{0}|\"{0}\"|'{0}')[ \t]*=[ \t]*"
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "EntrySpans",
     "Wrapper",
     "apply_edits",
+    "dash_index",
     "is_wrapped",
     "render_string",
     "safe_name",
@@ -117,11 +118,31 @@ def is_wrapped(command: object, args: object) -> bool:
     return bool(names) and names[0] == "fleet-supervisor" and "exec" in names[1:]
 
 
+#: The wrapper's flags that take a value (exec_in_place.parse_args): a value may be "--".
+_VALUE_FLAGS = frozenset(
+    ("--socket", "--config", "--client", "--name", "--namespace", "--ttl", "--timeout")
+)
+
+
+def dash_index(args: Sequence[object]) -> int | None:
+    """Where the wrapper's own ``--`` is: after the script, skipping its flags' values."""
+    start = next(
+        (i + 1 for i, a in enumerate(args) if os.path.basename(str(a)) == WRAPPER_SCRIPT), 0
+    )
+    index = start
+    while index < len(args):
+        if args[index] == "--":
+            return index
+        index += 2 if args[index] in _VALUE_FLAGS else 1
+    return None
+
+
 def unwrapped_command(args: Sequence[object]) -> list[str] | None:
     """The server's own argv after the wrapper's ``--``; None when there is none."""
-    if "--" not in args:
+    dash = dash_index(args)
+    if dash is None:
         return None
-    rest = list(args[args.index("--") + 1 :])
+    rest = list(args[dash + 1 :])
     if not rest or not all(isinstance(a, str) for a in rest):
         return None
     return [str(a) for a in rest]
@@ -175,9 +196,9 @@ def unwrap_edits(text: str, spans: EntrySpans) -> list[Edit] | None:
     if args is None:
         return None
     values = [item.value for item in args.items]
-    if "--" not in values:
+    dash = dash_index(values)
+    if dash is None:
         return None
-    dash = values.index("--")
     if dash + 1 >= len(values) or not isinstance(values[dash + 1], str):
         return None
     first = dash + 2  # the server's first own argument

@@ -15,6 +15,7 @@ from supervisor.clients.entries import (
     Edit,
     Wrapper,
     apply_edits,
+    dash_index,
     is_wrapped,
     safe_name,
     transport_of,
@@ -108,7 +109,7 @@ def _expected_wrap(view: EntryView, wrapper: Wrapper, family: str) -> tuple[str,
 def _expected_unwrap(view: EntryView) -> tuple[str, list[str] | None]:
     args = list(view.fields.get("args") or [])
     inner = unwrapped_command(args) or []
-    dash = args.index("--")
+    dash = dash_index(args) or 0
     script = [i for i, a in enumerate(args[:dash]) if str(a).endswith(WRAPPER_SCRIPT)]
     added = bool(script) and script[0] + 1 < dash and args[script[0] + 1] == ABSENT_MARK
     return inner[0], (None if added and len(inner) == 1 else inner[1:])
