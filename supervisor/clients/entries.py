@@ -213,8 +213,12 @@ def unwrap_edits(text: str, spans: EntrySpans) -> list[Edit] | None:
         edits.append(Edit(spans.args_from, args.end, ""))
     elif first < len(values):
         edits.append(Edit(args.items[0].start, args.items[first].start, ""))
-    else:
+    elif args.items[0].start == args.start + 1:
         edits.append(Edit(args.items[0].start, original.end, ""))
+    else:
+        # Wrap writes right after the "[" of an empty array; space there means another
+        # program re-serialized the file (Claude Code does, multi-line): give it "[]".
+        edits.append(Edit(args.start + 1, args.end - 1, ""))
     return edits
 
 
