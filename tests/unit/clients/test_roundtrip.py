@@ -9,9 +9,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.clients.entries import Wrapper, dash_index
+from supervisor.clients.entries import Wrapper, dash_index, safe_name
 from supervisor.clients.locations import ConfigFile
 from supervisor.clients.rewrite import Selection, rewrite_text
+from supervisor.sidecar.exec_in_place import parse_args
 from tests.unit.clients.documents import codex_toml, json_config
 
 WRAPPER = Wrapper(
@@ -134,3 +135,20 @@ def test_http_entries_are_listed_and_left_alone() -> None:
     new, results = rewrite_text(_file("gemini"), text, "wrap", Selection(), WRAPPER)
     assert new == text
     assert [(r.transport, r.wrappable, r.action) for r in results] == [("http", False, "skipped")]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=8), st.lists(st.text(min_size=1, max_size=5), max_size=3), st.booleans())
+def test_the_wrapper_reads_back_the_original_command(
+    name: str, argv: list[str], with_args: bool
+) -> None:
+    entry: dict[str, object] = {"command": "srv"}
+    if with_args or argv:
+        entry["args"] = argv
+    text = json.dumps({"mcpServers": {name: entry}})
+    wrapped, _ = rewrite_text(_file("cursor"), text, "wrap", Selection(), CONFIGURED)
+    new = json.loads(wrapped)["mcpServers"][name]
+    options = parse_args(new["args"][3:], {})
+    assert options.command == ("srv", *argv)
+    assert (options.client, options.config) == ("cursor", CONFIGURED.config)
+    assert options.name == safe_name(name)
