@@ -9,7 +9,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +32,13 @@ _OK, _REFUSED, _USAGE = 0, 1, 2
 _BACKUP_NAME = re.compile(re.escape(BACKUP_INFIX) + r"\d{8}T\d{12}Z(?:-\d+)?\.bak$")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class FileReport:
     """One config file: what was read, the entries, and the new bytes when they differ."""
 
     file: ConfigFile
     error: str = ""
-    entries: list[EntryResult] = field(default_factory=list)
+    entries: tuple[EntryResult, ...] = ()
     snapshot: Snapshot | None = None
     new: bytes | None = None
     backup: str = ""
@@ -83,49 +83,47 @@ def plan_files(
     files: Sequence[ConfigFile], mode: str, selection: Selection, wrapper: Wrapper | None
 ) -> list[FileReport]:
     """Read every file and work out its new bytes (``mode``: list, wrap or unwrap)."""
-    reports = []
-    for file in files:
-        report = FileReport(file)
-        reports.append(report)
-        snapshot, text, error = _read(file)
-        report.snapshot = snapshot
-        if error:
-            report.error = error
-            continue
-        try:
-            if mode == "list":
-                report.entries = entry_results(file, text)
-                continue
-            new, report.entries = rewrite_text(file, text, mode, selection, wrapper)
-        except DocumentError as exc:
-            report.error = f"malformed: {exc}"
-            continue
-        if new != text:
-            report.new = new.encode("utf-8")
-    return reports
+    return [_plan_file(file, mode, selection, wrapper) for file in files]
+
+
+def _plan_file(
+    file: ConfigFile, mode: str, selection: Selection, wrapper: Wrapper | None
+) -> FileReport:
+    snapshot, text, error = _read(file)
+    if error:
+        return FileReport(file, error, snapshot=snapshot)
+    try:
+        if mode == "list":
+            return FileReport(file, "", tuple(entry_results(file, text)), snapshot)
+        new, entries = rewrite_text(file, text, mode, selection, wrapper)
+    except DocumentError as exc:
+        return FileReport(file, f"malformed: {exc}", snapshot=snapshot)
+    changed = new.encode("utf-8") if new != text else None
+    return FileReport(file, "", tuple(entries), snapshot, changed)
 
 
 def write_plans(
     reports: Sequence[FileReport], *, before_rename: Callable[[Path], None] | None = None
-) -> list[str]:
-    """Write every changed file; the refusals (a file changed since it was read)."""
-    refused = []
+) -> tuple[list[FileReport], list[str]]:
+    """Write every changed file: the reports as written, and the refusals."""
+    done: list[FileReport] = []
+    refused: list[str] = []
     for report in reports:
         if report.new is None or report.snapshot is None:
+            done.append(report)
             continue
         try:
             saved = replace_file(report.snapshot, report.new, before_rename=before_rename)
         except ChangedSinceRead as exc:
-            report.error = str(exc)
             refused.append(str(exc))
+            done.append(replace(report, error=str(exc)))
             continue
         except OSError as exc:
-            report.error = f"cannot write: {exc}"
             refused.append(f"{report.file.path}: cannot write: {exc}")
+            done.append(replace(report, error=f"cannot write: {exc}"))
             continue
-        report.written = True
-        report.backup = str(saved) if saved else ""
-    return refused
+        done.append(replace(report, written=True, backup=str(saved) if saved else ""))
+    return done, refused
 
 
 def _human(reports: Sequence[FileReport], mode: str) -> str:
@@ -175,9 +173,8 @@ def _restore(args: argparse.Namespace) -> int:
         sys.stderr.write(f"clients unwrap: cannot read {exc.filename}: {exc.strerror}\n")
         return _USAGE
     if args.dry_run:
-        report = FileReport(ConfigFile("backup", "user", target, "json"), snapshot=snapshot)
-        report.new = data
-        sys.stdout.write(_diff(report))
+        file = ConfigFile("backup", "user", target, "json")
+        sys.stdout.write(_diff(FileReport(file, snapshot=snapshot, new=data)))
         return _OK
     try:
         saved = replace_file(snapshot, data)
@@ -212,8 +209,8 @@ def run_clients_command(args: argparse.Namespace, config: Path | None, socket_pa
         if malformed and mode != "list":
             sys.stderr.write(f"clients {mode}: nothing was written\n")
         return _USAGE if malformed else _OK
-    refused = write_plans(reports)
-    _emit(reports, args.json, mode)
+    written, refused = write_plans(reports)
+    _emit(written, args.json, mode)
     for line in refused:
         sys.stderr.write(f"clients {mode}: {line}\n")
     return _REFUSED if refused else _OK

@@ -27,6 +27,7 @@ class ScanError(ValueError):
         self.offset = offset
 
 
+# Not frozen: the parser fills a container's members and end as it reads them.
 @dataclass(slots=True)
 class Node:
     """A value with its text span ``[start, end)``; objects keep member spans in order."""

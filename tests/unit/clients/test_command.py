@@ -180,7 +180,7 @@ def test_a_file_changed_between_read_and_rename_is_refused(tmp_path: Path) -> No
     def someone_else_writes(path: Path) -> None:
         path.write_bytes(concurrent)
 
-    refused = write_plans(reports, before_rename=someone_else_writes)
+    _, refused = write_plans(reports, before_rename=someone_else_writes)
     assert len(refused) == 1
     assert "changed since it was read" in refused[0]
     assert target.read_bytes() == concurrent
