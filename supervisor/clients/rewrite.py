@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -87,6 +88,22 @@ def entry_results(file: ConfigFile, text: str) -> list[EntryResult]:
     ]
 
 
+def _relative_note(argv: Sequence[str]) -> str:
+    """A warning for relative paths, which are kept as written (see README)."""
+    relative = [
+        word
+        for word in argv
+        if not os.path.isabs(word)
+        and (os.sep in word or word in (".", ".."))
+        and not word.startswith("-")
+        and "://" not in word
+    ]
+    if not relative:
+        return ""
+    shown = ", ".join(relative[:3])
+    return f"relative path(s) kept as written ({shown}): they resolve in the client's directory"
+
+
 def _selected(result: EntryResult, selection: Selection) -> bool:
     if selection.server is not None and result.name != selection.server:
         return False
@@ -157,7 +174,7 @@ def rewrite_text(
             assert wrapper is not None
             edits += wrap_edits(text, spans, wrapper, client=family, name=view.name)
             expected[(view.scope, view.name)] = _expected_wrap(view, wrapper, family)
-            action = "wrapped"
+            action, note = "wrapped", _relative_note(listed.command)
         elif mode == "unwrap" and listed.wrapped:
             undo = unwrap_edits(text, spans)
             if undo is None:

@@ -152,3 +152,10 @@ def test_the_wrapper_reads_back_the_original_command(
     assert options.command == ("srv", *argv)
     assert (options.client, options.config) == ("cursor", CONFIGURED.config)
     assert options.name == safe_name(name)
+
+
+def test_relative_paths_are_kept_and_named_in_a_warning() -> None:
+    text = '{"mcpServers": {"s": {"command": "./bin/srv", "args": ["--root=data", "x/y.py"]}}}'
+    new, (result,) = rewrite_text(_file("cursor"), text, "wrap", Selection(), WRAPPER)
+    assert json.loads(new)["mcpServers"]["s"]["args"][-3:] == ["./bin/srv", "--root=data", "x/y.py"]
+    assert "./bin/srv, x/y.py" in result.note
