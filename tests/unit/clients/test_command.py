@@ -319,3 +319,18 @@ def test_namespace_probe_reads_the_clients_own_files(
     (home / ".gemini" / "settings.json").write_text("{")
     assert main([*argv, *_where(home, project)]) == EXIT_USAGE
     assert "settings.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [CODEX + "[mcp_servers.docs]\n", "[mcp_servers.x\ncommand = 1\n", 'mcp_servers = "no"\n'],
+)
+def test_a_malformed_codex_file_stops_every_write(
+    tmp_path: Path, broken: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, project = _home(tmp_path)
+    (home / ".codex" / "config.toml").write_text(broken)
+    before = _tree(home)
+    assert main(["clients", "wrap", *_where(home, project)]) == EXIT_USAGE
+    assert "config.toml" in capsys.readouterr().err
+    assert _tree(home) == before
