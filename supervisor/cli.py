@@ -16,12 +16,14 @@ import anyio
 
 from supervisor.cli_format import format_apply, format_plan, format_snapshot, format_status
 from supervisor.cli_work import add_work_parser, format_work, succeeded, work_request
+from supervisor.clients.arguments import add_clients_parser
 from supervisor.config import Settings, default_config_path, load_settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.launcher import (
     absolute_path,
     absolute_path_args,
     build_launch_config,
+    build_server_entry,
     exec_command,
     resolve_server_command,
 )
@@ -101,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     launch.add_argument("--fleet-run-id")
     launch.add_argument("--profile-prefix", default="prgs-")
     launch.add_argument("--exec", dest="wrap", action="store_true", help="wrap each in `exec`")
+    launch.add_argument("--server", help="print one generic entry {SERVER: ...} instead")
     launch.add_argument("server_command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     token = commands.add_parser("token", help="profile tokens")
@@ -157,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
         commands, parser_class=_Parser, token_help=f"profile token (default: ${TOKEN_ENV})"
     )
     add_probe_parser(commands)
+    add_clients_parser(commands)
     return parser
 
 
@@ -342,6 +346,16 @@ def _launch_config(args: argparse.Namespace, settings: Settings) -> int:
         carried = ["--config", absolute_path(str(args.config.expanduser()))] if args.config else []
         socket_path = os.path.abspath(settings.socket.path)
         wrapper = [*exec_command(), *carried, "--socket", socket_path]
+    if args.server is not None:
+        entry = build_server_entry(
+            args.server,
+            client_type=args.client,
+            command=server,
+            args=absolute_path_args(command[1:]),
+            exec_wrapper=wrapper,
+        )
+        sys.stdout.write(json.dumps(entry, indent=2) + "\n")
+        return EXIT_OK
     try:
         config = build_launch_config(
             client_type=args.client,
@@ -494,6 +508,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_probe_command(args)
     if args.command == "token":
         return _token_create(args, settings)
+    if args.command == "clients":
+        from supervisor.clients.command import run_clients_command
+
+        return run_clients_command(args, args.config, settings.socket.path)
     if args.command == "migrate":
         return _migrate(args)
     if args.command == "hosts":

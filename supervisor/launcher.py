@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.errors import ConfigError
+from supervisor.policy.exec_marker import safe_label
 from supervisor.policy.identity import (
     ENV_INSTANCE,
     ENV_PROVENANCE,
@@ -29,6 +30,7 @@ __all__ = [
     "absolute_path",
     "absolute_path_args",
     "build_launch_config",
+    "build_server_entry",
     "exec_command",
     "resolve_server_command",
     "self_command",
@@ -234,3 +236,24 @@ def build_launch_config(
         "session_id": session,
         "namespaces": list(NAMESPACES),
     }
+
+
+def build_server_entry(
+    name: str,
+    *,
+    client_type: str,
+    command: str,
+    args: Sequence[str] = (),
+    exec_wrapper: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """``{name: {command, args}}``: one generic server entry, run under ``exec`` if given.
+
+    Unlike :func:`build_launch_config` nothing is minted: a wrapped entry's identity is
+    derived at run time from the client that starts it, and a bare one has none.
+    """
+    if not exec_wrapper:
+        return {name: {"command": command, "args": list(args)}}
+    label = safe_label(name) or "server"
+    labels = ["--client", normalize_client_name(client_type), "--name", label]
+    wrapped = [*exec_wrapper[1:], *labels, "--", command, *args]
+    return {name: {"command": exec_wrapper[0], "args": wrapped}}

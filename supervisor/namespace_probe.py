@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from supervisor.clients.locations import CLIENTS
 from supervisor.policy.namespace_health import (
     DEFAULT_NAMESPACES,
     PROBE_SOURCE_OFFLINE,
@@ -22,14 +23,21 @@ from supervisor.policy.namespace_health import (
 if TYPE_CHECKING:
     from mcp import StdioServerParameters
 
-__all__ = ["add_probe_parser", "default_mcp_config_path", "probe_namespace", "run_probe_command"]
+__all__ = [
+    "add_probe_parser",
+    "default_mcp_config_path",
+    "discovered_servers",
+    "probe_namespace",
+    "run_probe_command",
+]
 
 CONFIG_ENV = "MCP_CONFIG_PATH"
 
 
-def default_mcp_config_path() -> Path:
+def default_mcp_config_path() -> Path | None:
+    """``$MCP_CONFIG_PATH`` when set; else None: the clients' own files are read."""
     configured = os.environ.get(CONFIG_ENV)
-    return Path(configured) if configured else Path.home() / ".gemini/config/mcp_config.json"
+    return Path(configured) if configured else None
 
 
 def add_probe_parser(commands: Any) -> None:
@@ -42,8 +50,12 @@ def add_probe_parser(commands: Any) -> None:
         "--config",
         dest="mcp_config",
         type=Path,
-        help=f"MCP config JSON (default: ${CONFIG_ENV} or ~/.gemini/config/mcp_config.json)",
+        help=f"one MCP config JSON with mcpServers (default: ${CONFIG_ENV}, else every "
+        "client's own configuration, as `clients list` finds it)",
     )
+    probe.add_argument("--client", choices=CLIENTS, help="only this client's configuration")
+    probe.add_argument("--home", type=Path, help="the user's home for --client (default: ~)")
+    probe.add_argument("--project", type=Path, help="the project (default: the cwd)")
     probe.add_argument(
         "--namespace",
         action="append",
@@ -154,20 +166,66 @@ async def _probe_all(
     ]
 
 
-def run_probe_command(args: argparse.Namespace) -> int:
-    """Exit 0 only if every namespace was configured and answered its required tool."""
-    path: Path = args.mcp_config or default_mcp_config_path()
+def discovered_servers(
+    client: str | None, home: Path, project: Path
+) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """Every server entry of the clients' own files: entries, the file of each, problems.
+
+    Files are read in ``clients list`` order; a name found twice keeps its first entry.
+    """
+    from supervisor.clients.documents import DocumentError, read_entries
+    from supervisor.clients.locations import config_files
+
+    servers: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    problems = []
+    for file in config_files(home, project):
+        if client is not None and file.client != client:
+            continue
+        try:
+            text = file.path.read_text(encoding="utf-8")
+            views = read_entries(text, file.fmt, file.key, claude=file.claude)
+        except (OSError, UnicodeDecodeError, DocumentError) as exc:
+            problems.append(f"{file.path}: {exc}")
+            continue
+        for view in views:
+            if view.name not in servers:
+                servers[view.name] = dict(view.fields)
+                sources[view.name] = str(file.path)
+    return servers, sources, problems
+
+
+def _one_file(path: Path) -> dict[str, Any] | str:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        sys.stderr.write(f"namespace-probe: cannot read {path}: {exc}\n")
-        return 2
+        return f"cannot read {path}: {exc}"
     servers = config.get("mcpServers") if isinstance(config, dict) else None
     if not isinstance(servers, dict):
-        sys.stderr.write(f"namespace-probe: {path} has no mcpServers object\n")
-        return 2
+        return f"{path} has no mcpServers object"
+    return servers
+
+
+def run_probe_command(args: argparse.Namespace) -> int:
+    """Exit 0 only if every namespace was configured and answered its required tool."""
+    path = args.mcp_config or (None if args.client else default_mcp_config_path())
+    if path is not None:
+        loaded = _one_file(path)
+        if isinstance(loaded, str):
+            sys.stderr.write(f"namespace-probe: {loaded}\n")
+            return 2
+        servers, where = loaded, str(path)
+    else:
+        home = (args.home or Path.home()).expanduser().absolute()
+        project = (args.project or Path.cwd()).expanduser().absolute()
+        servers, sources, problems = discovered_servers(args.client, home, project)
+        for problem in problems:
+            sys.stderr.write(f"namespace-probe: {problem}\n")
+        if problems:
+            return 2
+        where = ", ".join(sorted(set(sources.values()))) or "no client configuration found"
     names = args.namespaces or list(DEFAULT_NAMESPACES)
-    results = anyio.run(_probe_all, servers, names, str(path), args.timeout)
+    results = anyio.run(_probe_all, servers, names, where, args.timeout)
     if args.json:
         sys.stdout.write(json.dumps(results, indent=2, default=str) + "\n")
     else:

@@ -1,0 +1,1 @@
+"""Tests of the ``clients`` command: MCP client config discovery, wrap and unwrap."""

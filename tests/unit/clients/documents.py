@@ -1,0 +1,208 @@
+"""Hypothesis strategies for MCP client config files, written in many styles."""
+
+# Each strategy draws the file's TEXT, not only its data: indentation (2, 4, tabs,
+# compact), CRLF, one-line and multi-line arrays, JSONC comments and trailing commas,
+# strings with optional escapes (``\u00e9`` for ``é``, ``\/``), TOML comments, literal
+# and basic strings. Round trips are judged on these bytes.
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from hypothesis import strategies as st
+
+__all__ = ["codex_toml", "json_config", "server_maps"]
+
+# codec="utf-8": no lone surrogates, which no config file can hold.
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=6)
+_WORD = st.text(st.characters(codec="utf-8", exclude_categories=["Cc"]), min_size=1, max_size=6)
+_SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+
+
+def _u_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+@st.composite
+def _json_string(draw: st.DrawFn, value: str) -> str:
+    out = ['"']
+    for char in value:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif ord(char) < 0x20:
+            choices = [_u_escape(char)] + ([_SHORT[char]] if char in _SHORT else [])
+            out.append(draw(st.sampled_from(choices)))
+        elif char == "/":
+            out.append(draw(st.sampled_from(["/", "\\/"])))
+        else:
+            out.append(_u_escape(char) if draw(st.booleans()) else char)
+    return "".join(out) + '"'
+
+
+@st.composite
+def _json_value(draw: st.DrawFn, value: Any, style: dict[str, Any], level: int) -> str:
+    if isinstance(value, str):
+        return draw(_json_string(value))
+    if not isinstance(value, dict | list):
+        return json.dumps(value)
+    pairs = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
+    open_, close = ("{", "}") if isinstance(value, dict) else ("[", "]")
+    if not pairs:
+        return open_ + draw(st.sampled_from(["", " "])) + close
+    parts = []
+    for key, item in pairs:
+        head = f"{draw(_json_string(key))}{style['colon']}" if key is not None else ""
+        parts.append(head + draw(_json_value(item, style, level + 1)))
+    indent: str | None = style["indent"]
+    if indent is None or draw(st.booleans()):
+        comma: str = style["comma"]
+        return open_ + comma.join(parts) + (comma.strip() if style["trailing"] else "") + close
+    nl: str = style["newline"]
+    lines = []
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        comma = "," if not last or style["trailing"] else ""
+        comment = " // note ü" if style["comments"] and draw(st.booleans()) else ""
+        lines.append(indent * (level + 1) + part + comma + comment)
+    return open_ + nl + nl.join(lines) + nl + indent * level + close
+
+
+@st.composite
+def _entry(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["stdio", "stdio", "stdio", "http", "odd"]))
+    fields: dict[str, Any] = {}
+    if kind == "http":
+        key = draw(st.sampled_from(["url", "httpUrl", "serverUrl"]))
+        fields[key] = "https://example.test/" + draw(_TEXT)
+        if draw(st.booleans()):
+            fields["type"] = draw(st.sampled_from(["http", "sse"]))
+    else:
+        fields["command"] = draw(_TEXT)
+        if draw(st.integers(0, 3)):
+            fields["args"] = draw(st.lists(_TEXT, max_size=4))
+        if kind == "odd":
+            fields["args"] = [1, "x"]  # not a list of strings: listed, never edited
+        if draw(st.booleans()):
+            fields["type"] = "stdio"
+    if draw(st.booleans()):
+        fields["env"] = draw(st.dictionaries(_WORD, _TEXT, max_size=2))
+    if draw(st.booleans()):
+        fields["cwd"] = draw(_TEXT)
+    if draw(st.booleans()):
+        fields["unknownKey"] = draw(st.one_of(st.integers(), st.booleans(), st.none(), _TEXT))
+    order = draw(st.permutations(list(fields)))
+    return {key: fields[key] for key in order}
+
+
+server_maps = st.dictionaries(_TEXT, _entry(), max_size=4)
+
+
+@st.composite
+def json_config(draw: st.DrawFn, key: str = "mcpServers", *, claude: bool = False) -> str:
+    """A client's JSON config text with a server map under ``key`` (and Claude's projects)."""
+    document: dict[str, Any] = {key: draw(server_maps)}
+    if claude and draw(st.booleans()):
+        projects = draw(st.dictionaries(_TEXT, server_maps, max_size=2))
+        document["projects"] = {
+            p: {"mcpServers": m, "allowedTools": []} for p, m in projects.items()
+        }
+    if draw(st.booleans()):
+        document["otherSetting"] = draw(st.one_of(_TEXT, st.integers()))
+    order = draw(st.permutations(list(document)))
+    document = {k: document[k] for k in order}
+    jsonc = draw(st.booleans())
+    style: dict[str, Any] = {
+        "indent": draw(st.sampled_from([None, "  ", "    ", "\t"])),
+        "newline": draw(st.sampled_from(["\n", "\r\n"])),
+        "colon": draw(st.sampled_from([": ", ":", " : "])),
+        "comma": draw(st.sampled_from([", ", ","])),
+        "comments": jsonc,
+        "trailing": jsonc and draw(st.booleans()),
+    }
+    text = draw(_json_value(document, style, 0))
+    lead = "// settings\n" if jsonc and draw(st.booleans()) else ""
+    newline: str = style["newline"]
+    return lead + text + draw(st.sampled_from(["", "\n", newline]))
+
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+@st.composite
+def _toml_string(draw: st.DrawFn, value: str) -> str:
+    literal_ok = "'" not in value and not any(
+        (ord(c) < 0x20 and c != "\t") or c == "\x7f" for c in value
+    )
+    if literal_ok and draw(st.booleans()):
+        return f"'{value}'"
+    out = ['"']
+    for char in value:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif (ord(char) < 0x20 and char != "\t") or char == "\x7f":
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            escape = f"\\U{ord(char):08x}" if ord(char) > 0xFFFF else f"\\u{ord(char):04x}"
+            out.append(escape if draw(st.booleans()) else char)
+    return "".join(out) + '"'
+
+
+def _toml_key(value: str) -> str:
+    if _BARE.fullmatch(value):
+        return value
+    quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+    return (
+        '"'
+        + re.sub(r"[\x00-\x08\x0a-\x1f\x7f]", lambda m: f"\\u{ord(m.group()):04x}", quoted)
+        + '"'
+    )
+
+
+@st.composite
+def codex_toml(draw: st.DrawFn) -> str:
+    """``~/.codex/config.toml`` text: comments, tables, arrays in several layouts."""
+    nl = draw(st.sampled_from(["\n", "\r\n"]))
+    lines = []
+    if draw(st.booleans()):
+        lines.append("# Codex settings — ü")
+    if draw(st.booleans()):
+        lines.append(f"model = {draw(_toml_string('o3'))}")
+    for name, fields in draw(server_maps).items():
+        key = _toml_key(name)
+        lines.append(f"[mcp_servers.{key}]" + (" # server" if draw(st.booleans()) else ""))
+        env = fields.pop("env", None)
+        if isinstance(fields.get("args"), list) and not all(
+            isinstance(a, str) for a in fields["args"]
+        ):
+            fields["args"] = ["x"]
+        for field, value in fields.items():
+            if value is None:
+                continue
+            comment = " # why" if draw(st.booleans()) else ""
+            if isinstance(value, list):
+                items = [draw(_toml_string(v)) for v in value]
+                if len(items) > 0 and draw(st.booleans()):
+                    size = len(items)
+                    notes = draw(
+                        st.lists(st.sampled_from(["", " # arg"]), min_size=size, max_size=size)
+                    )
+                    body = "".join(f"{nl}  {i},{n}" for i, n in zip(items, notes, strict=True))
+                    lines.append(f"{field} = [{body}{nl}]{comment}")
+                else:
+                    lines.append(f"{field} = [{', '.join(items)}]{comment}")
+            elif isinstance(value, str):
+                lines.append(f"{field} = {draw(_toml_string(value))}{comment}")
+            else:
+                lines.append(f"{field} = {json.dumps(value)}{comment}")
+        if env is not None:
+            lines.append(f"[mcp_servers.{key}.env]")
+            lines += [f"{_toml_key(k)} = {draw(_toml_string(v))}" for k, v in env.items()]
+        if draw(st.booleans()):
+            lines.append("")
+    return nl.join(lines) + draw(st.sampled_from(["", nl]))
