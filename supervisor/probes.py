@@ -34,6 +34,8 @@ __all__ = [
     "probe_process",
     "process_cwd",
     "process_start_time",
+    "start_token",
+    "stat_fields",
 ]
 
 # A plain bool rather than inline sys.platform checks: tests flip it to exercise the portable
@@ -159,6 +161,20 @@ def _exited(fields: list[str] | None) -> bool:
     # its thread group is a process that has exited.
     threads = fields[_THREADS_INDEX]
     return threads.isdigit() and int(threads) <= 1
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat`` split after comm (state first, starttime at index 19), or None
+    when it cannot be read or parsed."""
+    try:
+        return _fields_after_comm(_read_stat(pid))
+    except (OSError, ValueError):
+        return None
+
+
+def start_token(fields: list[str] | None) -> str | None:
+    """The incarnation token (``ticks-<n>``) in fields from ``stat_fields``."""
+    return _start_ticks(fields)
 
 
 def _ppid_from_stat(text: str) -> int | None:

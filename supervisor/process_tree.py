@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from supervisor.policy.exec_marker import MARKER_ENV, ExecMarker, parse_marker
-from supervisor.probes import close_pidfd, pidfd_open
+from supervisor.probes import close_pidfd, pidfd_open, start_token, stat_fields
 
 __all__ = [
     "Member",
@@ -47,6 +47,11 @@ class StatFacts:
     pgid: int
     start: str  # "ticks-<n>", the incarnation token probes.py uses
 
+    @property
+    def running(self) -> bool:
+        """Not a zombie (Z) or dead (X): a process in those states never runs again."""
+        return self.state not in ("Z", "X")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Member:
@@ -63,24 +68,13 @@ def ticks(raw: str) -> str:
 
 def stat_facts(pid: int) -> StatFacts | None:
     """State, parent, group and start of ``pid``, or None when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read().decode("latin-1")
-    except OSError:
-        return None
-    _head, sep, tail = text.rpartition(")")
-    fields = tail.split()
+    fields = stat_fields(pid)
+    start = start_token(fields)
     # After comm: state(0) ppid(1) pgrp(2) ... starttime(19).
-    if not sep or len(fields) < 20 or not all(f.lstrip("-").isdigit() for f in fields[1:3]):
-        return None
-    if not fields[19].isdigit():
+    if fields is None or start is None or not all(f.isdigit() for f in fields[1:3]):
         return None
     return StatFacts(
-        pid=pid,
-        state=fields[0],
-        ppid=int(fields[1]),
-        pgid=int(fields[2]),
-        start=ticks(fields[19]),
+        pid=pid, state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]), start=start
     )
 
 
@@ -119,7 +113,7 @@ def scan_markers() -> dict[int, ExecMarker]:
         if marker is None:
             continue
         facts = stat_facts(pid)
-        if facts is not None and facts.state not in ("Z", "X"):
+        if facts is not None and facts.running:
             found[pid] = marker
     return found
 
@@ -181,7 +175,7 @@ def find_members(
     members: list[Member] = []
     for pid in _pids() if markers is None else sorted(set(_pids()) | set(markers)):
         facts = stat_facts(pid)
-        if facts is None or facts.state in ("Z", "X"):
+        if facts is None or not facts.running:
             continue
         started = int(facts.start.removeprefix("ticks-"))
         if started < leader_ticks:

@@ -12,8 +12,6 @@ from supervisor.process_tree import stat_facts, ticks
 
 __all__ = ["Found", "inspect_found", "unwatched"]
 
-_DEAD_STATES = ("Z", "X")
-
 Key = tuple[int, str]
 
 
@@ -57,7 +55,7 @@ def unwatched(
 
 def _alive_as(pid: int, start: str) -> bool:
     facts = stat_facts(pid)
-    return facts is not None and facts.start == start and facts.state not in _DEAD_STATES
+    return facts is not None and facts.start == start and facts.running
 
 
 def inspect_found(key: Key, marker: ExecMarker, rows: Collection[Mapping[str, Any]]) -> Found:

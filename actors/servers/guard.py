@@ -71,8 +71,6 @@ __all__ = [
 
 _log = get_logger()
 
-_DEAD_STATES = ("Z", "X")
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerGuardSettings:
@@ -122,10 +120,6 @@ class ServerGuard:
         )
 
     @property
-    def watched(self) -> int:
-        return len(self._servers)
-
-    @property
     def _servers(self) -> dict[tuple[int, str], Watched]:
         return self._watches.servers if self._watches is not None else {}
 
@@ -162,10 +156,10 @@ class ServerGuard:
         self, message: AdoptServer, stdin_fd: int | None
     ) -> tuple[AdoptResult, int | None]:
         facts = stat_facts(message.pid)
-        if facts is None or facts.state in _DEAD_STATES:
+        if facts is None or not facts.running:
             return _refused("process_unverifiable", f"pid {message.pid} cannot be read"), stdin_fd
         client = stat_facts(facts.ppid) if facts.ppid >= 1 else None
-        if client is None or client.state in _DEAD_STATES:
+        if client is None or not client.running:
             return _refused("client_gone", f"pid {message.pid} has no launching client"), stdin_fd
         server = ServerFacts(
             pid=message.pid,

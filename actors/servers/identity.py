@@ -57,8 +57,9 @@ def derive_claims(facts: ServerFacts, probes: ProbeBackend) -> dict[str, Any] | 
     started = start_epoch(facts.client_start, boot)
     if started is None:
         return None
+    family = _family(facts.client_label, facts.client_pid)
     instance = launch_instance_id(
-        _family(facts.client_label, facts.client_pid),
+        family,
         machine=host,
         boot_id=boot,
         client_pid=facts.client_pid,
@@ -67,7 +68,7 @@ def derive_claims(facts: ServerFacts, probes: ProbeBackend) -> dict[str, Any] | 
     )
     namespace = facts.namespace if facts.namespace in NAMESPACES else None
     claims: dict[str, Any] = {
-        "client_name": _family(facts.client_label, facts.client_pid),
+        "client_name": family,
         "client_instance_id": instance,
         "session_id": server_session_id(
             instance, name=facts.name, server_pid=facts.pid, server_start=facts.start
