@@ -11,18 +11,20 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from supervisor.errors import Unavailable
 from tests.integration.daemon import Daemon
+from tests.realclients import harness
 
 __all__ = [
     "CLIENT",
     "SERVERS",
     "Launch",
+    "alive",
     "audit_outcomes",
     "launched",
     "leftovers",
@@ -132,24 +134,17 @@ def _state(pid: int) -> str | None:
 
 def leftovers(marker: str) -> list[int]:
     """Live (non-zombie) processes whose environment carries ``marker``."""
-    needle = f"FLEET_TEST_MARKER={marker}".encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and _state(int(name)) not in (None, "Z", "X"):
-            found.append(int(name))
-    return sorted(found)
+    return [proc.pid for proc in harness.leftovers(marker)]
 
 
 def kill_all(marker: str) -> None:
-    for pid in leftovers(marker):
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    """SIGKILL (through a pidfd, the marker checked again) every process carrying it."""
+    harness.kill_all(marker)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has exited)."""
+    return _state(pid) not in (None, "Z", "X")
 
 
 def rows_of(daemon: Daemon, pid: int) -> list[Mapping[str, Any]]:
@@ -211,7 +206,7 @@ class Launch:
         self.shim.stdin.flush()
 
     def client_running(self) -> bool:
-        return _state(self.client_pid) not in (None, "Z", "X")
+        return alive(self.client_pid)
 
     def client_exits(self) -> None:
         self.tell("exit")

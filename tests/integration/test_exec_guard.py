@@ -20,6 +20,7 @@ from supervisor.policy.identity import assess_instance_identity
 from supervisor.process_tree import cgroup_of
 from tests.integration.daemon import Daemon, running_daemon
 from tests.integration.exec_scenarios import (
+    alive,
     audit_outcomes,
     launched,
     ready,
@@ -58,25 +59,17 @@ def _released_only_when_gone(daemon: Daemon, tree: list[int], pid: int) -> None:
     """Until the row is released, watch that it never is while a process of the tree runs."""
 
     def running() -> list[int]:
-        return [p for p in tree if _alive(p)]
+        return [p for p in tree if alive(p)]
 
     deadline = time.monotonic() + 30
     while True:
         status = _status(daemon, pid)  # read first: a process seen after it ran then too
-        alive = running()
+        still = running()
         if status == "released":
-            assert alive == [], f"row released while {alive} still run"
+            assert still == [], f"row released while {still} still run"
             return
-        assert time.monotonic() < deadline, f"row still {status}; running: {alive}"
+        assert time.monotonic() < deadline, f"row still {status}; running: {still}"
         time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def test_the_row_is_registered_with_an_identity_derived_from_the_client(
@@ -344,9 +337,9 @@ def test_a_server_in_a_cgroup_of_its_own_is_stopped_with_every_process_in_it(
     with launched(tmp_path, "escapes", daemon=daemon, prefix=join) as launch:
         until(lambda: _status(daemon, launch.server) == "active", "the registration")
         escaped = int(launch.pidfile.read_text().split()[1])
-        assert _alive(escaped)
+        assert alive(escaped)
         assert escaped not in launch.tree()  # neither in the group nor carrying the marker
         assert str(escaped) in (own_cgroup / "cgroup.procs").read_text().split()
         launch.kill_client()
         _released_only_when_gone(daemon, [launch.server, escaped], launch.server)
-        assert not _alive(escaped)
+        assert not alive(escaped)
