@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from supervisor.config import SocketConfig
+from supervisor.handle_hosts import HostLeaseCalls
 from supervisor.probes import peer_credentials
 from supervisor.profiles import ProfileBook, create_token
 from supervisor.surfaces.socket_server import CredentialsReader, serve_socket
@@ -108,8 +109,10 @@ async def serve(
     profiles: ProfileBook,
     *,
     credentials: CredentialsReader = peer_credentials,
+    hosts: HostLeaseCalls | None = None,
 ) -> AsyncIterator[Path]:
-    """Run ``serve_socket`` for the supervisor in ``h`` until the block ends."""
+    """Run ``serve_socket`` for the supervisor in ``h`` until the block ends (with
+    ``hosts``, the host lease ops are served too, as the daemon does)."""
     async with anyio.create_task_group() as tg:
         path: Path = await tg.start(
             partial(
@@ -119,6 +122,7 @@ async def serve(
                 profiles=profiles,
                 probes=h.probes,
                 credentials=credentials,
+                hosts=hosts,
             )
         )
         try:
