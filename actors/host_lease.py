@@ -22,13 +22,14 @@ from actors.messages_hosts import (
 from actors.retirement import ProfileLookup
 from supervisor.clock import Clock
 from supervisor.logs import get_logger
+from supervisor.operations.registry import decide
 from supervisor.policy.canonical import canon
 from supervisor.policy.host_leases import (
     HostRetirementPlan,
     lease_owner_keys,
     plan_host_retirement,
 )
-from supervisor.policy.permissions import Profile, decide
+from supervisor.policy.permissions import Profile
 from supervisor.policy.render import decision_dict
 from supervisor.store.base import Store
 

@@ -54,12 +54,13 @@ from supervisor.errors import SupervisorError
 from supervisor.gc_pause import gc_paused
 from supervisor.logs import get_logger
 from supervisor.metrics import Metrics
+from supervisor.operations.registry import decide
 from supervisor.policy.eligibility import FencingContext, PlanMemo, plan_retirement
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.orphans import OrphanFinding, client_pids, find_orphans
-from supervisor.policy.permissions import Profile, decide
+from supervisor.policy.permissions import Profile
 from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.render import (
     decision_dict,

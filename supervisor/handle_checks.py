@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.mailbox import Reply, ask
 from actors.messages import WriteAck, WriterInbox
+from supervisor.operations.registry import decide, operation
 from supervisor.policy.allocation import OUTCOME_ROLE_INELIGIBLE
 from supervisor.policy.control_plane import (
     MAX_LEASE_TTL_SECONDS,
@@ -16,7 +17,7 @@ from supervisor.policy.control_plane import (
     check_actions,
     check_ttl,
 )
-from supervisor.policy.permissions import Profile, decide
+from supervisor.policy.permissions import Profile
 from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import decision_dict
 
@@ -104,6 +105,14 @@ class WriterCalls:
     """What every control-plane call shares: the grant check and one message to the writer."""
 
     _writer: MemoryObjectSendStream[WriterInbox]
+
+    async def invoke(
+        self, op: str, profile: Profile | None, values: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """Run control op ``op`` as declared (``operations``): its handle call with ``values``
+        as keyword arguments. The socket and the MCP tools reach every op through here."""
+        call: Callable[..., Awaitable[Mapping[str, Any]]] = getattr(self, operation(op).call)
+        return await call(profile, **values)
 
     async def _send(self, build: Callable[[Reply[WriteAck]], WriterInbox]) -> dict[str, Any]:
         ack: WriteAck = await ask(self._writer, build, actor="registry_writer")

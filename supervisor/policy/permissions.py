@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = [
     "OP_LEASE",
     "OP_READ",
     "OP_RETIRE",
-    "TASKS",
     "Decision",
     "Profile",
     "TaskRule",
-    "decide",
+    "decide_rule",
 ]
 
 OP_READ = "gitea.read"
 OP_RETIRE = "gitea.worker_registry.retire"
 OP_LEASE = "gitea.workflow.lease"
-
-_OPERATOR_ROLES = frozenset({"controller", "reconciler"})
-_ALL_ROLES = frozenset({*_OPERATOR_ROLES, "author", "reviewer", "merger"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,47 +50,15 @@ class Decision:
     reason: str
 
 
-#: Retiring is a mutation and needs its own operation: a profile that can look
-#: must not thereby be able to destroy. No shipped profile holds it.
-TASKS: Mapping[str, TaskRule] = {
-    "snapshot": TaskRule(operation=OP_READ, roles=_OPERATOR_ROLES),
-    "plan": TaskRule(operation=OP_READ, roles=_OPERATOR_ROLES),
-    "apply": TaskRule(operation=OP_RETIRE, roles=_OPERATOR_ROLES),
-    "status": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
-    # Control plane. Looking (a dry-run allocation, the mutation gate, the terminal
-    # lock) needs gitea.read like any read; taking or changing a lease needs the lease
-    # operation. Any role may ask the allocator for its own work; assigning a named
-    # item directly bypasses routing, so only the operator roles may.
-    "allocate_preview": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
-    "allocate_apply": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
-    "assignment_check": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
-    "lease_assign": TaskRule(operation=OP_LEASE, roles=_OPERATOR_ROLES),
-    "lease_heartbeat": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
-    "lease_release": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
-    "session_upsert": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
-    "work_item_upsert": TaskRule(operation=OP_LEASE, roles=_ALL_ROLES),
-    "terminal_lock_read": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
-    "terminal_lock_set": TaskRule(
-        operation=OP_LEASE, roles=frozenset({*_OPERATOR_ROLES, "reviewer"})
-    ),
-    # Any session may report and read its own namespace health. An incident link is
-    # written by the monitoring bridge, an operator boundary; anyone may read it.
-    "namespace_health_assess": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
-    "namespace_health_gate": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
-    "incident_link_upsert": TaskRule(operation=OP_LEASE, roles=_OPERATOR_ROLES),
-    "incident_link_read": TaskRule(operation=OP_READ, roles=_ALL_ROLES),
-}
-
-
 def _operation_granted(profile: Profile, operation: str) -> bool:
     if operation in profile.forbidden_operations:
         return False
     return operation in profile.allowed_operations
 
 
-def decide(profile: Profile | None, task: str) -> Decision:
-    """Allowed only for a known task, a granted (not forbidden) operation and a fitting role."""
-    rule = TASKS.get(task)
+def decide_rule(profile: Profile | None, task: str, rule: TaskRule | None) -> Decision:
+    """Allowed only for a known task (``rule``), a granted (not forbidden) operation and a
+    fitting role. The table of rules is the operations' (``supervisor.operations``)."""
     if rule is None:
         return Decision(
             allowed=False,

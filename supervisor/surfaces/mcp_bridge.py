@@ -27,7 +27,7 @@ from supervisor.policy.permissions import Profile
 from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.profiles import ProfileBook
-from supervisor.surfaces.mcp_bridge_control import SocketControlCalls, unanswered_as_unavailable
+from supervisor.surfaces.mcp_bridge_control import SocketOperationCalls, unanswered_as_unavailable
 from supervisor.surfaces.mcp_size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp_stdio import serve_stdio
 from supervisor.surfaces.mcp_tools import ToolBackend, build_mcp_server
@@ -65,7 +65,7 @@ def _manifest_frame(entry: ManifestEntry) -> dict[str, Any]:
     return frame
 
 
-class SocketToolBackend(SocketControlCalls):
+class SocketToolBackend(SocketOperationCalls):
     """A ToolBackend that asks the running daemon over its local socket.
 
     This is what ``fleet-supervisor mcp`` (stdio) runs on: a process of its own
@@ -73,7 +73,7 @@ class SocketToolBackend(SocketControlCalls):
     travels with every request and the daemon authenticates it and decides,
     exactly as for the CLI, so this process is trusted with nothing. One
     connection is kept (and remade if the daemon drops it); close with ``aclose``.
-    The control-plane calls come from ``SocketControlCalls``.
+    Every declared operation is forwarded by ``SocketOperationCalls.invoke``.
     """
 
     def __init__(self, socket_path: str | Path, token: str, *, timeout: float = 30.0) -> None:

@@ -20,13 +20,13 @@ from mcp.types import (
 from pydantic import AnyHttpUrl, ValidationError
 
 from supervisor.errors import ProtocolError
+from supervisor.operations.registry import TOOLS
 from supervisor.policy.permissions import Profile
 from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.mcp_answers import OUTCOME_FAILED, OUTCOME_UNKNOWN, tool_answer
-from supervisor.surfaces.mcp_control_tools import ControlToolBackend, register_control_tools
-from supervisor.surfaces.mcp_health_tools import ASSESS_HEALTH_TOOL
+from supervisor.surfaces.mcp_operation_tools import OperationBackend, register_operation_tools
 from supervisor.surfaces.mcp_results import flag_error
 from supervisor.surfaces.mcp_size import DEFAULT_MAX_RESULT_BYTES, fit_result
 from supervisor.surfaces.protocol import parse_manifest, parse_plan_query, parse_worker_identities
@@ -149,6 +149,11 @@ def _validation_reasons(error: ValidationError) -> list[str]:
     ]
 
 
+def _success_is_verdict(name: str) -> bool:
+    declared = TOOLS.get(name)
+    return declared is not None and declared.tool is not None and declared.tool.success_is_verdict
+
+
 class _FleetServer(MCPServer[Any]):
     """Turns argument problems into the structured refusal every other failure already is,
     and marks every refusal, denial and failure ``isError`` (one rule for every tool)."""
@@ -162,7 +167,7 @@ class _FleetServer(MCPServer[Any]):
                 return flag_error(
                     result,
                     ok_outcomes=_APPLY_DONE if name == APPLY_TOOL else None,
-                    success_is_verdict=name == ASSESS_HEALTH_TOOL,
+                    success_is_verdict=_success_is_verdict(name),
                 )
             return result
         except ToolError as exc:
@@ -217,9 +222,9 @@ def build_mcp_server(
     issuer_url: str = "http://127.0.0.1",
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> MCPServer[Any]:
-    """An MCP server exposing the three fleet tools over ``backend``, plus the
-    control-plane tools (allocator, lease heartbeat and release, mutation gate)
-    when the backend offers them (see ``mcp_control_tools``).
+    """An MCP server exposing the three fleet tools over ``backend``, plus every tool the
+    operation declarations define (allocator, leases, mutation gate, namespace health,
+    incident links) when the backend can invoke operations (``mcp_operation_tools``).
 
     ``profile_resolver`` is called once per tool call and names the caller to
     the backend, which makes every role and operation decision. With
@@ -425,6 +430,6 @@ def build_mcp_server(
         )
         return fit_result(result, _body_budget(max_result_bytes))
 
-    if isinstance(backend, ControlToolBackend):
-        register_control_tools(server, backend, profile_resolver=profile_resolver)
+    if isinstance(backend, OperationBackend):
+        register_operation_tools(server, backend, profile_resolver=profile_resolver)
     return server

@@ -1,4 +1,4 @@
-"""Socket ops of host leases: their argument shapes (this module stays light for clients)."""
+"""Socket ops of host leases: their arguments checked against the declared shapes."""
 
 from __future__ import annotations
 
@@ -7,17 +7,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.errors import ProtocolError
+from supervisor.operations.registry import HOST_OPS, OPERATIONS
+from supervisor.operations.spec import TEXT
 
 __all__ = ["HOST_OPS", "HostArgs", "parse_host_args"]
 
-HOST_OPS = frozenset({"host_status", "host_plan", "host_apply"})
 _MAX_TEXT = 512
 _MAX_IDENTITIES = 100_000
-#: op -> (required text arguments, takes worker_identities)
+_IDENTITIES = "worker_identities"
+#: op -> (required text arguments, takes worker_identities), from the declarations.
 _SHAPES: Mapping[str, tuple[tuple[str, ...], bool]] = {
-    "host_status": ((), False),
-    "host_plan": (("host_id",), False),
-    "host_apply": (("host_id", "host_token", "candidate_fingerprint"), True),
+    name: (
+        tuple(arg.name for arg in OPERATIONS[name].args if arg.shape == TEXT),
+        any(arg.name == _IDENTITIES for arg in OPERATIONS[name].args),
+    )
+    for name in HOST_OPS
 }
 
 
@@ -31,7 +35,7 @@ class HostArgs:
 def parse_host_args(op: str, args: Mapping[str, Any]) -> HostArgs:
     """Shape checks only; the keeper authorizes and the policy decides."""
     required, takes_ids = _SHAPES[op]
-    allowed = {*required, *(("worker_identities",) if takes_ids else ())}
+    allowed = {*required, *((_IDENTITIES,) if takes_ids else ())}
     unknown = sorted(set(args) - allowed)
     if unknown:
         raise ProtocolError(f"{op} takes no argument(s) {', '.join(unknown)}")
@@ -43,7 +47,7 @@ def parse_host_args(op: str, args: Mapping[str, Any]) -> HostArgs:
         values[name] = value
     identities: tuple[str, ...] = ()
     if takes_ids:
-        raw = args.get("worker_identities")
+        raw = args.get(_IDENTITIES)
         if (
             not isinstance(raw, list)
             or len(raw) > _MAX_IDENTITIES

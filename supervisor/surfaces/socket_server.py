@@ -46,7 +46,6 @@ from supervisor.surfaces.protocol import (
 )
 from supervisor.surfaces.protocol_hosts import HostArgs
 from supervisor.surfaces.socket_bind import SocketInUse, bound_listener
-from supervisor.surfaces.socket_control import dispatch_control
 from supervisor.surfaces.socket_hosts import dispatch_hosts
 from supervisor.surfaces.socket_status import ServerFigures, status_report
 from supervisor.unix_stream import UnixStream, accept_socket
@@ -383,8 +382,9 @@ class _SocketServer:
                 profile = await self._status_caller(request, peer)
                 return await status_report(self._handle, profile, figures)
             case _, ControlArgs() as args:
+                # Authorization happens in the handle (``decide``), as for MCP callers.
                 profile = await self._authenticate(request, peer)
-                return await dispatch_control(self._handle, profile, args)
+                return await self._handle.invoke(args.op, profile, args.values)
             case _, HostArgs() as args:
                 profile = await self._authenticate(request, peer)
                 return await dispatch_hosts(self._hosts, profile, args)

@@ -10,8 +10,9 @@ from typing import Any
 
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
+from supervisor.operations.registry import decide
 from supervisor.policy.liveness import STATUS_ACTIVE
-from supervisor.policy.permissions import Profile, decide
+from supervisor.policy.permissions import Profile
 from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import decision_dict
 from supervisor.surfaces.protocol import PROTOCOL_VERSION

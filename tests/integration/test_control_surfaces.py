@@ -18,7 +18,7 @@ from supervisor.config import SocketConfig
 from supervisor.policy.permissions import Profile
 from supervisor.profiles import ProfileBook, create_token
 from supervisor.surfaces.mcp_bridge import SocketToolBackend
-from supervisor.surfaces.mcp_control_tools import (
+from supervisor.surfaces.mcp_operation_tools import (
     ALLOCATE_TOOL,
     CHECK_TOOL,
     CONTROL_TOOL_NAMES,

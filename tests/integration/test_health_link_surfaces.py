@@ -17,9 +17,9 @@ from supervisor.client import AsyncClient, RemoteProtocolError
 from supervisor.config import SocketConfig
 from supervisor.profiles import ProfileBook, create_token
 from supervisor.surfaces.mcp_bridge import SocketToolBackend
-from supervisor.surfaces.mcp_control_tools import CHECK_TOOL
-from supervisor.surfaces.mcp_health_tools import (
+from supervisor.surfaces.mcp_operation_tools import (
     ASSESS_HEALTH_TOOL,
+    CHECK_TOOL,
     GET_LINK_TOOL,
     HEALTH_GATE_TOOL,
     HEALTH_TOOL_NAMES,

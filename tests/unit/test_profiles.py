@@ -14,7 +14,8 @@ import pytest
 
 import supervisor.profiles as profiles_module
 from supervisor.errors import ConfigError
-from supervisor.policy.permissions import OP_READ, OP_RETIRE, decide
+from supervisor.operations.registry import decide
+from supervisor.policy.permissions import OP_READ, OP_RETIRE
 from supervisor.profiles import (
     ROLE_KINDS,
     ProfileBook,

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from supervisor.operations.registry import TASKS
 from supervisor.policy.control_plane import ControlPlaneRefusal
 from supervisor.policy.incident_links import (
     INCIDENT_OBSERVATION_FIELDS,
@@ -15,7 +16,7 @@ from supervisor.policy.incident_links import (
     normalize_scope,
     plan_legacy_collapse,
 )
-from supervisor.policy.permissions import OP_LEASE, OP_READ, TASKS
+from supervisor.policy.permissions import OP_LEASE, OP_READ
 
 BASE: dict[str, Any] = {
     "provider": " Sentry ",

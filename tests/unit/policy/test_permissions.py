@@ -6,8 +6,9 @@ import itertools
 
 import pytest
 
+from supervisor.operations.registry import TASKS, decide
 from supervisor.policy.identity import NAMESPACES
-from supervisor.policy.permissions import OP_READ, OP_RETIRE, TASKS, Profile, decide
+from supervisor.policy.permissions import OP_READ, OP_RETIRE, Profile
 
 OPERATOR_ROLES = {"controller", "reconciler"}
 

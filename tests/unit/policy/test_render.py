@@ -6,7 +6,8 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from supervisor.policy.permissions import OP_READ, Profile, decide
+from supervisor.operations.registry import decide
+from supervisor.policy.permissions import OP_READ, Profile
 from supervisor.policy.render import decision_dict, plan_dict, snapshot_dict
 from supervisor.policy.snapshot import observation_stamp, snapshot_fleet
 

@@ -1,0 +1,136 @@
+"""What one operation declaration says: its argument shapes, permission, tool and command."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from supervisor.policy.permissions import TaskRule
+
+__all__ = [
+    "BOOL",
+    "INT",
+    "INTS",
+    "INT_OR_NULL",
+    "NUMBER",
+    "OBJECT",
+    "OBJECTS",
+    "TEXT",
+    "TEXTS",
+    "TEXT_OR_TEXTS",
+    "Arg",
+    "Command",
+    "Flag",
+    "Operation",
+    "Tool",
+    "describe",
+]
+
+# Argument shapes. The words are the wire's own: a refusal reads "args.X must be <shape>".
+# Only the JSON shape is checked at the surface; what the values may be (work kinds,
+# roles, TTL bounds, ...) is the policy's decision, applied by the handle so that the
+# socket, the MCP tools and in-process callers all get the same answer for one input.
+TEXT = "a string"
+INT = "an integer"
+INT_OR_NULL = "an integer or null"
+NUMBER = "a finite number"
+BOOL = "true or false"
+TEXTS = "a list of strings"
+OBJECTS = "a list of objects"
+OBJECT = "an object"
+INTS = "a list of integers"
+TEXT_OR_TEXTS = "a string or a list of strings"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flag:
+    """How the CLI spells one argument: ``--flag`` (``dest`` when the name is not the flag's)."""
+
+    flag: str
+    help: str | None = None
+    type: Any = None
+    metavar: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arg:
+    """One wire argument: its shape, whether it must be given, and its MCP/CLI spelling."""
+
+    name: str
+    shape: str
+    required: bool = False
+    #: The MCP parameter's default when not required (None unless a flag with a value).
+    default: Any = None
+    cli: Flag | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """The MCP tool an operation is also served as (the seed's name where it differs)."""
+
+    name: str
+    #: Stem of the tool's JSON schema titles (``<function>Arguments``); kept from the
+    #: hand-written tools so ``tools/list`` stays byte-for-byte what clients saw.
+    function: str
+    summary: str
+    #: (argument, its line under "Args:") in the tool's parameter order.
+    params: tuple[tuple[str, str], ...]
+    read_only: bool
+    #: Whether a lost answer may have changed something; None: the ``apply`` argument says.
+    mutating: bool | None
+    #: What a mutating call whose answer was lost tells its caller.
+    lost: str
+    #: ``success`` is the tool's verdict, not whether it worked (an unhealthy namespace
+    #: is still recorded): only a refused or lost call is flagged ``isError``.
+    success_is_verdict: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """``fleet-supervisor <group> <name>``: the subcommand an operation is reached by."""
+
+    group: str
+    name: str
+    help: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Operation:
+    """One operation, declared once: every surface is built from this."""
+
+    #: The socket op.
+    name: str
+    #: The handle method it becomes (``SupervisorHandle.<call>(profile, **args)``).
+    call: str
+    #: The permission task(s) the handle checks, with their rules.
+    tasks: Mapping[str, TaskRule]
+    args: tuple[Arg, ...] = ()
+    tool: Tool | None = None
+    command: Command | None = None
+    #: CLI flags that belong to the command but not to any argument of this op.
+    extra_flags: tuple[Flag, ...] = field(default=())
+    #: The seed's MCP tool name of an op whose tool is written by hand (``mcp_tools``).
+    alias: str | None = None
+
+    @property
+    def tool_name(self) -> str | None:
+        """The MCP tool this op is served as, if any."""
+        return self.tool.name if self.tool is not None else self.alias
+
+    def arg(self, name: str) -> Arg:
+        for arg in self.args:
+            if arg.name == name:
+                return arg
+        raise KeyError(f"{self.name} has no argument {name!r}")
+
+
+def _indent(text: str, prefix: str) -> str:
+    first, *rest = text.split("\n")
+    return first + "".join(f"\n{prefix}{line}" if line else "\n" for line in rest)
+
+
+def describe(tool: Tool) -> str:
+    """The tool's description, laid out as the docstring it used to be (indentation too)."""
+    lines = "".join(f"            {name}: {_indent(doc, ' ' * 16)}\n" for name, doc in tool.params)
+    return f"{_indent(tool.summary, ' ' * 8)}\n\n        Args:\n{lines}        "

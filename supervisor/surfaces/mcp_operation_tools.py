@@ -1,0 +1,145 @@
+"""The MCP tools built from the operation declarations: one adapter, every declared tool."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+from supervisor.operations.registry import OPERATIONS, operation
+from supervisor.operations.spec import (
+    BOOL,
+    INT,
+    INTS,
+    NUMBER,
+    OBJECT,
+    OBJECTS,
+    TEXT,
+    TEXT_OR_TEXTS,
+    TEXTS,
+    Operation,
+    describe,
+)
+from supervisor.policy.permissions import Profile
+from supervisor.surfaces.mcp_answers import tool_answer
+
+__all__ = [
+    "ALLOCATE_TOOL",
+    "ASSESS_HEALTH_TOOL",
+    "CHECK_TOOL",
+    "CONTROL_TOOL_NAMES",
+    "GET_LINK_TOOL",
+    "HEALTH_GATE_TOOL",
+    "HEALTH_TOOL_NAMES",
+    "HEARTBEAT_TOOL",
+    "RELEASE_TOOL",
+    "UPSERT_LINK_TOOL",
+    "OperationBackend",
+    "register_operation_tools",
+]
+
+
+def _tool_name(op: str) -> str:
+    name = operation(op).tool_name
+    assert name is not None, op
+    return name
+
+
+#: The customer's allocator tool name; the lease tools are named after it.
+ALLOCATE_TOOL = _tool_name("allocate")
+HEARTBEAT_TOOL = _tool_name("lease_heartbeat")
+RELEASE_TOOL = _tool_name("lease_release")
+CHECK_TOOL = _tool_name("assignment_check")
+CONTROL_TOOL_NAMES = (ALLOCATE_TOOL, HEARTBEAT_TOOL, RELEASE_TOOL, CHECK_TOOL)
+#: The customer's tool name; the others follow the project's naming.
+ASSESS_HEALTH_TOOL = _tool_name("namespace_health_assess")
+HEALTH_GATE_TOOL = _tool_name("namespace_health_gate")
+UPSERT_LINK_TOOL = _tool_name("incident_link_upsert")
+GET_LINK_TOOL = _tool_name("incident_link_get")
+HEALTH_TOOL_NAMES = (ASSESS_HEALTH_TOOL, HEALTH_GATE_TOOL, UPSERT_LINK_TOOL, GET_LINK_TOOL)
+
+#: The Python type each wire shape is offered as, so the SDK derives the same JSON schema.
+_TYPES: Mapping[str, Any] = {
+    TEXT: str,
+    INT: int,
+    NUMBER: float,
+    BOOL: bool,
+    TEXTS: list[str],
+    OBJECTS: list[dict[str, Any]],
+    OBJECT: dict[str, Any],
+    INTS: list[int],
+    TEXT_OR_TEXTS: list[str] | str,
+}
+
+
+@runtime_checkable
+class OperationBackend(Protocol):
+    """What the tools call: SupervisorHandle in the daemon, the socket client in the stdio
+    bridge; ``profile`` is the caller the MCP transport authenticated."""
+
+    async def invoke(
+        self, op: str, profile: Profile | None, values: Mapping[str, Any]
+    ) -> Mapping[str, Any]: ...
+
+
+def _signature(op: Operation) -> inspect.Signature:
+    assert op.tool is not None
+    params = []
+    for name, _doc in op.tool.params:
+        arg = op.arg(name)
+        kind = _TYPES[arg.shape]
+        if arg.required:
+            annotation, default = kind, inspect.Parameter.empty
+        elif arg.default is None:
+            annotation, default = kind | None, None
+        else:
+            annotation, default = kind, arg.default
+        params.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default
+            )
+        )
+    return inspect.Signature(params, return_annotation=dict[str, Any])
+
+
+def _tool_function(
+    op: Operation, backend: OperationBackend, profile_resolver: Callable[[], Profile | None]
+) -> Callable[..., Any]:
+    tool = op.tool
+    assert tool is not None
+
+    async def call(**arguments: Any) -> dict[str, Any]:
+        # Every parameter arrives (defaults filled in), as the hand-written tools passed them.
+        mutating = tool.mutating if tool.mutating is not None else arguments.get("apply") is True
+        return await tool_answer(
+            backend.invoke(op.name, profile_resolver(), arguments),
+            mutating=mutating,
+            lost=tool.lost,
+        )
+
+    # The SDK reads the parameters from the signature and names the schemas after the
+    # function, so both are set as the hand-written tools had them.
+    call.__name__ = call.__qualname__ = tool.function
+    call.__signature__ = _signature(op)  # type: ignore[attr-defined]
+    return call
+
+
+def register_operation_tools(
+    server: MCPServer[Any],
+    backend: OperationBackend,
+    *,
+    profile_resolver: Callable[[], Profile | None],
+) -> None:
+    """Add every declared operation tool to ``server``; every decision is the backend's."""
+    for op in OPERATIONS.values():
+        if op.tool is None:
+            continue
+        server.add_tool(
+            _tool_function(op, backend, profile_resolver),
+            name=op.tool.name,
+            description=describe(op.tool),
+            annotations=ToolAnnotations(read_only_hint=op.tool.read_only, destructive_hint=False),
+        )
