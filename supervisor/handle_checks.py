@@ -23,6 +23,7 @@ from supervisor.policy.render import decision_dict
 
 __all__ = [
     "WriterCalls",
+    "WriterMessage",
     "actions_arg",
     "control_answer",
     "ineligible",
@@ -33,6 +34,9 @@ __all__ = [
 ]
 
 _MAX_TEXT = 200
+
+#: A writer message waiting for its reply channel (what a checked call sends).
+WriterMessage = Callable[[Reply[WriteAck]], WriterInbox]
 
 
 def refused(reason: str, **extra: Any) -> dict[str, Any]:
@@ -114,9 +118,27 @@ class WriterCalls:
         call: Callable[..., Awaitable[Mapping[str, Any]]] = getattr(self, operation(op).call)
         return await call(profile, **values)
 
-    async def _send(self, build: Callable[[Reply[WriteAck]], WriterInbox]) -> dict[str, Any]:
+    async def _send(self, build: WriterMessage) -> dict[str, Any]:
         ack: WriteAck = await ask(self._writer, build, actor="registry_writer")
         return control_answer(ack)
+
+    async def _guarded(
+        self,
+        profile: Profile | None,
+        task: str,
+        checked: Callable[[], WriterMessage],
+        **refusal: Any,
+    ) -> Mapping[str, Any]:
+        """Deny, check, send: the grant for ``task`` first, then ``checked`` validates the
+        arguments and builds the writer message (a ``ControlPlaneRefusal`` is answered as
+        a refusal carrying ``refusal``); nothing is sent for a refused call."""
+        if (denied := self._deny(profile, task)) is not None:
+            return denied
+        try:
+            message = checked()
+        except ControlPlaneRefusal as exc:
+            return refused(exc.detail, code=exc.code, **refusal)
+        return await self._send(message)
 
     @staticmethod
     def _deny(profile: Profile | None, task: str) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from actors.messages import (
     UpsertWorkItem,
 )
 from supervisor.handle_checks import (
+    WriterMessage,
     actions_arg,
     ineligible,
     optional_text,
@@ -58,9 +59,7 @@ class ControlPlaneCalls(HealthLinkCalls):
         pid: int | None = None,
         status: str = "active",
     ) -> Mapping[str, Any]:
-        if (denied := self._deny(profile, "session_upsert")) is not None:
-            return denied
-        try:
+        def checked() -> WriterMessage:
             sid = check_session_id(session_id)
             checked_role = check_role(role) if role is not None else None
             checked_pid = pid_arg(pid)
@@ -68,10 +67,7 @@ class ControlPlaneCalls(HealthLinkCalls):
             worker = optional_text(worker_identity, "worker_identity")
             if status not in ("active", "ended"):
                 raise ControlPlaneRefusal("invalid_argument", "status must be active or ended")
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(
-            lambda reply: UpsertSession(
+            return lambda reply: UpsertSession(
                 session_id=sid,
                 role=checked_role,
                 profile=profile.name if profile else None,
@@ -81,7 +77,8 @@ class ControlPlaneCalls(HealthLinkCalls):
                 status=status,
                 reply=reply,
             )
-        )
+
+        return await self._guarded(profile, "session_upsert", checked)
 
     async def upsert_work_item(
         self,
@@ -97,9 +94,7 @@ class ControlPlaneCalls(HealthLinkCalls):
         title: str | None = None,
         priority: int | None = None,
     ) -> Mapping[str, Any]:
-        if (denied := self._deny(profile, "work_item_upsert")) is not None:
-            return denied
-        try:
+        def checked() -> WriterMessage:
             ref = work_ref(remote, org, repo, kind, number)
             checked_state = check_state(state) if state is not None else None
             head = check_head_sha(current_head_sha)
@@ -108,10 +103,7 @@ class ControlPlaneCalls(HealthLinkCalls):
                 isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 2**30
             ):
                 raise ControlPlaneRefusal("invalid_argument", "priority must be an integer")
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(
-            lambda reply: UpsertWorkItem(
+            return lambda reply: UpsertWorkItem(
                 ref=ref,
                 state=checked_state,
                 current_head_sha=head,
@@ -119,7 +111,8 @@ class ControlPlaneCalls(HealthLinkCalls):
                 priority=priority,
                 reply=reply,
             )
-        )
+
+        return await self._guarded(profile, "work_item_upsert", checked)
 
     async def assign_and_lease(
         self,
@@ -139,9 +132,7 @@ class ControlPlaneCalls(HealthLinkCalls):
         lease_ttl_seconds: float | None = None,
         owner_pid: int | None = None,
     ) -> Mapping[str, Any]:
-        if (denied := self._deny(profile, "lease_assign")) is not None:
-            return denied
-        try:
+        def checked() -> WriterMessage:
             # The kind first, so an incident is refused as such before anything else.
             ref = work_ref(remote, org, repo, kind, number)
             sid, checked_role = check_session_id(session_id), check_role(role)
@@ -150,10 +141,7 @@ class ControlPlaneCalls(HealthLinkCalls):
             forbidden = actions_arg(forbidden_actions, "forbidden_actions")
             checked_phase = optional_text(phase, "phase") or "assigned"
             pid, ttl = pid_arg(owner_pid), ttl_arg(lease_ttl_seconds)
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(
-            lambda reply: AssignAndLease(
+            return lambda reply: AssignAndLease(
                 session_id=sid,
                 role=checked_role,
                 ref=ref,
@@ -166,7 +154,8 @@ class ControlPlaneCalls(HealthLinkCalls):
                 profile=profile.name if profile else None,
                 reply=reply,
             )
-        )
+
+        return await self._guarded(profile, "lease_assign", checked)
 
     async def require_valid_assignment(
         self,
@@ -181,19 +170,16 @@ class ControlPlaneCalls(HealthLinkCalls):
         action: str,
     ) -> Mapping[str, Any]:
         """The mutation gate: ``success`` only for a live lease covering ``action`` now."""
-        if (denied := self._deny(profile, "assignment_check")) is not None:
-            return denied
-        try:
+
+        def checked() -> WriterMessage:
             ref = work_ref(remote, org, repo, kind, number)
             sid = check_session_id(session_id)
             [checked_action] = check_actions([action], "action")
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code, allowed=False)
-        return await self._send(
-            lambda reply: CheckAssignment(
+            return lambda reply: CheckAssignment(
                 session_id=sid, ref=ref, action=checked_action, reply=reply
             )
-        )
+
+        return await self._guarded(profile, "assignment_check", checked, allowed=False)
 
     async def heartbeat_lease(
         self,
@@ -203,29 +189,23 @@ class ControlPlaneCalls(HealthLinkCalls):
         lease_id: str,
         lease_ttl_seconds: float | None = None,
     ) -> Mapping[str, Any]:
-        if (denied := self._deny(profile, "lease_heartbeat")) is not None:
-            return denied
-        try:
+        def checked() -> WriterMessage:
             sid, lid = check_session_id(session_id), check_session_id(lease_id)
             ttl = ttl_arg(lease_ttl_seconds)
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(
-            lambda reply: HeartbeatLease(session_id=sid, lease_id=lid, ttl_seconds=ttl, reply=reply)
-        )
+            return lambda reply: HeartbeatLease(
+                session_id=sid, lease_id=lid, ttl_seconds=ttl, reply=reply
+            )
+
+        return await self._guarded(profile, "lease_heartbeat", checked)
 
     async def release_lease(
         self, profile: Profile | None, *, session_id: str, lease_id: str
     ) -> Mapping[str, Any]:
-        if (denied := self._deny(profile, "lease_release")) is not None:
-            return denied
-        try:
+        def checked() -> WriterMessage:
             sid, lid = check_session_id(session_id), check_session_id(lease_id)
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(
-            lambda reply: ReleaseLease(session_id=sid, lease_id=lid, reply=reply)
-        )
+            return lambda reply: ReleaseLease(session_id=sid, lease_id=lid, reply=reply)
+
+        return await self._guarded(profile, "lease_release", checked)
 
     async def set_terminal_lock(
         self,
@@ -239,18 +219,14 @@ class ControlPlaneCalls(HealthLinkCalls):
         decision: str | None = None,
     ) -> Mapping[str, Any]:
         """Make ``terminal_pr`` the repository's terminal-review lock; None clears it."""
-        if (denied := self._deny(profile, "terminal_lock_set")) is not None:
-            return denied
-        try:
+
+        def checked() -> WriterMessage:
             where = check_repository(remote, org, repo)
             if terminal_pr is not None:
                 work_ref(*where, "pr", terminal_pr)
             review = optional_text(review_id, "review_id")
             verdict = optional_text(decision, "decision")
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(
-            lambda reply: SetTerminalLock(
+            return lambda reply: SetTerminalLock(
                 remote=where[0],
                 org=where[1],
                 repo=where[2],
@@ -260,20 +236,19 @@ class ControlPlaneCalls(HealthLinkCalls):
                 set_by=profile.name if profile else None,
                 reply=reply,
             )
-        )
+
+        return await self._guarded(profile, "terminal_lock_set", checked)
 
     async def get_terminal_lock(
         self, profile: Profile | None, *, remote: str, org: str, repo: str
     ) -> Mapping[str, Any]:
-        if (denied := self._deny(profile, "terminal_lock_read")) is not None:
-            return denied
-        try:
+        def checked() -> WriterMessage:
             where = check_repository(remote, org, repo)
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(
-            lambda reply: GetTerminalLock(remote=where[0], org=where[1], repo=where[2], reply=reply)
-        )
+            return lambda reply: GetTerminalLock(
+                remote=where[0], org=where[1], repo=where[2], reply=reply
+            )
+
+        return await self._guarded(profile, "terminal_lock_read", checked)
 
     async def allocate_next_work(
         self,

@@ -11,7 +11,7 @@ from actors.messages import (
     RecordNamespaceHealth,
     UpsertIncidentLink,
 )
-from supervisor.handle_checks import WriterCalls, optional_text, refused
+from supervisor.handle_checks import WriterCalls, WriterMessage, optional_text
 from supervisor.policy.control_plane import ControlPlaneRefusal, check_session_id
 from supervisor.policy.incident_links import check_incident_link, check_issue_target
 from supervisor.policy.namespace_health import classify_namespace_probe
@@ -76,9 +76,8 @@ class HealthLinkCalls(WriterCalls):
         probe_source: str | None = None,
     ) -> Mapping[str, Any]:
         """Classify the probe evidence and record it as the session's verdict for ``namespace``."""
-        if (denied := self._deny(profile, "namespace_health_assess")) is not None:
-            return denied
-        try:
+
+        def checked() -> WriterMessage:
             sid = check_session_id(session_id)
             ns = optional_text(namespace, "namespace")
             if ns is None:
@@ -97,33 +96,28 @@ class HealthLinkCalls(WriterCalls):
                 configured=configured,
                 probe_source=probe_source,
             )
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(
-            lambda reply: RecordNamespaceHealth(
+            return lambda reply: RecordNamespaceHealth(
                 session_id=sid,
                 assessment=verdict,
                 profile=profile.name if profile else None,
                 reply=reply,
             )
-        )
+
+        return await self._guarded(profile, "namespace_health_assess", checked)
 
     async def namespace_health_gate(
         self, profile: Profile | None, *, session_id: str, task: str
     ) -> Mapping[str, Any]:
         """Whether the session's recorded verdicts let ``task`` (merge_pr, ...) run now."""
-        if (denied := self._deny(profile, "namespace_health_gate")) is not None:
-            return denied
-        try:
+
+        def checked() -> WriterMessage:
             sid = check_session_id(session_id)
             checked_task = optional_text(task, "task")
             if checked_task is None:
                 raise _invalid("task is required")
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code, allowed=False)
-        return await self._send(
-            lambda reply: NamespaceHealthGate(session_id=sid, task=checked_task, reply=reply)
-        )
+            return lambda reply: NamespaceHealthGate(session_id=sid, task=checked_task, reply=reply)
+
+        return await self._guarded(profile, "namespace_health_gate", checked, allowed=False)
 
     async def upsert_incident_link(
         self,
@@ -149,9 +143,8 @@ class HealthLinkCalls(WriterCalls):
         last_sync_at: str | None = None,
     ) -> Mapping[str, Any]:
         """Create or update the one link for this provider key; it is never a work item."""
-        if (denied := self._deny(profile, "incident_link_upsert")) is not None:
-            return denied
-        try:
+
+        def checked() -> WriterMessage:
             spec = check_incident_link(
                 provider=provider,
                 provider_issue_id=provider_issue_id,
@@ -172,22 +165,19 @@ class HealthLinkCalls(WriterCalls):
                 release_resolved_at=release_resolved_at,
                 last_sync_at=last_sync_at,
             )
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(lambda reply: UpsertIncidentLink(spec=spec, reply=reply))
+            return lambda reply: UpsertIncidentLink(spec=spec, reply=reply)
+
+        return await self._guarded(profile, "incident_link_upsert", checked)
 
     async def get_incident_link_for_gitea_issue(
         self, profile: Profile | None, *, gitea_org: str, gitea_repo: str, gitea_issue_number: int
     ) -> Mapping[str, Any]:
         """The link (lowest link_id) and every link pointing at this Gitea issue."""
-        if (denied := self._deny(profile, "incident_link_read")) is not None:
-            return denied
-        try:
+
+        def checked() -> WriterMessage:
             org, repo, number = check_issue_target(gitea_org, gitea_repo, gitea_issue_number)
-        except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code)
-        return await self._send(
-            lambda reply: GetIncidentLinks(
+            return lambda reply: GetIncidentLinks(
                 gitea_org=org, gitea_repo=repo, gitea_issue_number=number, reply=reply
             )
-        )
+
+        return await self._guarded(profile, "incident_link_read", checked)
