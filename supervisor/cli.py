@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import anyio
 
 from supervisor.cli_format import format_apply, format_plan, format_snapshot, format_status
+from supervisor.cli_operations import add_operation_commands, operation_request
 from supervisor.cli_work import add_work_parser, format_work, succeeded, work_request
 from supervisor.clients.arguments import add_clients_parser
 from supervisor.config import Settings, default_config_path, load_settings
@@ -106,6 +107,10 @@ def _parser() -> argparse.ArgumentParser:
     launch.add_argument("--server", help="print one generic entry {SERVER: ...} instead")
     launch.add_argument("server_command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
+    common = (
+        ("--token", {"help": f"profile token (default: ${TOKEN_ENV})"}),
+        ("--json", {"action": "store_true", "help": "machine-readable output"}),
+    )
     token = commands.add_parser("token", help="profile tokens")
     token_commands = token.add_subparsers(dest="token_command", required=True, parser_class=_Parser)
     create = token_commands.add_parser("create", help="mint a token for PROFILE (shown once)")
@@ -114,20 +119,7 @@ def _parser() -> argparse.ArgumentParser:
 
     hosts = commands.add_parser("hosts", help="host leases of a shared PostgreSQL registry")
     hosts_commands = hosts.add_subparsers(dest="hosts_command", required=True, parser_class=_Parser)
-    for name, text in (
-        ("status", "this host's lease"),
-        ("plan", "dry-run: which rows of a silent HOST may be retired (host_lease_expired)"),
-        ("apply", "retire the rows a host plan approved (compare-and-swap)"),
-    ):
-        sub = hosts_commands.add_parser(name, help=text)
-        sub.add_argument("--token", help=f"profile token (default: ${TOKEN_ENV})")
-        sub.add_argument("--json", action="store_true", help="machine-readable output")
-        if name != "status":
-            sub.add_argument("host_id", metavar="HOST")
-        if name == "apply":
-            sub.add_argument("--host-token", required=True)
-            sub.add_argument("--candidate-fingerprint", required=True)
-            sub.add_argument("--workers", required=True, help="comma-separated identities")
+    add_operation_commands(hosts_commands, "hosts", common=common)
 
     migrate = commands.add_parser(
         "migrate", help="copy a SQLite registry, history included, into an empty PostgreSQL one"
@@ -423,16 +415,9 @@ def _only_supervisor_error(group: BaseExceptionGroup[BaseException]) -> Supervis
 def _hosts(args: argparse.Namespace, settings: Settings) -> int:
     from supervisor.client import Client
 
-    command = args.hosts_command
-    request: dict[str, Any] = {}
-    if command != "status":
-        request["host_id"] = args.host_id
-    if command == "apply":
-        request["host_token"] = args.host_token
-        request["candidate_fingerprint"] = args.candidate_fingerprint
-        request["worker_identities"] = [w for w in args.workers.split(",") if w]
+    op, request = operation_request("hosts", args.hosts_command, args)
     with Client(settings.socket.path, token=_token(args)) as client:
-        result = client.request(f"host_{command}", request)
+        result = client.request(op, request)
     _emit(result, args.json, _format_hosts)
     return EXIT_OK if result.get("success") is True else EXIT_REFUSED
 

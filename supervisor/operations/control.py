@@ -104,12 +104,20 @@ ASSIGN = Operation(
         Arg(
             name="allowed_actions",
             shape=TEXTS,
-            cli=Flag(flag="--allow", help="comma-separated allowed actions (default: role's)"),
+            cli=Flag(
+                flag="--allow",
+                help="comma-separated allowed actions (default: role's)",
+                kind="list",
+            ),
         ),
         Arg(
             name="forbidden_actions",
             shape=TEXTS,
-            cli=Flag(flag="--forbid", help="comma-separated forbidden actions (default: role's)"),
+            cli=Flag(
+                flag="--forbid",
+                help="comma-separated forbidden actions (default: role's)",
+                kind="list",
+            ),
         ),
         Arg(name="phase", shape=TEXT),
         _TTL,
@@ -133,7 +141,10 @@ ALLOCATE = Operation(
             shape=OBJECTS,
             required=True,
             cli=Flag(
-                flag="--candidates", help="JSON file with a list of candidates, or - for stdin"
+                flag="--candidates",
+                help="JSON file with a list of candidates, or - for stdin",
+                kind="json",
+                what="candidates",
             ),
         ),
         Arg(name="role", shape=TEXT, cli=Flag(flag="--role", help="default: the profile's role")),
@@ -141,7 +152,7 @@ ALLOCATE = Operation(
             name="apply",
             shape=BOOL,
             default=False,
-            cli=Flag(flag="--apply", help="reserve (default: preview)"),
+            cli=Flag(flag="--apply", help="reserve (default: preview)", kind="true"),
         ),
         _TTL,
         _OWNER,
@@ -273,7 +284,10 @@ LEASE_RELEASE = Operation(
 )
 
 _LOCK = Command(
-    group="work", name="lock", help="show, set or clear the repository's terminal-review lock"
+    group="work",
+    name="lock",
+    help="show, set or clear the repository's terminal-review lock",
+    order=("--remote", "--org", "--repo", "--set", "--clear", "--decision", "--review-id"),
 )
 
 TERMINAL_LOCK_SET = Operation(
@@ -287,13 +301,14 @@ TERMINAL_LOCK_SET = Operation(
             name="terminal_pr",
             shape=INT_OR_NULL,
             required=True,
-            cli=Flag(flag="--set", type=int, metavar="PR", help="lock on this PR"),
+            cli=Flag(flag="--set", type=int, metavar="PR", help="lock on this PR", group="change"),
         ),
         Arg(name="review_id", shape=TEXT, cli=Flag(flag="--review-id")),
         Arg(name="decision", shape=TEXT, cli=Flag(flag="--decision")),
     ),
     command=_LOCK,
-    extra_flags=(Flag(flag="--clear"),),
+    when=("--set", "--clear"),
+    extra_flags=(Flag(flag="--clear", kind="true", group="change"),),
 )
 
 TERMINAL_LOCK_GET = Operation(
@@ -304,15 +319,15 @@ TERMINAL_LOCK_GET = Operation(
     command=_LOCK,
 )
 
-#: In the order their MCP tools are listed.
+#: In the order their MCP tools and CLI commands are listed.
 CONTROL_OPERATIONS = (
     SESSION_UPSERT,
-    WORK_ITEM_UPSERT,
-    ASSIGN,
     ALLOCATE,
+    ASSIGN,
     LEASE_HEARTBEAT,
     LEASE_RELEASE,
     ASSIGNMENT_CHECK,
+    WORK_ITEM_UPSERT,
     TERMINAL_LOCK_SET,
     TERMINAL_LOCK_GET,
 )

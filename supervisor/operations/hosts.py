@@ -45,7 +45,7 @@ HOST_APPLY = Operation(
             name="worker_identities",
             shape=TEXTS,
             required=True,
-            cli=Flag(flag="--workers", help="comma-separated identities"),
+            cli=Flag(flag="--workers", help="comma-separated identities", kind="split"),
         ),
     ),
     command=Command(

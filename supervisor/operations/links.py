@@ -46,17 +46,27 @@ NAMESPACE_HEALTH_ASSESS = Operation(
         Arg(
             name="registered_tools",
             shape=TEXT_OR_TEXTS,
-            cli=Flag(flag="--tools", help="comma-separated tools the server lists"),
+            cli=Flag(flag="--tools", help="comma-separated tools the server lists", kind="list"),
         ),
         Arg(
             name="probe_result",
             shape=OBJECT,
-            cli=Flag(flag="--probe-result", help="JSON file (or -) with success, result, error"),
+            cli=Flag(
+                flag="--probe-result",
+                help="JSON file (or -) with success, result, error",
+                kind="json_object",
+                what="the probe result",
+            ),
         ),
         Arg(
             name="process",
             shape=OBJECT,
-            cli=Flag(flag="--process", help="JSON file with pid, profile, env"),
+            cli=Flag(
+                flag="--process",
+                help="JSON file with pid, profile, env",
+                kind="json_object",
+                what="the process",
+            ),
         ),
         Arg(
             name="config_path",
@@ -67,7 +77,7 @@ NAMESPACE_HEALTH_ASSESS = Operation(
             name="configured",
             shape=BOOL,
             default=True,
-            cli=Flag(flag="--not-configured", help="the client has no entry"),
+            cli=Flag(flag="--not-configured", help="the client has no entry", kind="false"),
         ),
         Arg(
             name="probe_source",
@@ -121,6 +131,17 @@ through the client (not by killing PIDs), re-probe and record again.""",
         group="work",
         name="health",
         help="record a namespace health probe for a session (exit 0 if healthy)",
+        order=(
+            "--session",
+            "--namespace",
+            "--probe-source",
+            "--probe-result",
+            "--tools",
+            "--tool",
+            "--process",
+            "--config-path",
+            "--not-configured",
+        ),
     ),
 )
 
@@ -214,10 +235,11 @@ INCIDENT_LINK_UPSERT = Operation(
         Arg(
             name="linked_pr_numbers",
             shape=INTS,
-            cli=Flag(flag="--prs", help="comma-separated linked PR numbers"),
+            cli=Flag(flag="--prs", help="comma-separated linked PR numbers", kind="ints"),
         ),
         Arg(name="event_count", shape=INT, cli=Flag(flag="--events", type=int, help="event count")),
     ),
+    when=("--provider",),
     tool=Tool(
         name="gitea_upsert_incident_link",
         function="upsert_link_tool",

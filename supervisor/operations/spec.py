@@ -45,12 +45,20 @@ TEXT_OR_TEXTS = "a string or a list of strings"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Flag:
-    """How the CLI spells one argument: ``--flag`` (``dest`` when the name is not the flag's)."""
+    """How the CLI spells one argument: ``--flag`` (or a positional), and how its text
+    becomes the wire value (``kind``; see ``cli_operations``)."""
 
     flag: str
     help: str | None = None
     type: Any = None
     metavar: str | None = None
+    #: value (as typed), true / false (a switch, or its negation), list (comma-separated,
+    #: stripped), split (comma-separated as given), ints, json (a file or -), json_object.
+    kind: str = "value"
+    #: What a JSON file holds, for the refusal when it cannot be read.
+    what: str = ""
+    #: Flags of one mutually exclusive group share its name.
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +101,8 @@ class Command:
     group: str
     name: str
     help: str
+    #: The flags' order in ``--help`` where it is not the arguments' (wire) order.
+    order: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +122,8 @@ class Operation:
     extra_flags: tuple[Flag, ...] = field(default=())
     #: The seed's MCP tool name of an op whose tool is written by hand (``mcp_tools``).
     alias: str | None = None
+    #: When ops share a command: the flags that select this op (otherwise the other).
+    when: tuple[str, ...] = ()
 
     @property
     def tool_name(self) -> str | None:

@@ -9,20 +9,9 @@ from typing import Any, Protocol, runtime_checkable
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
+from supervisor.operations import spec
 from supervisor.operations.registry import OPERATIONS, operation
-from supervisor.operations.spec import (
-    BOOL,
-    INT,
-    INTS,
-    NUMBER,
-    OBJECT,
-    OBJECTS,
-    TEXT,
-    TEXT_OR_TEXTS,
-    TEXTS,
-    Operation,
-    describe,
-)
+from supervisor.operations.spec import Operation, describe
 from supervisor.policy.permissions import Profile
 from supervisor.surfaces.mcp_answers import tool_answer
 
@@ -63,15 +52,15 @@ HEALTH_TOOL_NAMES = (ASSESS_HEALTH_TOOL, HEALTH_GATE_TOOL, UPSERT_LINK_TOOL, GET
 
 #: The Python type each wire shape is offered as, so the SDK derives the same JSON schema.
 _TYPES: Mapping[str, Any] = {
-    TEXT: str,
-    INT: int,
-    NUMBER: float,
-    BOOL: bool,
-    TEXTS: list[str],
-    OBJECTS: list[dict[str, Any]],
-    OBJECT: dict[str, Any],
-    INTS: list[int],
-    TEXT_OR_TEXTS: list[str] | str,
+    spec.TEXT: str,
+    spec.INT: int,
+    spec.NUMBER: float,
+    spec.BOOL: bool,
+    spec.TEXTS: list[str],
+    spec.OBJECTS: list[dict[str, Any]],
+    spec.OBJECT: dict[str, Any],
+    spec.INTS: list[int],
+    spec.TEXT_OR_TEXTS: list[str] | str,
 }
 
 
