@@ -23,12 +23,11 @@ from supervisor.client_wire import (
     fenced_args,
     parse_result,
     register_args,
-    request_frame,
     snapshot_args,
 )
 from supervisor.errors import ProtocolError, Unavailable
-from supervisor.policy.plan_pages import PlanQuery, query_args
 from supervisor.unix_stream import UnixStream, connect_unix_stream
+from supervisor.wire import PlanQuery, query_args, request_frame
 
 __all__ = ["AsyncClient", "Client"]
 
