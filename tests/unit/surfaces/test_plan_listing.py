@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from supervisor.cli_format import format_plan
-from supervisor.client_wire import snapshot_args
+from supervisor.client.frames import snapshot_args
 from supervisor.errors import ProtocolError
 from supervisor.policy.reasons import REASON_ALREADY_TERMINAL
 from supervisor.surfaces.mcp_size import fit_result

@@ -15,7 +15,7 @@ from typing import Any, Self
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from supervisor.client_wire import (
+from supervisor.client.frames import (
     MAX_RESPONSE_BYTES,
     RemoteError,
     apply_args,
