@@ -31,8 +31,8 @@ from supervisor.policy.eligibility import ProtectedOwners
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.permissions import Profile
-from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.snapshot import ManifestEntry
+from supervisor.wire import PlanQuery
 
 __all__ = [
     "AllocateWork",

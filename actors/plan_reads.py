@@ -9,11 +9,12 @@ from datetime import datetime
 from supervisor.policy.eligibility import FencingContext, PlanMemo, RetirementPlan
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.history import HistorySummary, identity_irregular
-from supervisor.policy.plan_pages import PlanQuery, entry_matches, page_of, terminal_entries
+from supervisor.policy.plan_pages import entry_matches, page_of, terminal_entries, wants_history
 from supervisor.policy.plan_scope import with_history_digests
 from supervisor.policy.plan_types import PlanEntry
 from supervisor.policy.row_columns import RowColumn
 from supervisor.store.base import Row, Store
+from supervisor.wire import PlanQuery
 
 __all__ = [
     "HistoryReads",
@@ -168,7 +169,7 @@ async def list_entries(
     if not query.lists_entries:
         return PlanListing(listed=None, next_cursor=None, extra_examples=examples)
     history: list[PlanEntry] = []
-    if unlisted and query.wants_history:
+    if unlisted and wants_history(query):
         history = await _history_matches(store, query, build)
     listed, cursor = page_of([*plan.preserved, *history], query)
     return PlanListing(listed=listed, next_cursor=cursor, extra_examples=examples)

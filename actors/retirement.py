@@ -61,7 +61,6 @@ from supervisor.policy.fingerprints import registry_fingerprint
 from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.orphans import OrphanFinding, client_pids, find_orphans
 from supervisor.policy.permissions import Profile
-from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.render import (
     decision_dict,
     plan_view_dict,
@@ -70,6 +69,7 @@ from supervisor.policy.render import (
 from supervisor.policy.snapshot import FleetSnapshot, snapshot_fleet
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Row, Store
+from supervisor.wire import PlanQuery
 
 __all__ = ["ProfileLookup", "RetirementActor", "RetirementSettings"]
 

@@ -17,10 +17,11 @@ import anyio
 
 from bench.fixtures import REPO
 from bench.processes import Sleepers
-from supervisor.client_wire import fenced_args, request_frame
-from supervisor.connection import Client
+from supervisor.client import Client
+from supervisor.client.frames import fenced_args
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.identity import mint_instance_id
+from supervisor.wire import request_frame
 
 __all__ = [
     "Conn",

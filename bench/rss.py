@@ -13,7 +13,7 @@ import anyio
 from bench.fixtures import make_db, registration_row
 from bench.processes import Daemon, Sleepers, free_pids, short_tempdir
 from bench.report import Figure
-from supervisor.connection import Client
+from supervisor.client import Client
 from supervisor.probes import LocalProbes
 from supervisor.profiles import create_token
 

@@ -30,8 +30,8 @@ from supervisor.launcher import (
 )
 from supervisor.namespace_probe import add_probe_parser
 from supervisor.policy.identity import UntrustedInstanceError
-from supervisor.policy.plan_pages import DEFAULT_EXAMPLES, DEFAULT_PAGE, PlanQuery
 from supervisor.version import package_version
+from supervisor.wire import DEFAULT_EXAMPLES, DEFAULT_PAGE, PlanQuery
 
 if TYPE_CHECKING:
     from supervisor.client import Client

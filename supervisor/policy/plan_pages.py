@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .evidence import UNKNOWN, EvidenceMap
 from .plan_facts import FactsContext, epoch_us, row_facts
@@ -14,67 +13,40 @@ from .reasons import REASON_ALREADY_TERMINAL
 from .worker_view import OWNERSHIP_HISTORICAL
 
 __all__ = [
-    "DEFAULT_EXAMPLES",
-    "DEFAULT_PAGE",
-    "MAX_EXAMPLES",
-    "MAX_PAGE",
-    "PlanQuery",
+    "PageQuery",
     "entry_matches",
     "page_of",
-    "query_args",
     "terminal_entries",
+    "wants_history",
 ]
 
-DEFAULT_PAGE = 50
-MAX_PAGE = 1000
-DEFAULT_EXAMPLES = 3
-MAX_EXAMPLES = 50
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlanQuery:
-    """What of a plan to list. Tokens, counts and candidates are always complete.
-
-    ``full`` lists every preserved entry (costs a pass over history); otherwise
-    entries are listed only when a filter or a cursor is given, ``limit`` per
-    page, in (worker_identity, reason_code) order, continuing after ``cursor``
-    (the ``next_cursor`` of the previous page).
-    """
-
-    full: bool = False
-    reason: str | None = None
-    namespace: str | None = None
-    instance: str | None = None
-    limit: int = DEFAULT_PAGE
-    cursor: str | None = None
-    examples: int = DEFAULT_EXAMPLES
+class PageQuery(Protocol):
+    """What policy reads of a plan query (``supervisor.wire.PlanQuery``, which policy,
+    importing only itself, names by shape)."""
 
     @property
-    def lists_entries(self) -> bool:
-        return self.full or any(
-            value is not None for value in (self.reason, self.namespace, self.instance, self.cursor)
-        )
-
+    def full(self) -> bool: ...
     @property
-    def wants_history(self) -> bool:
-        """Whether historical rows (always ``already_terminal_registration``) can match."""
-        return self.reason is None or self.reason == REASON_ALREADY_TERMINAL
+    def reason(self) -> str | None: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def instance(self) -> str | None: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def cursor(self) -> str | None: ...
+    @property
+    def examples(self) -> int: ...
 
 
-def query_args(query: PlanQuery | None) -> dict[str, Any]:
-    """The wire arguments of a query (defaults left out)."""
-    if query is None:
-        return {}
-    args: dict[str, Any] = {}
-    default = PlanQuery()
-    for name in ("full", "reason", "namespace", "instance", "limit", "cursor", "examples"):
-        value = getattr(query, name)
-        if value != getattr(default, name):
-            args[name] = value
-    return args
+def wants_history(query: PageQuery) -> bool:
+    """Whether historical rows (always ``already_terminal_registration``) can match."""
+    return query.reason is None or query.reason == REASON_ALREADY_TERMINAL
 
 
-def entry_matches(entry: PlanEntry, query: PlanQuery) -> bool:
+def entry_matches(entry: PlanEntry, query: PageQuery) -> bool:
     """The filters on one entry, read from its own evidence (as the full plan shows it)."""
     if query.reason is not None and entry.reason_code != query.reason:
         return False
@@ -88,7 +60,7 @@ def _key(entry: PlanEntry) -> tuple[str, str]:
     return (entry.worker_identity or "", entry.reason_code)
 
 
-def page_of(entries: Iterable[PlanEntry], query: PlanQuery) -> tuple[list[PlanEntry], str | None]:
+def page_of(entries: Iterable[PlanEntry], query: PageQuery) -> tuple[list[PlanEntry], str | None]:
     """Matching entries after the cursor, sorted, at most ``limit`` (all when ``full``).
 
     Returns the page and the cursor for the next one (``None`` when this is the

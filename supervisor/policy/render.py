@@ -11,7 +11,7 @@ from .eligibility import PlanEntry, ProtectedOwners, RetirementPlan
 from .identity import InstanceIdentity
 from .liveness import Liveness
 from .permissions import Decision
-from .plan_pages import PlanQuery
+from .plan_pages import PageQuery
 from .plan_types import Entries
 from .reasons import OUTCOME_PLANNED
 from .snapshot import Finding, FleetSnapshot, InstanceGroup
@@ -85,7 +85,7 @@ def _example(entry: PlanEntry) -> dict[str, Any]:
 
 def plan_view_dict(
     plan: RetirementPlan,
-    query: PlanQuery,
+    query: PageQuery,
     *,
     listed: Sequence[PlanEntry] | None = None,
     next_cursor: str | None = None,

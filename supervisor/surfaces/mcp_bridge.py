@@ -24,13 +24,13 @@ from supervisor.client import AsyncClient
 from supervisor.errors import ConfigError, Unavailable
 from supervisor.logs import configure_logging, get_logger
 from supervisor.policy.permissions import Profile
-from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.profiles import ProfileBook
 from supervisor.surfaces.mcp_bridge_control import SocketOperationCalls, unanswered_as_unavailable
 from supervisor.surfaces.mcp_size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp_stdio import serve_stdio
 from supervisor.surfaces.mcp_tools import ToolBackend, build_mcp_server
+from supervisor.wire import PlanQuery
 
 __all__ = [
     "TOKEN_ENV",

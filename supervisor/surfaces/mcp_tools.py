@@ -22,7 +22,6 @@ from pydantic import AnyHttpUrl, ValidationError
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import TOOLS
 from supervisor.policy.permissions import Profile
-from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.mcp_answers import OUTCOME_FAILED, OUTCOME_UNKNOWN, tool_answer
@@ -31,6 +30,7 @@ from supervisor.surfaces.mcp_results import flag_error
 from supervisor.surfaces.mcp_size import DEFAULT_MAX_RESULT_BYTES, fit_result
 from supervisor.surfaces.protocol import parse_manifest, parse_plan_query, parse_worker_identities
 from supervisor.version import package_version
+from supervisor.wire import PlanQuery
 
 __all__ = [
     "APPLY_TOOL",

@@ -17,30 +17,26 @@ from typing import Any, ClassVar
 from actors.messages import HeartbeatResult
 from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.policy.fast_init import fast_init
-from supervisor.policy.plan_pages import (
-    DEFAULT_EXAMPLES,
-    DEFAULT_PAGE,
-    MAX_EXAMPLES,
-    MAX_PAGE,
-    PlanQuery,
-)
 from supervisor.policy.reasons import PLAN_REASON_CODES
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.protocol_control import CONTROL_OPS, ControlArgs, parse_control_args
 from supervisor.surfaces.protocol_hosts import HOST_OPS, HostArgs, parse_host_args
+from supervisor.wire import (
+    DEFAULT_EXAMPLES,
+    DEFAULT_PAGE,
+    FRAME_TOO_LARGE,
+    MAX_EXAMPLES,
+    MAX_PAGE,
+    PROTOCOL_VERSION,
+    UNAUTHENTICATED,
+    UNKNOWN_OP,
+    PlanQuery,
+    encode,
+)
 
 __all__ = [
-    "BAD_REQUEST",
     "CONTROL_OPS",
-    "FRAME_TOO_LARGE",
-    "INTERNAL_ERROR",
     "OPERATOR_OPS",
-    "PERMISSION_DENIED",
-    "PROTOCOL_VERSION",
-    "SERVER_BUSY",
-    "TIMEOUT",
-    "UNAUTHENTICATED",
-    "UNKNOWN_OP",
     "WORKER_OPS",
     "ApplyArgs",
     "ControlArgs",
@@ -54,9 +50,6 @@ __all__ = [
     "UnknownOp",
     "beat_answer",
     "decode_request",
-    "encode",
-    "error_frame",
-    "ok_frame",
     "parse_manifest",
     "parse_plan_query",
     "parse_worker_identities",
@@ -64,7 +57,6 @@ __all__ = [
     "to_wire",
 ]
 
-PROTOCOL_VERSION = 1
 WORKER_OPS = frozenset({"register", "heartbeat", "release"})
 OPERATOR_OPS = frozenset({"snapshot", "plan", "apply", "status"})
 _MAX_ID = 128
@@ -74,16 +66,6 @@ _MAX_CLAIMS = 64
 _MAX_MANIFEST = 10_000
 #: Claim numbers beyond this are nonsense for a TTL and could overflow float() in the actor.
 _MAX_CLAIM_NUMBER = 1e12
-
-# Error codes a surface answers with; clients branch on them.
-BAD_REQUEST = ProtocolError.code
-UNKNOWN_OP = "unknown_op"
-FRAME_TOO_LARGE = "frame_too_large"
-UNAUTHENTICATED = "unauthenticated"
-PERMISSION_DENIED = PermissionDenied.code
-TIMEOUT = "timeout"
-SERVER_BUSY = "server_busy"
-INTERNAL_ERROR = "internal_error"
 
 
 class UnknownOp(ProtocolError):
@@ -322,10 +304,9 @@ def _args(op: str, args: Mapping[str, Any]) -> Args:
     return None
 
 
-#: Built once: ``json.loads``/``json.dumps`` rebuild their arguments on every call, and
-#: every heartbeat is decoded and encoded once each.
+#: Built once: ``json.loads`` rebuilds its decoder on every call, and every heartbeat
+#: is decoded once (its answer is encoded by ``supervisor.wire.encode``).
 _DECODER = json.JSONDecoder()
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 # typeshed types make_scanner's argument as the scanner class itself; it takes a decoder.
@@ -524,14 +505,6 @@ def to_wire(value: Any) -> Any:
 _PLAIN = frozenset({str, int, float, bool})
 
 
-def encode(frame: Mapping[str, Any]) -> bytes:
-    # The text is dropped as soon as it is bytes, and the newline is added to the
-    # bytes: a plan of a large fleet is megabytes, and each copy alive at once is
-    # a peak the daemon's RSS keeps.
-    data = _ENCODER.encode(frame).encode()
-    return data + b"\n"
-
-
 def beat_answer(request_id: str | None, result: HeartbeatResult) -> bytes:
     """``encode(ok_frame(request_id, to_wire(result)))`` for a heartbeat, built directly:
     every heartbeat is answered through here."""
@@ -560,7 +533,7 @@ def beat_answer(request_id: str | None, result: HeartbeatResult) -> bytes:
         "last_heartbeat_at": result.last_heartbeat_at,
     }
     frame = {"v": PROTOCOL_VERSION, "id": request_id, "ok": True, "result": wire}
-    return (_ENCODER.encode(frame) + "\n").encode()
+    return encode(frame)
 
 
 _ESCAPE = json.encoder.encode_basestring_ascii
@@ -568,16 +541,3 @@ _ESCAPE = json.encoder.encode_basestring_ascii
 
 def _json_text(value: str | None) -> str:
     return "null" if value is None else _ESCAPE(value)
-
-
-def ok_frame(request_id: str | None, result: Mapping[str, Any]) -> dict[str, Any]:
-    return {"v": PROTOCOL_VERSION, "id": request_id, "ok": True, "result": dict(result)}
-
-
-def error_frame(request_id: str | None, code: str, detail: str) -> dict[str, Any]:
-    return {
-        "v": PROTOCOL_VERSION,
-        "id": request_id,
-        "ok": False,
-        "error": {"code": code, "detail": detail},
-    }

@@ -23,11 +23,6 @@ from supervisor.probes import ProbeBackend, peer_credentials
 from supervisor.surfaces.frame_channel import FrameChannel, Oversized, open_frame_channel
 from supervisor.surfaces.peer_auth import Conversation, authorize_pid
 from supervisor.surfaces.protocol import (
-    BAD_REQUEST,
-    FRAME_TOO_LARGE,
-    INTERNAL_ERROR,
-    SERVER_BUSY,
-    TIMEOUT,
     ApplyArgs,
     ControlArgs,
     FencedArgs,
@@ -38,9 +33,6 @@ from supervisor.surfaces.protocol import (
     Unauthenticated,
     beat_answer,
     decode_request,
-    encode,
-    error_frame,
-    ok_frame,
     peek_request_id,
     to_wire,
 )
@@ -49,6 +41,16 @@ from supervisor.surfaces.socket_bind import SocketInUse, bound_listener
 from supervisor.surfaces.socket_hosts import dispatch_hosts
 from supervisor.surfaces.socket_status import ServerFigures, status_report
 from supervisor.unix_stream import UnixStream, accept_socket
+from supervisor.wire import (
+    BAD_REQUEST,
+    FRAME_TOO_LARGE,
+    INTERNAL_ERROR,
+    SERVER_BUSY,
+    TIMEOUT,
+    encode,
+    error_frame,
+    ok_frame,
+)
 
 __all__ = ["CredentialsReader", "ProfileLookupWithAuth", "SocketInUse", "serve_socket"]
 

@@ -15,7 +15,7 @@ from supervisor.policy.liveness import STATUS_ACTIVE
 from supervisor.policy.permissions import Profile
 from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import decision_dict
-from supervisor.surfaces.protocol import PROTOCOL_VERSION
+from supervisor.wire import PROTOCOL_VERSION
 
 __all__ = ["ServerFigures", "status_report"]
 

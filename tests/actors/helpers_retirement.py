@@ -12,10 +12,10 @@ import pytest
 
 from supervisor.policy.identity import mint_instance_id
 from supervisor.policy.permissions import Profile
-from supervisor.policy.plan_pages import PlanQuery
 from supervisor.probes import ProcessEvidence
 from supervisor.store.base import WriteTx
 from supervisor.store.stamps import format_stamp
+from supervisor.wire import PlanQuery
 from tests.actors.harness import READER, RETIRER, START, Harness
 from tests.fakes import ScriptedProbes
 

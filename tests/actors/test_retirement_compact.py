@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from supervisor.policy.fingerprints import registry_fingerprint
-from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.reasons import (
     OUTCOME_APPLIED,
     REASON_ALREADY_TERMINAL,
     REASON_ELIGIBLE,
     REASON_PID_ALIVE,
 )
+from supervisor.wire import PlanQuery
 from tests.actors.harness import READER, Harness, harness
 from tests.actors.helpers_retirement import PAST_TTL, apply_plan, enroll, ensure_swept, plan
 

@@ -19,9 +19,9 @@ from actors.liveness import LivenessSettings
 from actors.messages import LivenessStatus, Verdict
 from supervisor.app import Supervisor, running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
-from supervisor.policy.plan_pages import PlanQuery
 from supervisor.probes import LocalProbes, pidfd_supported
 from supervisor.store.sqlite import open_sqlite_store
+from supervisor.wire import PlanQuery
 from tests.actors.harness import (
     INSTANCE,
     READER,

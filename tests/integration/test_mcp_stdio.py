@@ -25,14 +25,8 @@ from supervisor.surfaces.mcp_tools import (
     TOOL_NAMES,
     build_mcp_server,
 )
-from supervisor.surfaces.protocol import (
-    Request,
-    decode_request,
-    encode,
-    error_frame,
-    ok_frame,
-    to_wire,
-)
+from supervisor.surfaces.protocol import Request, decode_request, to_wire
+from supervisor.wire import encode, error_frame, ok_frame
 from tests.integration.helpers_mcp import call, call_error
 
 # The daemon here is a stand-in speaking the socket protocol: these tests pin what the

@@ -8,8 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from supervisor.client import AsyncClient
-from supervisor.client_wire import RemoteProfilesUnreadable, RemoteUnauthenticated
+from supervisor.client import AsyncClient, RemoteProfilesUnreadable, RemoteUnauthenticated
 from supervisor.unix_stream import connect_unix_stream
 from tests.integration.socket_helpers import claims, read_frames, served, short_dir
 

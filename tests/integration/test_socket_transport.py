@@ -19,10 +19,10 @@ from supervisor.config import SocketConfig
 from supervisor.errors import ConfigError
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.permissions import Profile
-from supervisor.surfaces.protocol import encode
 from supervisor.surfaces.socket_bind import SocketInUse, lock_path_for
 from supervisor.surfaces.socket_server import serve_socket
 from supervisor.unix_stream import UnixStream, connect_unix_stream
+from supervisor.wire import encode
 from tests.actors.helpers_app import harness
 from tests.fakes import ScriptedProbes
 from tests.integration.socket_helpers import claims, read_frames, served, short_dir

@@ -12,10 +12,10 @@ from mcp.types import CallToolResult
 
 from supervisor.errors import ActorStopped, PermissionDenied, SupervisorError, Unavailable
 from supervisor.policy.permissions import Profile
-from supervisor.policy.plan_pages import PlanQuery
 from supervisor.policy.snapshot import ManifestEntry
 from supervisor.surfaces.mcp_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL, build_mcp_server
 from supervisor.version import package_version
+from supervisor.wire import PlanQuery
 
 pytestmark = pytest.mark.anyio
 

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from supervisor.cli_format import format_plan
-from supervisor.client_wire import snapshot_args
+from supervisor.client.frames import snapshot_args
 from supervisor.errors import ProtocolError
-from supervisor.policy.plan_pages import DEFAULT_PAGE, PlanQuery, query_args
 from supervisor.policy.reasons import REASON_ALREADY_TERMINAL
 from supervisor.surfaces.mcp_size import fit_result
 from supervisor.surfaces.protocol import PlanArgs, SnapshotArgs, decode_request, parse_plan_query
+from supervisor.wire import DEFAULT_PAGE, PlanQuery, query_args
 
 
 def test_absent_listing_arguments_mean_the_compact_default() -> None:

@@ -16,10 +16,9 @@ from supervisor.surfaces.protocol import (
     _well_formed_heartbeat,
     beat_answer,
     decode_request,
-    encode,
-    ok_frame,
     to_wire,
 )
+from supervisor.wire import encode, ok_frame
 
 _text = st.text(max_size=40)
 

@@ -8,7 +8,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError, Unavailable
-from supervisor.surfaces.protocol import PROTOCOL_VERSION, encode
+from supervisor.wire import (
+    BAD_REQUEST,
+    FRAME_TOO_LARGE,
+    PERMISSION_DENIED,
+    SERVER_BUSY,
+    TIMEOUT,
+    UNAUTHENTICATED,
+    UNKNOWN_OP,
+)
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -25,7 +33,6 @@ __all__ = [
     "parse_result",
     "register_args",
     "remote_error",
-    "request_frame",
     "snapshot_args",
 ]
 
@@ -83,29 +90,22 @@ class RemoteTimeout(RemoteError):
 
 
 _BY_CODE: Mapping[str, type[RemoteError]] = {
-    "bad_request": RemoteProtocolError,
-    "unknown_op": RemoteProtocolError,
-    "frame_too_large": RemoteProtocolError,
-    "permission_denied": RemotePermissionDenied,
-    "unauthenticated": RemoteUnauthenticated,
+    BAD_REQUEST: RemoteProtocolError,
+    UNKNOWN_OP: RemoteProtocolError,
+    FRAME_TOO_LARGE: RemoteProtocolError,
+    PERMISSION_DENIED: RemotePermissionDenied,
+    UNAUTHENTICATED: RemoteUnauthenticated,
     "profiles_unreadable": RemoteProfilesUnreadable,
-    "server_busy": RemoteUnavailable,
+    SERVER_BUSY: RemoteUnavailable,
     "actor_stopped": RemoteUnavailable,
     "supervisor_unavailable": RemoteUnavailable,
-    "timeout": RemoteTimeout,
+    TIMEOUT: RemoteTimeout,
 }
 
 
 def remote_error(code: str, detail: str) -> RemoteError:
     """The exception for an error frame's code (``RemoteError`` itself for unlisted codes)."""
     return _BY_CODE.get(code, RemoteError)(detail, remote_code=code)
-
-
-def request_frame(request_id: str, op: str, args: Mapping[str, Any], token: str | None) -> bytes:
-    frame: dict[str, Any] = {"v": PROTOCOL_VERSION, "id": request_id, "op": op, "args": args}
-    if token is not None:
-        frame["token"] = token
-    return encode(frame)
 
 
 def parse_result(line: bytes, request_id: str) -> dict[str, Any]:

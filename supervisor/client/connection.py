@@ -15,7 +15,7 @@ from typing import Any, Self
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from supervisor.client_wire import (
+from supervisor.client.frames import (
     MAX_RESPONSE_BYTES,
     RemoteError,
     apply_args,
@@ -23,12 +23,11 @@ from supervisor.client_wire import (
     fenced_args,
     parse_result,
     register_args,
-    request_frame,
     snapshot_args,
 )
 from supervisor.errors import ProtocolError, Unavailable
-from supervisor.policy.plan_pages import PlanQuery, query_args
 from supervisor.unix_stream import UnixStream, connect_unix_stream
+from supervisor.wire import PlanQuery, query_args, request_frame
 
 __all__ = ["AsyncClient", "Client"]
 

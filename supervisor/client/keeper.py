@@ -1,4 +1,4 @@
-"""What workers and the CLI import: socket clients and the one-line heartbeat keeper."""
+"""The heartbeat keeper: registers a worker, beats, re-registers and releases it."""
 
 from __future__ import annotations
 
@@ -15,39 +15,21 @@ from typing import Any, ClassVar, Self
 import anyio
 from anyio.abc import TaskGroup
 
-from supervisor.client_wire import (
-    RemoteError,
-    RemotePermissionDenied,
-    RemoteProfilesUnreadable,
-    RemoteProtocolError,
-    RemoteTimeout,
-    RemoteUnauthenticated,
-    RemoteUnavailable,
-    remote_error,
-)
+from supervisor.client.connection import AsyncClient
+from supervisor.client.frames import RemoteError
 from supervisor.clock import Clock, SystemClock
-from supervisor.connection import AsyncClient, Client
 from supervisor.errors import SupervisorError
 
 __all__ = [
-    "AsyncClient",
-    "Client",
     "HeartbeatKeeper",
     "HeartbeatThread",
-    "RemoteError",
-    "RemotePermissionDenied",
-    "RemoteProfilesUnreadable",
-    "RemoteProtocolError",
-    "RemoteTimeout",
-    "RemoteUnauthenticated",
-    "RemoteUnavailable",
     "keep_registered",
-    "remote_error",
     "start_heartbeat_thread",
 ]
 
-# Standard logging, not structlog: this runs inside arbitrary worker processes, and an
-# unconfigured structlog prints to stdout, which an MCP stdio server must keep clean.
+# Named for the package (the name workers configure), not this module. Standard logging,
+# not structlog: this runs inside arbitrary worker processes, and an unconfigured
+# structlog prints to stdout, which an MCP stdio server must keep clean.
 _log = logging.getLogger("supervisor.client")
 
 #: Heartbeat answers that mean "this registration is over: register again".
