@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
@@ -50,6 +51,22 @@ UNAUTHENTICATED_OUTCOME = "unauthenticated"
 _log = get_logger()
 
 
+@dataclass(frozen=True, slots=True)
+class _Fenced:
+    """The registration a heartbeat or release names, in full; each builds its message."""
+
+    worker_identity: str
+    pid: int
+    generation_id: str
+    fencing_epoch: int
+
+    def heartbeat(self, reply: Reply[HeartbeatResult]) -> Heartbeat:
+        return Heartbeat(**asdict(self), reply=reply)
+
+    def release(self, reply: Reply[WriteAck]) -> Release:
+        return Release(**asdict(self), reply=reply)
+
+
 class SupervisorHandle(ControlPlaneCalls):
     """Translates calls into actor messages; holds no state of its own.
 
@@ -85,17 +102,8 @@ class SupervisorHandle(ControlPlaneCalls):
     async def heartbeat(
         self, worker_identity: str, *, pid: int, generation_id: str, fencing_epoch: int
     ) -> HeartbeatResult:
-        result: HeartbeatResult = await ask(
-            self._heartbeat,
-            lambda reply: Heartbeat(
-                worker_identity=worker_identity,
-                pid=pid,
-                generation_id=generation_id,
-                fencing_epoch=fencing_epoch,
-                reply=reply,
-            ),
-            actor="heartbeat",
-        )
+        fenced = _Fenced(worker_identity, pid, generation_id, fencing_epoch)
+        result: HeartbeatResult = await ask(self._heartbeat, fenced.heartbeat, actor="heartbeat")
         return result
 
     async def heartbeat_many(
@@ -123,17 +131,8 @@ class SupervisorHandle(ControlPlaneCalls):
     async def release(
         self, worker_identity: str, *, pid: int, generation_id: str, fencing_epoch: int
     ) -> WriteAck:
-        result: WriteAck = await ask(
-            self._heartbeat,
-            lambda reply: Release(
-                worker_identity=worker_identity,
-                pid=pid,
-                generation_id=generation_id,
-                fencing_epoch=fencing_epoch,
-                reply=reply,
-            ),
-            actor="heartbeat",
-        )
+        fenced = _Fenced(worker_identity, pid, generation_id, fencing_epoch)
+        result: WriteAck = await ask(self._heartbeat, fenced.release, actor="heartbeat")
         return result
 
     async def snapshot(

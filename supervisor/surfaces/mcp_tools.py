@@ -195,16 +195,15 @@ async def _answer(task: str, call: Awaitable[Mapping[str, Any]]) -> dict[str, An
     return await tool_answer(call, mutating=False, lost="")
 
 
-def _repository(
-    result: Mapping[str, Any],
-    *,
-    remote: str,
-    host: str | None,
-    org: str | None,
-    repo: str | None,
+def _located(
+    result: dict[str, Any],
+    where: tuple[str, str | None, str | None, str | None],
     canonical_repository: str | None,
+    max_result_bytes: int,
 ) -> dict[str, Any]:
-    return {
+    """``result`` with the audit context it was asked in (remote, host, org, repo), cut to size."""
+    remote, host, org, repo = where
+    result["repository"] = {
         "remote": remote,
         "host": host,
         "org": org,
@@ -212,6 +211,7 @@ def _repository(
         # The supervisor's default applies when none was given; report the one it used.
         "canonical_repository": result.get("canonical_repository") or canonical_repository,
     }
+    return fit_result(result, _body_budget(max_result_bytes))
 
 
 def build_mcp_server(
@@ -360,15 +360,8 @@ def build_mcp_server(
                 query=query,
             ),
         )
-        result["repository"] = _repository(
-            result,
-            remote=remote,
-            host=host,
-            org=org,
-            repo=repo,
-            canonical_repository=_optional_text(canonical_repository),
-        )
-        return fit_result(result, _body_budget(max_result_bytes))
+        where = (remote, host, org, repo)
+        return _located(result, where, _optional_text(canonical_repository), max_result_bytes)
 
     @server.tool(
         name=APPLY_TOOL,
@@ -420,15 +413,8 @@ def build_mcp_server(
                 canonical_repository=_optional_text(canonical_repository),
             ),
         )
-        result["repository"] = _repository(
-            result,
-            remote=remote,
-            host=host,
-            org=org,
-            repo=repo,
-            canonical_repository=_optional_text(canonical_repository),
-        )
-        return fit_result(result, _body_budget(max_result_bytes))
+        where = (remote, host, org, repo)
+        return _located(result, where, _optional_text(canonical_repository), max_result_bytes)
 
     if isinstance(backend, OperationBackend):
         register_operation_tools(server, backend, profile_resolver=profile_resolver)
