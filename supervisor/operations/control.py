@@ -26,29 +26,19 @@ _LOST_LEASE = (
 )
 
 _REPO = (
-    Arg(
-        name="remote",
-        shape=TEXT,
-        required=True,
-        cli=Flag(flag="--remote", help="Gitea remote name"),
-    ),
-    Arg(name="org", shape=TEXT, required=True, cli=Flag(flag="--org")),
-    Arg(name="repo", shape=TEXT, required=True, cli=Flag(flag="--repo")),
+    Arg("remote", TEXT, required=True, cli=Flag("--remote", "Gitea remote name")),
+    Arg("org", TEXT, required=True, cli=Flag("--org")),
+    Arg("repo", TEXT, required=True, cli=Flag("--repo")),
 )
 _ITEM = (
     *_REPO,
-    Arg(name="kind", shape=TEXT, required=True, cli=Flag(flag="--kind", help="issue or pr")),
-    Arg(name="number", shape=INT, required=True, cli=Flag(flag="--number", type=int)),
+    Arg("kind", TEXT, required=True, cli=Flag("--kind", "issue or pr")),
+    Arg("number", INT, required=True, cli=Flag("--number", type=int)),
 )
-_SESSION = Arg(name="session_id", shape=TEXT, required=True, cli=Flag(flag="--session"))
-_LEASE = (
-    _SESSION,
-    Arg(name="lease_id", shape=TEXT, required=True, cli=Flag(flag="--lease", help="lease id")),
-)
-_TTL = Arg(
-    name="lease_ttl_seconds", shape=NUMBER, cli=Flag(flag="--ttl", type=float, help="lease seconds")
-)
-_OWNER = Arg(name="owner_pid", shape=INT, cli=Flag(flag="--owner-pid", type=int))
+_SESSION = Arg("session_id", TEXT, required=True, cli=Flag("--session"))
+_LEASE = (_SESSION, Arg("lease_id", TEXT, required=True, cli=Flag("--lease", "lease id")))
+_TTL = Arg("lease_ttl_seconds", NUMBER, cli=Flag("--ttl", type=float, help="lease seconds"))
+_OWNER = Arg("owner_pid", INT, cli=Flag("--owner-pid", type=int))
 _WHERE_DOCS = (
     ("remote", "Gitea remote name."),
     ("org", "Repository owner."),
@@ -56,35 +46,31 @@ _WHERE_DOCS = (
 )
 
 SESSION_UPSERT = Operation(
-    name="session_upsert",
-    call="upsert_session",
-    tasks={"session_upsert": ANY_LEASE},
+    "session_upsert",
+    "upsert_session",
+    {"session_upsert": ANY_LEASE},
     args=(
-        Arg(name="session_id", shape=TEXT, required=True),
-        Arg(name="role", shape=TEXT),
-        Arg(name="namespace", shape=TEXT),
-        Arg(name="worker_identity", shape=TEXT),
-        Arg(name="pid", shape=INT),
-        Arg(name="status", shape=TEXT),
+        Arg("session_id", TEXT, required=True),
+        Arg("role", TEXT),
+        Arg("namespace", TEXT),
+        Arg("worker_identity", TEXT),
+        Arg("pid", INT),
+        Arg("status", TEXT),
     ),
 )
 
 WORK_ITEM_UPSERT = Operation(
-    name="work_item_upsert",
-    call="upsert_work_item",
-    tasks={"work_item_upsert": ANY_LEASE},
+    "work_item_upsert",
+    "upsert_work_item",
+    {"work_item_upsert": ANY_LEASE},
     args=(
         *_ITEM,
-        Arg(name="state", shape=TEXT, cli=Flag(flag="--state", help="open, closed or merged")),
-        Arg(name="current_head_sha", shape=TEXT, cli=Flag(flag="--head", help="current head sha")),
-        Arg(name="title", shape=TEXT, cli=Flag(flag="--title")),
-        Arg(name="priority", shape=INT, cli=Flag(flag="--priority", type=int)),
+        Arg("state", TEXT, cli=Flag("--state", "open, closed or merged")),
+        Arg("current_head_sha", TEXT, cli=Flag("--head", "current head sha")),
+        Arg("title", TEXT, cli=Flag("--title")),
+        Arg("priority", INT, cli=Flag("--priority", type=int)),
     ),
-    command=Command(
-        group="work",
-        name="item",
-        help="record an item's state or head (e.g. merged, or a new push)",
-    ),
+    command=Command("work", "item", "record an item's state or head (e.g. merged, or a new push)"),
 )
 
 ASSIGN = Operation(
@@ -95,37 +81,25 @@ ASSIGN = Operation(
     args=(
         *_ITEM,
         _SESSION,
-        Arg(name="role", shape=TEXT, required=True, cli=Flag(flag="--role")),
+        Arg("role", TEXT, required=True, cli=Flag("--role")),
+        Arg("expected_head_sha", TEXT, cli=Flag("--head", "expected head sha (required for a pr)")),
         Arg(
-            name="expected_head_sha",
-            shape=TEXT,
-            cli=Flag(flag="--head", help="expected head sha (required for a pr)"),
+            "allowed_actions",
+            TEXTS,
+            cli=Flag("--allow", "comma-separated allowed actions (default: role's)", kind="list"),
         ),
         Arg(
-            name="allowed_actions",
-            shape=TEXTS,
+            "forbidden_actions",
+            TEXTS,
             cli=Flag(
-                flag="--allow",
-                help="comma-separated allowed actions (default: role's)",
-                kind="list",
+                "--forbid", "comma-separated forbidden actions (default: role's)", kind="list"
             ),
         ),
-        Arg(
-            name="forbidden_actions",
-            shape=TEXTS,
-            cli=Flag(
-                flag="--forbid",
-                help="comma-separated forbidden actions (default: role's)",
-                kind="list",
-            ),
-        ),
-        Arg(name="phase", shape=TEXT),
+        Arg("phase", TEXT),
         _TTL,
         _OWNER,
     ),
-    command=Command(
-        group="work", name="assign", help="lease one named item to a session (operator roles)"
-    ),
+    command=Command("work", "assign", "lease one named item to a session (operator roles)"),
 )
 
 ALLOCATE = Operation(
@@ -137,30 +111,30 @@ ALLOCATE = Operation(
         *_REPO,
         _SESSION,
         Arg(
-            name="candidates",
-            shape=OBJECTS,
+            "candidates",
+            OBJECTS,
             required=True,
             cli=Flag(
-                flag="--candidates",
-                help="JSON file with a list of candidates, or - for stdin",
+                "--candidates",
+                "JSON file with a list of candidates, or - for stdin",
                 kind="json",
                 what="candidates",
             ),
         ),
-        Arg(name="role", shape=TEXT, cli=Flag(flag="--role", help="default: the profile's role")),
+        Arg("role", TEXT, cli=Flag("--role", "default: the profile's role")),
         Arg(
-            name="apply",
-            shape=BOOL,
+            "apply",
+            BOOL,
             default=False,
-            cli=Flag(flag="--apply", help="reserve (default: preview)", kind="true"),
+            cli=Flag("--apply", "reserve (default: preview)", kind="true"),
         ),
         _TTL,
         _OWNER,
     ),
     tool=Tool(
-        name="gitea_allocate_next_work",
-        function="allocate_tool",
-        summary="""\
+        "gitea_allocate_next_work",
+        "allocate_tool",
+        """\
 Ask the controller-owned allocator for your next issue or pull request.
 
 Do not pick work yourself: call this with apply=false to preview, then
@@ -170,7 +144,7 @@ hold the same item. Outcomes: assigned_work (with lease_proof: lease id,
 expiry, expected head, allowed and forbidden actions), wait (another
 session holds it; owner_session_id names it), blocked_by_terminal_path,
 no_safe_work, role_ineligible, preview. Skipped candidates come with reasons.""",
-        params=(
+        (
             ("session_id", "Your session id (the one your worker registered with)."),
             *_WHERE_DOCS,
             (
@@ -188,133 +162,111 @@ dependency_unmet, dependency_reason. Monitoring incidents are refused.""",
             ("lease_ttl_seconds", "Lease length; renew it with the heartbeat tool."),
             ("owner_pid", "Your worker's pid, so retirement protects the lease owner."),
         ),
-        read_only=False,
-        mutating=None,
-        lost=_LOST_LEASE,
+        _LOST_LEASE,
+        mutates_with="apply",
     ),
-    command=Command(
-        group="work", name="allocate", help="route candidates to your role; --apply takes the pick"
-    ),
+    command=Command("work", "allocate", "route candidates to your role; --apply takes the pick"),
 )
 
 ASSIGNMENT_CHECK = Operation(
-    name="assignment_check",
-    call="require_valid_assignment",
-    tasks={"assignment_check": ANY_READ},
-    args=(
-        *_ITEM,
-        _SESSION,
-        Arg(name="action", shape=TEXT, required=True, cli=Flag(flag="--action")),
-    ),
+    "assignment_check",
+    "require_valid_assignment",
+    {"assignment_check": ANY_READ},
+    args=(*_ITEM, _SESSION, Arg("action", TEXT, required=True, cli=Flag("--action"))),
     tool=Tool(
-        name="gitea_require_valid_assignment",
-        function="check_tool",
-        summary="""\
+        "gitea_require_valid_assignment",
+        "check_tool",
+        """\
 The mutation gate: may this session perform this action on this item now?
 
 success is true only with a live lease, an action the assignment allows (and
 does not forbid), an item that is not merged or closed, and a head that has
 not moved since the assignment pinned it. Check before every mutation.""",
-        params=(
+        (
             ("session_id", "Your session id."),
             *_WHERE_DOCS,
             ("kind", '"issue" or "pr".'),
             ("number", "The issue or pull request number."),
             ("action", "The action about to be taken (implement, push, review, merge, ...)."),
         ),
+        _LOST_LEASE,
         read_only=True,
-        mutating=False,
-        lost=_LOST_LEASE,
     ),
-    command=Command(
-        group="work",
-        name="check",
-        help="the mutation gate: exit 0 only if the action is covered now",
-    ),
+    command=Command("work", "check", "the mutation gate: exit 0 only if the action is covered now"),
 )
 
 LEASE_HEARTBEAT = Operation(
-    name="lease_heartbeat",
-    call="heartbeat_lease",
-    tasks={"lease_heartbeat": ANY_LEASE},
+    "lease_heartbeat",
+    "heartbeat_lease",
+    {"lease_heartbeat": ANY_LEASE},
     args=(
         *_LEASE,
-        Arg(
-            name="lease_ttl_seconds",
-            shape=NUMBER,
-            cli=Flag(flag="--ttl", type=float, help="new lease seconds"),
-        ),
+        Arg("lease_ttl_seconds", NUMBER, cli=Flag("--ttl", type=float, help="new lease seconds")),
     ),
     tool=Tool(
-        name="gitea_heartbeat_work_lease",
-        function="heartbeat_tool",
-        summary="Keep a work lease alive; an expired or foreign lease is refused.",
-        params=(
+        "gitea_heartbeat_work_lease",
+        "heartbeat_tool",
+        "Keep a work lease alive; an expired or foreign lease is refused.",
+        (
             ("session_id", "The session that holds the lease."),
             ("lease_id", "The lease_id from gitea_allocate_next_work."),
             ("lease_ttl_seconds", "New lease length (default: the length it was granted with)."),
         ),
-        read_only=False,
-        mutating=True,
-        lost=_LOST_LEASE,
+        _LOST_LEASE,
     ),
-    command=Command(group="work", name="heartbeat", help="renew a lease"),
+    command=Command("work", "heartbeat", "renew a lease"),
 )
 
 LEASE_RELEASE = Operation(
-    name="lease_release",
-    call="release_lease",
-    tasks={"lease_release": ANY_LEASE},
+    "lease_release",
+    "release_lease",
+    {"lease_release": ANY_LEASE},
     args=_LEASE,
     tool=Tool(
-        name="gitea_release_work_lease",
-        function="release_tool",
-        summary=(
-            "Give a work lease back when the work is done or abandoned (releasing twice is fine)."
-        ),
-        params=(
+        "gitea_release_work_lease",
+        "release_tool",
+        ("Give a work lease back when the work is done or abandoned (releasing twice is fine)."),
+        (
             ("session_id", "The session that holds the lease."),
             ("lease_id", "The lease to release."),
         ),
-        read_only=False,
-        mutating=True,
-        lost=_LOST_LEASE,
+        _LOST_LEASE,
     ),
-    command=Command(group="work", name="release", help="give a lease back"),
+    command=Command("work", "release", "give a lease back"),
 )
 
 _LOCK = Command(
-    group="work",
-    name="lock",
-    help="show, set or clear the repository's terminal-review lock",
+    "work",
+    "lock",
+    "show, set or clear the repository's terminal-review lock",
     order=("--remote", "--org", "--repo", "--set", "--clear", "--decision", "--review-id"),
 )
 
 TERMINAL_LOCK_SET = Operation(
-    name="terminal_lock_set",
-    call="set_terminal_lock",
-    tasks={"terminal_lock_set": REVIEW_LEASE},
+    "terminal_lock_set",
+    "set_terminal_lock",
+    {"terminal_lock_set": REVIEW_LEASE},
     args=(
         *_REPO,
         # Must be present: null clears the lock, so a missing value must not.
         Arg(
-            name="terminal_pr",
-            shape=INT_OR_NULL,
+            "terminal_pr",
+            INT_OR_NULL,
             required=True,
-            cli=Flag(flag="--set", type=int, metavar="PR", help="lock on this PR", group="change"),
+            cli=Flag("--set", type=int, metavar="PR", help="lock on this PR", group="change"),
         ),
-        Arg(name="review_id", shape=TEXT, cli=Flag(flag="--review-id")),
-        Arg(name="decision", shape=TEXT, cli=Flag(flag="--decision")),
+        Arg("review_id", TEXT, cli=Flag("--review-id")),
+        Arg("decision", TEXT, cli=Flag("--decision")),
     ),
     command=_LOCK,
     when=("--set", "--clear"),
-    extra_flags=(Flag(flag="--clear", kind="true", group="change"),),
+    extra_flags=(Flag("--clear", kind="true", group="change"),),
 )
 
 TERMINAL_LOCK_GET = Operation(
-    name="terminal_lock_get",
-    call="get_terminal_lock",
-    tasks={"terminal_lock_read": ANY_READ},
+    "terminal_lock_get",
+    "get_terminal_lock",
+    {"terminal_lock_read": ANY_READ},
     args=_REPO,
     command=_LOCK,
 )

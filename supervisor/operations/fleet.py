@@ -20,73 +20,66 @@ __all__ = ["FLEET_OPERATIONS", "OPERATOR_OPS", "WORKER_OPS"]
 # These ops keep their own parsers in ``surfaces.protocol`` (every worker heartbeat takes
 # a fast path there); their argument lists here name what the wire carries.
 _FENCED = (
-    Arg(name="worker_identity", shape=TEXT, required=True),
-    Arg(name="pid", shape=INT, required=True),
-    Arg(name="generation_id", shape=TEXT, required=True),
-    Arg(name="fencing_epoch", shape=INT, required=True),
+    Arg("worker_identity", TEXT, required=True),
+    Arg("pid", INT, required=True),
+    Arg("generation_id", TEXT, required=True),
+    Arg("fencing_epoch", INT, required=True),
 )
 
 # Workers act for their own process, proved by peer credentials: no profile, no task.
-REGISTER = Operation(
-    name="register",
-    call="register",
-    tasks={},
-    args=(Arg(name="pid", shape=INT), Arg(name="claims", shape=OBJECT)),
-)
-HEARTBEAT = Operation(name="heartbeat", call="heartbeat", tasks={}, args=_FENCED)
-RELEASE = Operation(name="release", call="release", tasks={}, args=_FENCED)
+REGISTER = Operation("register", "register", {}, args=(Arg("pid", INT), Arg("claims", OBJECT)))
+HEARTBEAT = Operation("heartbeat", "heartbeat", {}, args=_FENCED)
+RELEASE = Operation("release", "release", {}, args=_FENCED)
 
 STATUS = Operation(
-    name="status",
-    call="status_report",
-    tasks={"status": ANY_READ},
-    command=Command(group="", name="status", help="daemon, liveness and lease summary"),
+    "status",
+    "status_report",
+    {"status": ANY_READ},
+    command=Command("", "status", "daemon, liveness and lease summary"),
 )
 SNAPSHOT = Operation(
-    name="snapshot",
-    call="snapshot",
-    tasks={"snapshot": OPERATOR_READ},
+    "snapshot",
+    "snapshot",
+    {"snapshot": OPERATOR_READ},
     args=(
-        Arg(name="canonical_repository", shape=TEXT),
-        Arg(name="expected_manifest", shape=OBJECTS),
-        Arg(name="expected_live_revision", shape=TEXT),
-        Arg(name="include_history", shape=BOOL, default=False),
+        Arg("canonical_repository", TEXT),
+        Arg("expected_manifest", OBJECTS),
+        Arg("expected_live_revision", TEXT),
+        Arg("include_history", BOOL, default=False),
     ),
     alias="gitea_snapshot_instance_fleet",
-    command=Command(group="", name="snapshot", help="classified fleet snapshot"),
+    command=Command("", "snapshot", "classified fleet snapshot"),
 )
 PLAN = Operation(
-    name="plan",
-    call="plan",
-    tasks={"plan": OPERATOR_READ},
+    "plan",
+    "plan",
+    {"plan": OPERATOR_READ},
     args=(
-        Arg(name="canonical_repository", shape=TEXT),
-        Arg(name="full", shape=BOOL, default=False),
-        Arg(name="reason", shape=TEXT),
-        Arg(name="namespace", shape=TEXT),
-        Arg(name="instance", shape=TEXT),
-        Arg(name="limit", shape=INT),
-        Arg(name="cursor", shape=TEXT),
-        Arg(name="examples", shape=INT),
+        Arg("canonical_repository", TEXT),
+        Arg("full", BOOL, default=False),
+        Arg("reason", TEXT),
+        Arg("namespace", TEXT),
+        Arg("instance", TEXT),
+        Arg("limit", INT),
+        Arg("cursor", TEXT),
+        Arg("examples", INT),
     ),
     alias="gitea_plan_stale_worker_retirement",
-    command=Command(group="", name="plan", help="dry-run retirement plan"),
+    command=Command("", "plan", "dry-run retirement plan"),
 )
 APPLY = Operation(
-    name="apply",
-    call="apply",
-    tasks={"apply": OPERATOR_RETIRE},
+    "apply",
+    "apply",
+    {"apply": OPERATOR_RETIRE},
     args=(
-        Arg(name="registry_fingerprint", shape=TEXT),
-        Arg(name="scope_fingerprint", shape=TEXT),
-        Arg(name="candidate_fingerprint", shape=TEXT, required=True),
-        Arg(name="worker_identities", shape=TEXTS),
-        Arg(name="canonical_repository", shape=TEXT),
+        Arg("registry_fingerprint", TEXT),
+        Arg("scope_fingerprint", TEXT),
+        Arg("candidate_fingerprint", TEXT, required=True),
+        Arg("worker_identities", TEXTS),
+        Arg("canonical_repository", TEXT),
     ),
     alias="gitea_apply_stale_worker_retirement",
-    command=Command(
-        group="", name="apply", help="retire the rows a plan approved (compare-and-swap)"
-    ),
+    command=Command("", "apply", "retire the rows a plan approved (compare-and-swap)"),
 )
 
 WORKER_OPS = frozenset({REGISTER.name, HEARTBEAT.name, RELEASE.name})

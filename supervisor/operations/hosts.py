@@ -7,50 +7,38 @@ from supervisor.operations.spec import TEXT, TEXTS, Arg, Command, Flag, Operatio
 
 __all__ = ["HOST_OPERATIONS"]
 
-_HOST = Arg(name="host_id", shape=TEXT, required=True, cli=Flag(flag="host_id", metavar="HOST"))
+_HOST = Arg("host_id", TEXT, required=True, cli=Flag("host_id", metavar="HOST"))
 
 # The keeper authorizes plan and apply with the fleet's retire rule ("apply"): retiring
 # a silent host's rows retires rows. Status needs only an authenticated profile.
 HOST_STATUS = Operation(
-    name="host_status",
-    call="status",
-    tasks={},
-    command=Command(group="hosts", name="status", help="this host's lease"),
+    "host_status", "status", {}, command=Command("hosts", "status", "this host's lease")
 )
 HOST_PLAN = Operation(
-    name="host_plan",
-    call="plan_retirement",
-    tasks=APPLY.tasks,
+    "host_plan",
+    "plan_retirement",
+    APPLY.tasks,
     args=(_HOST,),
     command=Command(
-        group="hosts",
-        name="plan",
-        help="dry-run: which rows of a silent HOST may be retired (host_lease_expired)",
+        "hosts", "plan", "dry-run: which rows of a silent HOST may be retired (host_lease_expired)"
     ),
 )
 HOST_APPLY = Operation(
-    name="host_apply",
-    call="apply_retirement",
-    tasks=APPLY.tasks,
+    "host_apply",
+    "apply_retirement",
+    APPLY.tasks,
     args=(
         _HOST,
-        Arg(name="host_token", shape=TEXT, required=True, cli=Flag(flag="--host-token")),
+        Arg("host_token", TEXT, required=True, cli=Flag("--host-token")),
+        Arg("candidate_fingerprint", TEXT, required=True, cli=Flag("--candidate-fingerprint")),
         Arg(
-            name="candidate_fingerprint",
-            shape=TEXT,
+            "worker_identities",
+            TEXTS,
             required=True,
-            cli=Flag(flag="--candidate-fingerprint"),
-        ),
-        Arg(
-            name="worker_identities",
-            shape=TEXTS,
-            required=True,
-            cli=Flag(flag="--workers", help="comma-separated identities", kind="split"),
+            cli=Flag("--workers", "comma-separated identities", kind="split"),
         ),
     ),
-    command=Command(
-        group="hosts", name="apply", help="retire the rows a host plan approved (compare-and-swap)"
-    ),
+    command=Command("hosts", "apply", "retire the rows a host plan approved (compare-and-swap)"),
 )
 
 HOST_OPERATIONS = (HOST_STATUS, HOST_PLAN, HOST_APPLY)

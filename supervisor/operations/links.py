@@ -23,75 +23,69 @@ _LOST = (
     "no answer came back, so whether the record changed is unknown; sending the same "
     "call again is safe (the latest verdict or observation replaces the stored one)"
 )
-_SESSION = Arg(name="session_id", shape=TEXT, required=True, cli=Flag(flag="--session"))
+_SESSION = Arg("session_id", TEXT, required=True, cli=Flag("--session"))
 
 # Any session may report and read its own namespace health.
 NAMESPACE_HEALTH_ASSESS = Operation(
-    name="namespace_health_assess",
-    call="assess_namespace_health",
-    tasks={"namespace_health_assess": ANY_READ},
+    "namespace_health_assess",
+    "assess_namespace_health",
+    {"namespace_health_assess": ANY_READ},
     args=(
         _SESSION,
+        Arg("namespace", TEXT, required=True, cli=Flag("--namespace", "e.g. gitea-merger")),
         Arg(
-            name="namespace",
-            shape=TEXT,
-            required=True,
-            cli=Flag(flag="--namespace", help="e.g. gitea-merger"),
+            "required_tool",
+            TEXT,
+            cli=Flag("--tool", "the required tool (default: the namespace's)"),
         ),
         Arg(
-            name="required_tool",
-            shape=TEXT,
-            cli=Flag(flag="--tool", help="the required tool (default: the namespace's)"),
+            "registered_tools",
+            TEXT_OR_TEXTS,
+            cli=Flag("--tools", "comma-separated tools the server lists", kind="list"),
         ),
         Arg(
-            name="registered_tools",
-            shape=TEXT_OR_TEXTS,
-            cli=Flag(flag="--tools", help="comma-separated tools the server lists", kind="list"),
-        ),
-        Arg(
-            name="probe_result",
-            shape=OBJECT,
+            "probe_result",
+            OBJECT,
             cli=Flag(
-                flag="--probe-result",
-                help="JSON file (or -) with success, result, error",
+                "--probe-result",
+                "JSON file (or -) with success, result, error",
                 kind="json_object",
                 what="the probe result",
             ),
         ),
         Arg(
-            name="process",
-            shape=OBJECT,
+            "process",
+            OBJECT,
             cli=Flag(
-                flag="--process",
-                help="JSON file with pid, profile, env",
+                "--process",
+                "JSON file with pid, profile, env",
                 kind="json_object",
                 what="the process",
             ),
         ),
         Arg(
-            name="config_path",
-            shape=TEXT,
-            cli=Flag(flag="--config-path", help="client configuration the namespace came from"),
+            "config_path",
+            TEXT,
+            cli=Flag("--config-path", "client configuration the namespace came from"),
         ),
         Arg(
-            name="configured",
-            shape=BOOL,
+            "configured",
+            BOOL,
             default=True,
-            cli=Flag(flag="--not-configured", help="the client has no entry", kind="false"),
+            cli=Flag("--not-configured", "the client has no entry", kind="false"),
         ),
         Arg(
-            name="probe_source",
-            shape=TEXT,
+            "probe_source",
+            TEXT,
             cli=Flag(
-                flag="--probe-source",
-                help="client_namespace (the only proof), offline_spawn or unknown",
+                "--probe-source", "client_namespace (the only proof), offline_spawn or unknown"
             ),
         ),
     ),
     tool=Tool(
-        name="gitea_assess_mcp_namespace_health",
-        function="assess_tool",
-        summary="""\
+        "gitea_assess_mcp_namespace_health",
+        "assess_tool",
+        """\
 Record whether an MCP namespace can really invoke its required tool.
 
 A tool registered in a server proves nothing about the client's live
@@ -103,7 +97,7 @@ session; review and merge through gitea_require_valid_assignment are refused
 with namespace_unhealthy while the latest verdict for gitea-reviewer or
 gitea-merger is broken or not client-proven. On EOF, reconnect the namespace
 through the client (not by killing PIDs), re-probe and record again.""",
-        params=(
+        (
             ("session_id", "Your session id."),
             ("namespace", "The mcpServers entry, e.g. gitea-merger."),
             ("probe_source", "client_namespace, offline_spawn or unknown."),
@@ -122,15 +116,13 @@ through the client (not by killing PIDs), re-probe and record again.""",
             ("config_path", "The client configuration the namespace was launched from."),
             ("configured", "false when the client has no entry for the namespace."),
         ),
-        read_only=False,
-        mutating=True,
-        lost=_LOST,
+        _LOST,
         success_is_verdict=True,
     ),
     command=Command(
-        group="work",
-        name="health",
-        help="record a namespace health probe for a session (exit 0 if healthy)",
+        "work",
+        "health",
+        "record a namespace health probe for a session (exit 0 if healthy)",
         order=(
             "--session",
             "--namespace",
@@ -146,23 +138,20 @@ through the client (not by killing PIDs), re-probe and record again.""",
 )
 
 NAMESPACE_HEALTH_GATE = Operation(
-    name="namespace_health_gate",
-    call="namespace_health_gate",
-    tasks={"namespace_health_gate": ANY_READ},
+    "namespace_health_gate",
+    "namespace_health_gate",
+    {"namespace_health_gate": ANY_READ},
     args=(
         _SESSION,
         Arg(
-            name="task",
-            shape=TEXT,
-            required=True,
-            cli=Flag(flag="--task", help="merge_pr, submit_review or review_pr"),
+            "task", TEXT, required=True, cli=Flag("--task", "merge_pr, submit_review or review_pr")
         ),
     ),
     tool=Tool(
-        name="gitea_namespace_health_gate",
-        function="gate_tool",
-        summary="Whether your recorded namespace health lets a task run (allowed, reasons).",
-        params=(
+        "gitea_namespace_health_gate",
+        "gate_tool",
+        "Whether your recorded namespace health lets a task run (allowed, reasons).",
+        (
             ("session_id", "Your session id."),
             (
                 "task",
@@ -170,26 +159,18 @@ NAMESPACE_HEALTH_GATE = Operation(
                 "gitea-reviewer); any other task needs no namespace.",
             ),
         ),
+        _LOST,
         read_only=True,
-        mutating=False,
-        lost=_LOST,
     ),
     command=Command(
-        group="work",
-        name="health-gate",
-        help="exit 0 only if recorded namespace health lets the task run",
+        "work", "health-gate", "exit 0 only if recorded namespace health lets the task run"
     ),
 )
 
 _ISSUE = (
-    Arg(name="gitea_org", shape=TEXT, required=True, cli=Flag(flag="--gitea-org")),
-    Arg(name="gitea_repo", shape=TEXT, required=True, cli=Flag(flag="--gitea-repo")),
-    Arg(
-        name="gitea_issue_number",
-        shape=INT,
-        required=True,
-        cli=Flag(flag="--gitea-issue", type=int),
-    ),
+    Arg("gitea_org", TEXT, required=True, cli=Flag("--gitea-org")),
+    Arg("gitea_repo", TEXT, required=True, cli=Flag("--gitea-repo")),
+    Arg("gitea_issue_number", INT, required=True, cli=Flag("--gitea-issue", type=int)),
 )
 #: The incident link's optional texts, with the CLI flag each is given by.
 _LINK_TEXTS = (
@@ -206,51 +187,49 @@ _LINK_TEXTS = (
     ("last_sync_at", "--synced-at"),
 )
 _LINK = Command(
-    group="work",
-    name="link",
-    help="show (or with --provider, upsert) the incident link of a Gitea issue",
+    "work", "link", "show (or with --provider, upsert) the incident link of a Gitea issue"
 )
 
 # An incident link is written by the monitoring bridge, an operator boundary; anyone
 # may read it.
 INCIDENT_LINK_UPSERT = Operation(
-    name="incident_link_upsert",
-    call="upsert_incident_link",
-    tasks={"incident_link_upsert": OPERATOR_LEASE},
+    "incident_link_upsert",
+    "upsert_incident_link",
+    {"incident_link_upsert": OPERATOR_LEASE},
     args=(
         *_ISSUE,
         Arg(
-            name="provider",
-            shape=TEXT,
+            "provider",
+            TEXT,
             required=True,
-            cli=Flag(flag="--provider", help="monitoring provider (sentry, glitchtip, ...)"),
+            cli=Flag("--provider", "monitoring provider (sentry, glitchtip, ...)"),
         ),
         Arg(
-            name="provider_issue_id",
-            shape=TEXT,
+            "provider_issue_id",
+            TEXT,
             required=True,
-            cli=Flag(flag="--issue-id", help="the provider's issue id (needed with --provider)"),
+            cli=Flag("--issue-id", "the provider's issue id (needed with --provider)"),
         ),
-        *(Arg(name=name, shape=TEXT, cli=Flag(flag=flag)) for name, flag in _LINK_TEXTS),
+        *(Arg(name, shape=TEXT, cli=Flag(flag)) for name, flag in _LINK_TEXTS),
         Arg(
-            name="linked_pr_numbers",
-            shape=INTS,
-            cli=Flag(flag="--prs", help="comma-separated linked PR numbers", kind="ints"),
+            "linked_pr_numbers",
+            INTS,
+            cli=Flag("--prs", "comma-separated linked PR numbers", kind="ints"),
         ),
-        Arg(name="event_count", shape=INT, cli=Flag(flag="--events", type=int, help="event count")),
+        Arg("event_count", INT, cli=Flag("--events", type=int, help="event count")),
     ),
     when=("--provider",),
     tool=Tool(
-        name="gitea_upsert_incident_link",
-        function="upsert_link_tool",
-        summary="""\
+        "gitea_upsert_incident_link",
+        "upsert_link_tool",
+        """\
 Link a monitoring provider's issue to the Gitea issue filed for it.
 
 One link per provider key (provider, base URL, org, project, issue id;
 omitted or blank scope is ''); asking again updates the same link, and an
 omitted field keeps its stored value. A link is never work: the Gitea
 issue is what the allocator hands out. Controller and reconciler only.""",
-        params=(
+        (
             ("provider", "Any monitoring provider name (sentry, glitchtip, ...)."),
             ("provider_issue_id", "The provider's issue id."),
             ("gitea_org", "Owner of the Gitea repository."),
@@ -270,30 +249,27 @@ issue is what the allocator hands out. Controller and reconciler only.""",
             ("release_resolved_at", "UTC timestamp."),
             ("last_sync_at", "UTC timestamp of this observation."),
         ),
-        read_only=False,
-        mutating=True,
-        lost=_LOST,
+        _LOST,
     ),
     command=_LINK,
 )
 
 INCIDENT_LINK_GET = Operation(
-    name="incident_link_get",
-    call="get_incident_link_for_gitea_issue",
-    tasks={"incident_link_read": ANY_READ},
+    "incident_link_get",
+    "get_incident_link_for_gitea_issue",
+    {"incident_link_read": ANY_READ},
     args=_ISSUE,
     tool=Tool(
-        name="gitea_get_incident_link_for_gitea_issue",
-        function="get_link_tool",
-        summary="The incident link(s) pointing at a Gitea issue (incident_link: lowest link_id).",
-        params=(
+        "gitea_get_incident_link_for_gitea_issue",
+        "get_link_tool",
+        "The incident link(s) pointing at a Gitea issue (incident_link: lowest link_id).",
+        (
             ("gitea_org", "Owner of the Gitea repository."),
             ("gitea_repo", "Gitea repository name."),
             ("gitea_issue_number", "The Gitea issue number."),
         ),
+        _LOST,
         read_only=True,
-        mutating=False,
-        lost=_LOST,
     ),
     command=_LINK,
 )

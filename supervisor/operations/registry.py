@@ -11,15 +11,7 @@ from supervisor.operations.links import LINK_OPERATIONS
 from supervisor.operations.spec import Operation
 from supervisor.policy.permissions import Decision, Profile, TaskRule, decide_rule
 
-__all__ = [
-    "CONTROL_OPS",
-    "HOST_OPS",
-    "OPERATIONS",
-    "TASKS",
-    "TOOLS",
-    "decide",
-    "operation",
-]
+__all__ = ["CONTROL_OPS", "HOST_OPS", "OPERATIONS", "TASKS", "TOOLS", "decide", "operation"]
 
 #: op name -> declaration, in the order the surfaces list them.
 OPERATIONS: Mapping[str, Operation] = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from supervisor.policy.permissions import TaskRule
@@ -43,13 +43,14 @@ INTS = "a list of integers"
 TEXT_OR_TEXTS = "a string or a list of strings"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Flag:
     """How the CLI spells one argument: ``--flag`` (or a positional), and how its text
     becomes the wire value (``kind``; see ``cli_operations``)."""
 
     flag: str
     help: str | None = None
+    _: KW_ONLY
     type: Any = None
     metavar: str | None = None
     #: value (as typed), true / false (a switch, or its negation), list (comma-separated,
@@ -61,19 +62,20 @@ class Flag:
     group: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Arg:
     """One wire argument: its shape, whether it must be given, and its MCP/CLI spelling."""
 
     name: str
     shape: str
+    _: KW_ONLY
     required: bool = False
     #: The MCP parameter's default when not required (None unless a flag with a value).
     default: Any = None
     cli: Flag | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Tool:
     """The MCP tool an operation is also served as (the seed's name where it differs)."""
 
@@ -84,28 +86,36 @@ class Tool:
     summary: str
     #: (argument, its line under "Args:") in the tool's parameter order.
     params: tuple[tuple[str, str], ...]
-    read_only: bool
-    #: Whether a lost answer may have changed something; None: the ``apply`` argument says.
-    mutating: bool | None
     #: What a mutating call whose answer was lost tells its caller.
     lost: str
+    _: KW_ONLY
+    read_only: bool = False
+    #: The boolean argument that makes a call mutating (otherwise: every call but a read's).
+    mutates_with: str | None = None
     #: ``success`` is the tool's verdict, not whether it worked (an unhealthy namespace
     #: is still recorded): only a refused or lost call is flagged ``isError``.
     success_is_verdict: bool = False
 
+    def mutating(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call with ``arguments`` may have changed something."""
+        if self.mutates_with is not None:
+            return arguments.get(self.mutates_with) is True
+        return not self.read_only
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@dataclass(frozen=True, slots=True)
 class Command:
     """``fleet-supervisor <group> <name>``: the subcommand an operation is reached by."""
 
     group: str
     name: str
     help: str
+    _: KW_ONLY
     #: The flags' order in ``--help`` where it is not the arguments' (wire) order.
     order: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Operation:
     """One operation, declared once: every surface is built from this."""
 
@@ -115,6 +125,7 @@ class Operation:
     call: str
     #: The permission task(s) the handle checks, with their rules.
     tasks: Mapping[str, TaskRule]
+    _: KW_ONLY
     args: tuple[Arg, ...] = ()
     tool: Tool | None = None
     command: Command | None = None

@@ -102,10 +102,9 @@ def _tool_function(
 
     async def call(**arguments: Any) -> dict[str, Any]:
         # Every parameter arrives (defaults filled in), as the hand-written tools passed them.
-        mutating = tool.mutating if tool.mutating is not None else arguments.get("apply") is True
         return await tool_answer(
             backend.invoke(op.name, profile_resolver(), arguments),
-            mutating=mutating,
+            mutating=tool.mutating(arguments),
             lost=tool.lost,
         )
 
