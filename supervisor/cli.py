@@ -143,6 +143,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not ask the kernel to SIGTERM the server when its client dies",
     )
+    # Written by `clients wrap` for `clients unwrap`; ignored when the server starts.
+    exec_cmd.add_argument(
+        "--as-written", action="append", metavar="INDEX=TEXT", help=argparse.SUPPRESS
+    )
     exec_cmd.add_argument("child", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
 
     mcp = commands.add_parser("mcp", help="serve the MCP tools over stdio via the running daemon")

@@ -9,7 +9,6 @@ import os
 import re
 import secrets
 import stat
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import tomlkit
 import tomlkit.exceptions
 
+from supervisor.atomic_file import replace_atomically
 from supervisor.errors import ConfigError
 from supervisor.lockfile import exclusive
 from supervisor.logs import get_logger
@@ -241,30 +241,14 @@ def _locked(file: Path) -> contextlib.AbstractContextManager[None]:
 
 
 def _write_atomically(path: Path, text: str, *, like: os.stat_result | None) -> None:
-    # Same directory, so os.replace is a rename on one filesystem: readers see the old file or
-    # the new one, never a half-written one. mkstemp creates the file with mode 0600; the new
-    # file then takes the permissions (and, where allowed, the owner) of the one it replaces.
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            if like is not None:
-                os.fchmod(handle.fileno(), stat.S_IMODE(like.st_mode))
-                if (like.st_uid, like.st_gid) != (os.getuid(), os.getgid()):
-                    with contextlib.suppress(PermissionError):
-                        os.fchown(handle.fileno(), like.st_uid, like.st_gid)
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # makes the rename itself durable
-    finally:
-        os.close(directory)
+    # The new file takes the permissions (and, where allowed, the owner) of the one it
+    # replaces; a new profiles file keeps the temporary file's 0600.
+    replace_atomically(
+        path,
+        text.encode("utf-8"),
+        mode=None if like is None else stat.S_IMODE(like.st_mode),
+        owner=None if like is None else (like.st_uid, like.st_gid),
+    )
 
 
 def _resolved(path: str | Path) -> Path:

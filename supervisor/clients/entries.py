@@ -8,6 +8,10 @@
 # from the first element to the first original argument. An entry with no ``args``
 # member gets one, marked by the word ``exec`` right after the wrapper script (the
 # wrapper accepts and ignores it), so unwrap knows to remove the member it added.
+# A relative path that wrap makes absolute (clients.paths) is written in its token's
+# own style, and its original text goes into the wrapper's arguments as
+# ``--as-written INDEX=TEXT``; unwrap renders TEXT back in that style. Wrap makes a
+# path absolute only when that rendering gives back the original token exactly.
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.clients.scan import Node
+from supervisor.sidecar.exec_in_place import AS_WRITTEN, VALUE_FLAGS
 
 __all__ = [
     "ABSENT_MARK",
@@ -27,14 +32,18 @@ __all__ = [
     "EntrySpans",
     "Wrapper",
     "apply_edits",
+    "as_written",
     "dash_index",
+    "entry_nodes",
     "is_wrapped",
+    "render_like",
     "render_string",
     "safe_name",
     "transport_of",
     "unwrap_edits",
     "unwrapped_command",
     "wrap_edits",
+    "wrapper_words",
 ]
 
 WRAPPER_SCRIPT = "exec_in_place.py"
@@ -88,6 +97,19 @@ def render_string(value: str, fmt: str) -> str:
     return text.replace("\x7f", "\\u007f") if fmt == "toml" else text
 
 
+def _literal_ok(value: str) -> bool:
+    """Whether a TOML literal string ('...') can hold ``value``."""
+    return "'" not in value and not any((ord(c) < 0x20 and c != "\t") or c == "\x7f" for c in value)
+
+
+def render_like(value: str, token: str, fmt: str) -> str:
+    """``value`` as a string token in ``token``'s style (a TOML literal string stays one)."""
+    single = token.startswith("'") and not token.startswith("'''")
+    if fmt == "toml" and single and _literal_ok(value):
+        return f"'{value}'"
+    return render_string(value, fmt)
+
+
 def safe_name(name: str) -> str:
     return _NAME_CHARS.sub("_", name)[:64] or "server"
 
@@ -118,23 +140,73 @@ def is_wrapped(command: object, args: object) -> bool:
     return bool(names) and names[0] == "fleet-supervisor" and "exec" in names[1:]
 
 
-#: The wrapper's flags that take a value (exec_in_place.parse_args): a value may be "--".
-_VALUE_FLAGS = frozenset(
-    ("--socket", "--config", "--client", "--name", "--namespace", "--ttl", "--timeout")
-)
+def _script_index(args: Sequence[object]) -> int | None:
+    return next((i for i, a in enumerate(args) if os.path.basename(str(a)) == WRAPPER_SCRIPT), None)
+
+
+def _walk(args: Sequence[object]) -> tuple[int | None, list[tuple[str, object]]]:
+    """The wrapper's own ``--`` (after the script, skipping its flags' values, which may
+    be "--") and the (flag, value) pairs before it."""
+    script = _script_index(args)
+    index = 0 if script is None else script + 1
+    pairs: list[tuple[str, object]] = []
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            return index, pairs
+        flag, eq, inline = str(arg).partition("=")
+        if arg in VALUE_FLAGS:
+            pairs.append((str(arg), args[index + 1] if index + 1 < len(args) else None))
+            index += 2
+            continue
+        if eq and flag in VALUE_FLAGS:
+            pairs.append((flag, inline))
+        index += 1
+    return None, pairs
 
 
 def dash_index(args: Sequence[object]) -> int | None:
     """Where the wrapper's own ``--`` is: after the script, skipping its flags' values."""
-    start = next(
-        (i + 1 for i, a in enumerate(args) if os.path.basename(str(a)) == WRAPPER_SCRIPT), 0
-    )
-    index = start
-    while index < len(args):
-        if args[index] == "--":
-            return index
-        index += 2 if args[index] in _VALUE_FLAGS else 1
-    return None
+    return _walk(args)[0]
+
+
+def as_written(args: Sequence[object]) -> dict[int, str] | None:
+    """A wrapped entry's ``--as-written`` records: word index after ``--`` -> the text
+    wrap replaced there. None when a record does not fit the command it stands before."""
+    dash, pairs = _walk(args)
+    inner = 0 if dash is None else len(args) - dash - 1
+    records: dict[int, str] = {}
+    for flag, value in pairs:
+        if flag != AS_WRITTEN:
+            continue
+        number, eq, text = value.partition("=") if isinstance(value, str) else ("", "", "")
+        if not (eq and number.isascii() and number.isdigit()):
+            return None
+        index = int(number)
+        if index >= inner or index in records:
+            return None
+        records[index] = text
+    return records
+
+
+def wrapper_words(
+    wrapper: Wrapper,
+    *,
+    has_args: bool,
+    client: str,
+    name: str,
+    written: Mapping[int, str],
+) -> list[str]:
+    """The words wrap puts before the server's own command, ``--`` included."""
+    words = list(wrapper.prefix[1:])
+    if not has_args:
+        words.append(ABSENT_MARK)
+    if wrapper.config is not None:
+        words += ["--config", wrapper.config]
+    words += ["--socket", wrapper.socket, "--client", client, "--name", safe_name(name)]
+    for index in sorted(written):
+        words += [AS_WRITTEN, f"{index}={written[index]}"]
+    return [*words, "--"]
 
 
 def unwrapped_command(args: Sequence[object]) -> list[str] | None:
@@ -160,20 +232,39 @@ def _separator(text: str, array: Node) -> str:
     return ", "
 
 
+def entry_nodes(spans: EntrySpans) -> list[Node]:
+    """The string nodes of the server's argv: the command, then each argument."""
+    return [spans.command, *(spans.args.items if spans.args is not None else [])]
+
+
+def _put(text: str, node: Node, value: str, fmt: str) -> Edit:
+    return Edit(node.start, node.end, render_like(value, text[node.start : node.end], fmt))
+
+
 def wrap_edits(
-    text: str, spans: EntrySpans, wrapper: Wrapper, *, client: str, name: str
+    text: str,
+    spans: EntrySpans,
+    wrapper: Wrapper,
+    *,
+    client: str,
+    name: str,
+    absolute: Mapping[int, str] | None = None,
 ) -> list[Edit]:
-    """The edits that make this entry run under ``exec`` (see the module note)."""
+    """The edits that make this entry run under ``exec`` (see the module note);
+    ``absolute``: argv index -> the absolute path written in place of that word."""
     fmt = spans.fmt
-    words = list(wrapper.prefix[1:])
-    if spans.args is None:
-        words.append(ABSENT_MARK)
-    if wrapper.config is not None:
-        words += ["--config", wrapper.config]
-    words += ["--socket", wrapper.socket, "--client", client, "--name", safe_name(name), "--"]
+    absolute = absolute or {}
+    nodes = entry_nodes(spans)
+    written = {index: str(nodes[index].value) for index in absolute}
+    words = wrapper_words(
+        wrapper, has_args=spans.args is not None, client=client, name=name, written=written
+    )
     tokens = [render_string(w, fmt) for w in words]
-    tokens.append(text[spans.command.start : spans.command.end])
-    edits = [Edit(spans.command.start, spans.command.end, render_string(wrapper.prefix[0], fmt))]
+    command = spans.command
+    original = text[command.start : command.end]
+    tokens.append(render_like(absolute[0], original, fmt) if 0 in absolute else original)
+    edits = [Edit(command.start, command.end, render_string(wrapper.prefix[0], fmt))]
+    edits += [_put(text, nodes[i], path, fmt) for i, path in absolute.items() if i > 0]
     args = spans.args
     if args is None:
         joiner = " = " if fmt == "toml" else ": "
@@ -197,17 +288,21 @@ def unwrap_edits(text: str, spans: EntrySpans) -> list[Edit] | None:
         return None
     values = [item.value for item in args.items]
     dash = dash_index(values)
-    if dash is None:
+    records = as_written(values)
+    if dash is None or records is None:
         return None
     if dash + 1 >= len(values) or not isinstance(values[dash + 1], str):
         return None
     first = dash + 2  # the server's first own argument
     original = args.items[dash + 1]
-    edits = [Edit(spans.command.start, spans.command.end, text[original.start : original.end])]
-    script = next(
-        (i for i, v in enumerate(values[:dash]) if os.path.basename(str(v)) == WRAPPER_SCRIPT),
-        None,
-    )
+    restored = text[original.start : original.end]
+    if 0 in records:
+        restored = render_like(records[0], restored, spans.fmt)
+    edits = [Edit(spans.command.start, spans.command.end, restored)]
+    edits += [
+        _put(text, args.items[dash + 1 + i], old, spans.fmt) for i, old in records.items() if i > 0
+    ]
+    script = _script_index(values[:dash])
     added = script is not None and script + 1 < dash and values[script + 1] == ABSENT_MARK
     if added and first == len(values) and spans.args_from is not None:
         edits.append(Edit(spans.args_from, args.end, ""))

@@ -2,10 +2,9 @@
 
 # MCP clients and editors rewrite their own config files (Claude Code keeps its whole
 # state in ~/.claude.json), so a write here is the last step of a read-edit-write that
-# must not lose their changes: the new text goes to a temporary file in the same
-# directory, is fsynced, and replaces the file by rename only if the file still has
-# the bytes, size and mtime it had when it was read. A timestamped backup of the old
-# bytes is written beside it first.
+# must not lose their changes: the new text is written atomically (supervisor.atomic_file),
+# and the rename happens only if the file still has the bytes, size and mtime it had
+# when it was read. A timestamped backup of the old bytes is written beside it first.
 
 from __future__ import annotations
 
@@ -15,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from supervisor.atomic_file import create_file, replace_atomically
 
 __all__ = ["BACKUP_INFIX", "ChangedSinceRead", "Snapshot", "read_snapshot", "replace_file"]
 
@@ -53,19 +54,6 @@ def _unchanged(snapshot: Snapshot) -> bool:
     return (now.data, now.size, now.mtime_ns) == (snapshot.data, snapshot.size, snapshot.mtime_ns)
 
 
-def _write_new(path: Path, data: bytes, mode: int, *, exclusive: bool) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
-    fd = os.open(path, flags, 0o600)
-    try:
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _backup_path(path: Path, now: datetime) -> Path:
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     candidate = path.with_name(f"{path.name}{BACKUP_INFIX}{stamp}.bak")
@@ -91,26 +79,22 @@ def replace_file(
     tests that play a concurrent writer.
     """
     path = snapshot.path
-    temporary = path.with_name(f".{path.name}{BACKUP_INFIX}{os.getpid()}.tmp")
-    _write_new(temporary, data, snapshot.mode, exclusive=False)
-    saved = None
-    try:
+    saved: list[Path] = []
+
+    def backup_and_check() -> None:
         if backup:
-            saved = _backup_path(path, now or datetime.now(UTC))
-            _write_new(saved, snapshot.data, snapshot.mode, exclusive=True)
+            copy = _backup_path(path, now or datetime.now(UTC))
+            create_file(copy, snapshot.data, snapshot.mode)
+            saved.append(copy)
         if before_rename is not None:
             before_rename(path)
         if not _unchanged(snapshot):
             raise ChangedSinceRead(f"{path} changed since it was read; nothing was written")
-        os.rename(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        if saved is not None:
-            saved.unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
+
     try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-    return saved
+        replace_atomically(path, data, mode=snapshot.mode, before_rename=backup_and_check)
+    except BaseException:
+        for made in saved:
+            made.unlink(missing_ok=True)
+        raise
+    return saved[0] if saved else None

@@ -34,6 +34,8 @@ class ConfigFile:
     fmt: str  # json | toml
     #: The JSON member holding the server map (``mcpServers``; VS Code: ``servers``).
     key: str = "mcpServers"
+    #: A project-scope file's project: the directory its client starts servers in.
+    project: Path | None = None
 
     @property
     def claude(self) -> bool:
@@ -41,12 +43,11 @@ class ConfigFile:
         return self.client == "claude_code" and self.scope == "user"
 
 
-def _known(client: str, scope: str, path: Path) -> ConfigFile:
+def _known(client: str, scope: str, path: Path, project: Path | None = None) -> ConfigFile:
     if client == "codex":
-        return ConfigFile(client, scope, path, "toml", "mcp_servers")
-    return ConfigFile(
-        client, scope, path, "json", "servers" if client == "vscode" else "mcpServers"
-    )
+        return ConfigFile(client, scope, path, "toml", "mcp_servers", project)
+    key = "servers" if client == "vscode" else "mcpServers"
+    return ConfigFile(client, scope, path, "json", key, project)
 
 
 def _candidates(home: Path, project: Path) -> list[tuple[str, str, Path]]:
@@ -84,7 +85,7 @@ def config_files(
     """
     overridden = {client for client, _ in overrides}
     found = [
-        _known(client, scope, path)
+        _known(client, scope, path, project if scope == "project" else None)
         for client, scope, path in _candidates(home, project)
         if client not in overridden and (path.is_file() or path.is_symlink())
     ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,15 +15,17 @@ from supervisor.clients.entries import (
     Edit,
     Wrapper,
     apply_edits,
+    as_written,
     dash_index,
     is_wrapped,
-    safe_name,
     transport_of,
     unwrap_edits,
     unwrapped_command,
     wrap_edits,
+    wrapper_words,
 )
 from supervisor.clients.locations import FAMILY, ConfigFile
+from supervisor.clients.paths import plan_paths
 
 __all__ = ["EntryResult", "Selection", "entry_results", "rewrite_text"]
 
@@ -88,22 +89,6 @@ def entry_results(file: ConfigFile, text: str) -> list[EntryResult]:
     ]
 
 
-def _relative_note(argv: Sequence[str]) -> str:
-    """A warning for relative paths, which are kept as written (see README)."""
-    relative = [
-        word
-        for word in argv
-        if not os.path.isabs(word)
-        and (os.sep in word or word in (".", ".."))
-        and not word.startswith("-")
-        and "://" not in word
-    ]
-    if not relative:
-        return ""
-    shown = ", ".join(relative[:3])
-    return f"relative path(s) kept as written ({shown}): they resolve in the client's directory"
-
-
 def _selected(result: EntryResult, selection: Selection) -> bool:
     if selection.server is not None and result.name != selection.server:
         return False
@@ -112,20 +97,26 @@ def _selected(result: EntryResult, selection: Selection) -> bool:
     return result.scope.partition(":")[0] == selection.scope
 
 
-def _expected_wrap(view: EntryView, wrapper: Wrapper, family: str) -> tuple[str, list[str]]:
+def _expected_wrap(
+    view: EntryView, wrapper: Wrapper, family: str, absolute: Mapping[int, str]
+) -> tuple[str, list[str]]:
     fields = view.fields
-    words = list(wrapper.prefix[1:])
-    if "args" not in fields:
-        words.append(ABSENT_MARK)
-    if wrapper.config is not None:
-        words += ["--config", wrapper.config]
-    words += ["--socket", wrapper.socket, "--client", family, "--name", safe_name(view.name)]
-    return wrapper.prefix[0], [*words, "--", str(fields["command"]), *fields.get("args", [])]
+    argv = [str(fields["command"]), *fields.get("args", [])]
+    words = wrapper_words(
+        wrapper,
+        has_args="args" in fields,
+        client=family,
+        name=view.name,
+        written={index: argv[index] for index in absolute},
+    )
+    return wrapper.prefix[0], [*words, *(absolute.get(i, w) for i, w in enumerate(argv))]
 
 
 def _expected_unwrap(view: EntryView) -> tuple[str, list[str] | None]:
     args = list(view.fields.get("args") or [])
     inner = unwrapped_command(args) or []
+    for index, text in (as_written(args) or {}).items():
+        inner[index] = text
     dash = dash_index(args) or 0
     script = [i for i, a in enumerate(args[:dash]) if str(a).endswith(WRAPPER_SCRIPT)]
     added = bool(script) and script[0] + 1 < dash and args[script[0] + 1] == ABSENT_MARK
@@ -172,13 +163,19 @@ def rewrite_text(
             action, note = "skipped", listed.note
         elif mode == "wrap" and not listed.wrapped:
             assert wrapper is not None
-            edits += wrap_edits(text, spans, wrapper, client=family, name=view.name)
-            expected[(view.scope, view.name)] = _expected_wrap(view, wrapper, family)
-            action, note = "wrapped", _relative_note(listed.command)
+            paths = plan_paths(file, view.scope, view.fields, text, spans)
+            absolute = paths.absolute
+            edits += wrap_edits(
+                text, spans, wrapper, client=family, name=view.name, absolute=absolute
+            )
+            expected[(view.scope, view.name)] = _expected_wrap(view, wrapper, family, absolute)
+            action, note = "wrapped", paths.note
         elif mode == "unwrap" and listed.wrapped:
             undo = unwrap_edits(text, spans)
             if undo is None:
                 action, note = "skipped", "wrapped, but no command after '--' to restore"
+                if as_written(view.fields.get("args") or []) is None:
+                    note = "wrapped, but an --as-written record does not fit its command"
             else:
                 edits += undo
                 expected[(view.scope, view.name)] = _expected_unwrap(view)

@@ -37,7 +37,9 @@ from supervisor.policy.exec_marker import (  # noqa: E402 (the path is set up ju
 )
 
 __all__ = [
+    "AS_WRITTEN",
     "EXEC_SOCKET_SUFFIX",
+    "VALUE_FLAGS",
     "ExecOptions",
     "HelpRequested",
     "UsageError",
@@ -55,7 +57,21 @@ _SIGTERM = 15
 _ENV_PROFILE = "GITEA_MCP_PROFILE"
 _ENV_CLIENT = "GITEA_MCP_CLIENT"
 _NAMESPACES = ("author", "reviewer", "merger", "controller", "reconciler")
-_VALUE_FLAGS = ("--socket", "--config", "--client", "--name", "--namespace", "--ttl", "--timeout")
+#: ``--as-written INDEX=TEXT``: what ``clients wrap`` replaced in the server's command
+#: (word INDEX after ``--`` was TEXT before it was made absolute), for ``clients unwrap``
+#: to put back. Accepted, repeatable, and ignored at run time.
+AS_WRITTEN = "--as-written"
+#: The wrapper's flags that take a value (a value may be "--").
+VALUE_FLAGS = (
+    "--socket",
+    "--config",
+    "--client",
+    "--name",
+    "--namespace",
+    "--ttl",
+    "--timeout",
+    AS_WRITTEN,
+)
 _USAGE = (
     "usage: fleet-supervisor [--config FILE] [--socket PATH] exec [--client NAME] [--name NAME]\n"
     "                        [--namespace NS] [--ttl SECONDS] [--timeout SECONDS]\n"
@@ -139,7 +155,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> ExecOptions:
             raise HelpRequested(arg)
         else:
             flag, eq, inline = arg.partition("=")
-            if flag not in _VALUE_FLAGS:
+            if flag not in VALUE_FLAGS:
                 if not arg.startswith("-"):
                     break  # the command, given without a "--"
                 raise UsageError(f"unknown option {arg!r}")

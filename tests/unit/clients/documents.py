@@ -3,22 +3,68 @@
 # Each strategy draws the file's TEXT, not only its data: indentation (2, 4, tabs,
 # compact), CRLF, one-line and multi-line arrays, JSONC comments and trailing commas,
 # strings with optional escapes (``\u00e9`` for ``é``, ``\/``), TOML comments, literal
-# and basic strings. Round trips are judged on these bytes.
+# and basic strings. Round trips are judged on these bytes. Given a ``root`` made by
+# make_path_tree, entries also draw relative path words that exist below it (and some
+# that only look like paths), and ``cwd`` values and project keys that point there.
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
 
-__all__ = ["codex_toml", "json_config", "server_maps"]
+__all__ = ["codex_toml", "expected_path", "json_config", "make_path_tree", "server_maps"]
 
 # codec="utf-8": no lone surrogates, which no config file can hold.
 _TEXT = st.text(st.characters(codec="utf-8"), max_size=6)
 _WORD = st.text(st.characters(codec="utf-8", exclude_categories=["Cc"]), min_size=1, max_size=6)
 _SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+
+_TREE_FILES = ("server.py", "bin/srv", "é dir/x.js", "sub/tool.py")
+#: word -> what it names below root, and below root/sub ("": the directory itself);
+#: bare words name a file only as arguments (the command is looked up on PATH).
+_NAMES: dict[str, tuple[str | None, str | None]] = {
+    "./server.py": ("server.py", None),
+    "server.py": ("server.py", None),
+    "bin/srv": ("bin/srv", None),
+    "./bin//srv": ("bin/srv", None),
+    "é dir/x.js": ("é dir/x.js", None),
+    "./data/": ("data", None),
+    ".": ("", ""),
+    "../": ("..", ".."),
+    "sub/tool.py": ("sub/tool.py", None),
+    "tool.py": (None, "tool.py"),
+    "../server.py": (None, "../server.py"),
+    # Never paths: a bare directory (as in python -m data), npm words, flags, nothing.
+    "data": (None, None),
+    "@scope/pkg": (None, None),
+    "-y": (None, None),
+    "npx": (None, None),
+    "missing/x.py": (None, None),
+}
+_BARE_FILES = frozenset(("server.py", "tool.py"))
+
+
+def make_path_tree(root: Path) -> None:
+    """The files and directories the path words name, below ``root``."""
+    for name in _TREE_FILES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("")
+    (root / "data").mkdir(exist_ok=True)
+
+
+def expected_path(root: str, directory: str | None, word: str, index: int) -> str | None:
+    """What wrap must write for argv word ``index`` started in ``directory``, if not the word."""
+    if directory not in (root, f"{root}/sub") or (index == 0 and word in _BARE_FILES):
+        return None
+    names = _NAMES.get(word, (None, None))
+    below = names[0] if directory == root else names[1]
+    if below is None:
+        return None
+    return f"{directory}/{below}" if below else directory
 
 
 def _u_escape(char: str) -> str:
@@ -31,6 +77,7 @@ def _u_escape(char: str) -> str:
 
 @st.composite
 def _json_string(draw: st.DrawFn, value: str) -> str:
+    escapes = draw(st.booleans())  # optional escapes in about half the strings
     out = ['"']
     for char in value:
         if char in '"\\':
@@ -39,9 +86,9 @@ def _json_string(draw: st.DrawFn, value: str) -> str:
             choices = [_u_escape(char)] + ([_SHORT[char]] if char in _SHORT else [])
             out.append(draw(st.sampled_from(choices)))
         elif char == "/":
-            out.append(draw(st.sampled_from(["/", "\\/"])))
+            out.append("\\/" if escapes and draw(st.booleans()) else "/")
         else:
-            out.append(_u_escape(char) if draw(st.booleans()) else char)
+            out.append(_u_escape(char) if escapes and draw(st.booleans()) else char)
     return "".join(out) + '"'
 
 
@@ -73,8 +120,18 @@ def _json_value(draw: st.DrawFn, value: Any, style: dict[str, Any], level: int) 
     return open_ + nl + nl.join(lines) + nl + indent * level + close
 
 
+def _word(root: str | None) -> st.SearchStrategy[str]:
+    return _TEXT if root is None else st.one_of(_TEXT, st.sampled_from(sorted(_NAMES)))
+
+
+def _cwd(root: str | None) -> st.SearchStrategy[str]:
+    if root is None:
+        return _TEXT
+    return st.sampled_from([root, root, f"{root}/sub", "sub", "${workspaceFolder}", "~/p", ""])
+
+
 @st.composite
-def _entry(draw: st.DrawFn) -> dict[str, Any]:
+def _entry(draw: st.DrawFn, root: str | None = None) -> dict[str, Any]:
     kind = draw(st.sampled_from(["stdio", "stdio", "stdio", "http", "odd"]))
     fields: dict[str, Any] = {}
     if kind == "http":
@@ -83,9 +140,9 @@ def _entry(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             fields["type"] = draw(st.sampled_from(["http", "sse"]))
     else:
-        fields["command"] = draw(_TEXT)
+        fields["command"] = draw(_word(root))
         if draw(st.integers(0, 3)):
-            fields["args"] = draw(st.lists(_TEXT, max_size=4))
+            fields["args"] = draw(st.lists(_word(root), max_size=4))
         if kind == "odd":
             fields["args"] = [1, "x"]  # not a list of strings: listed, never edited
         if draw(st.booleans()):
@@ -93,22 +150,26 @@ def _entry(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         fields["env"] = draw(st.dictionaries(_WORD, _TEXT, max_size=2))
     if draw(st.booleans()):
-        fields["cwd"] = draw(_TEXT)
+        fields["cwd"] = draw(_cwd(root))
     if draw(st.booleans()):
         fields["unknownKey"] = draw(st.one_of(st.integers(), st.booleans(), st.none(), _TEXT))
     order = draw(st.permutations(list(fields)))
     return {key: fields[key] for key in order}
 
 
-server_maps = st.dictionaries(_TEXT, _entry(), max_size=4)
+def server_maps(root: str | None = None) -> st.SearchStrategy[dict[str, dict[str, Any]]]:
+    return st.dictionaries(_TEXT, _entry(root), max_size=4)
 
 
 @st.composite
-def json_config(draw: st.DrawFn, key: str = "mcpServers", *, claude: bool = False) -> str:
+def json_config(
+    draw: st.DrawFn, key: str = "mcpServers", *, claude: bool = False, root: str | None = None
+) -> str:
     """A client's JSON config text with a server map under ``key`` (and Claude's projects)."""
-    document: dict[str, Any] = {key: draw(server_maps)}
+    document: dict[str, Any] = {key: draw(server_maps(root))}
     if claude and draw(st.booleans()):
-        projects = draw(st.dictionaries(_TEXT, server_maps, max_size=2))
+        keys = _TEXT if root is None else st.sampled_from([root, f"{root}/sub", "rel/p"])
+        projects = draw(st.dictionaries(keys, server_maps(root), max_size=2))
         document["projects"] = {
             p: {"mcpServers": m, "allowedTools": []} for p, m in projects.items()
         }
@@ -141,6 +202,7 @@ def _toml_string(draw: st.DrawFn, value: str) -> str:
     )
     if literal_ok and draw(st.booleans()):
         return f"'{value}'"
+    escapes = draw(st.booleans())
     out = ['"']
     for char in value:
         if char in '"\\':
@@ -149,7 +211,7 @@ def _toml_string(draw: st.DrawFn, value: str) -> str:
             out.append(f"\\u{ord(char):04x}")
         else:
             escape = f"\\U{ord(char):08x}" if ord(char) > 0xFFFF else f"\\u{ord(char):04x}"
-            out.append(escape if draw(st.booleans()) else char)
+            out.append(escape if escapes and draw(st.booleans()) else char)
     return "".join(out) + '"'
 
 
@@ -165,7 +227,7 @@ def _toml_key(value: str) -> str:
 
 
 @st.composite
-def codex_toml(draw: st.DrawFn) -> str:
+def codex_toml(draw: st.DrawFn, root: str | None = None) -> str:
     """``~/.codex/config.toml`` text: comments, tables, arrays in several layouts."""
     nl = draw(st.sampled_from(["\n", "\r\n"]))
     lines = []
@@ -173,7 +235,7 @@ def codex_toml(draw: st.DrawFn) -> str:
         lines.append("# Codex settings — ü")
     if draw(st.booleans()):
         lines.append(f"model = {draw(_toml_string('o3'))}")
-    for name, fields in draw(server_maps).items():
+    for name, fields in draw(server_maps(root)).items():
         key = _toml_key(name)
         lines.append(f"[mcp_servers.{key}]" + (" # server" if draw(st.booleans()) else ""))
         env = fields.pop("env", None)

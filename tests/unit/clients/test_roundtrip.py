@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.clients.entries import Wrapper, dash_index, safe_name
+from supervisor.clients.documents import read_entries
+from supervisor.clients.entries import Wrapper, dash_index, entry_nodes, safe_name
 from supervisor.clients.locations import ConfigFile
 from supervisor.clients.rewrite import Selection, rewrite_text
-from supervisor.sidecar.exec_in_place import parse_args
-from tests.unit.clients.documents import codex_toml, json_config
+from supervisor.sidecar.exec_in_place import VALUE_FLAGS, parse_args
+from tests.unit.clients.documents import (
+    codex_toml,
+    expected_path,
+    json_config,
+    make_path_tree,
+)
 
 WRAPPER = Wrapper(
     (
@@ -35,7 +45,16 @@ def _file(client: str) -> ConfigFile:
     return ConfigFile(client, "user", Path("/x/c.json"), "json", key)
 
 
-def _round_trip(file: ConfigFile, text: str, wrapper: Wrapper) -> None:
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A project directory holding the files the generated path words name."""
+    project = tmp_path_factory.mktemp("paths") / "project"
+    project.mkdir()
+    make_path_tree(project)
+    return str(project)
+
+
+def _round_trip(file: ConfigFile, text: str, wrapper: Wrapper, root: str | None = None) -> None:
     wrapped, results = rewrite_text(file, text, "wrap", Selection(), wrapper)
     again, _ = rewrite_text(file, wrapped, "wrap", Selection(), wrapper)
     assert again == wrapped, "wrapping a wrapped file changed it"
@@ -44,6 +63,66 @@ def _round_trip(file: ConfigFile, text: str, wrapper: Wrapper) -> None:
     assert back.encode("utf-8") == text.encode("utf-8")
     names = [r.name for r in results if r.action == "wrapped" and r.scope == file.scope]
     _check_wrapped(file, text, wrapped, wrapper, names)
+    if root is not None:
+        _check_paths(file, text, wrapped, root)
+
+
+def _records(args: list[Any], dash: int) -> dict[int, str]:
+    """The ``--as-written INDEX=TEXT`` records before the wrapper's ``--``."""
+    found: dict[int, str] = {}
+    at = next(i for i, a in enumerate(args) if a.endswith("exec_in_place.py")) + 1
+    while at < dash:
+        if args[at] == "--as-written":
+            index, _, text = args[at + 1].partition("=")
+            assert int(index) not in found
+            found[int(index)] = text
+        at += 2 if args[at] in VALUE_FLAGS else 1
+    return found
+
+
+def _directory(root: str, project: str | None, fields: Mapping[str, Any]) -> str | None:
+    """Where the client starts the server, as the README says, for the generated values."""
+    if "cwd" not in fields:
+        return project
+    cwd = fields["cwd"]
+    if cwd in (root, f"{root}/sub"):
+        return str(cwd)
+    return f"{project}/sub" if cwd == "sub" and project else None
+
+
+def _check_paths(file: ConfigFile, text: str, wrapped: str, root: str) -> None:
+    """Each path word that names something where the server starts is written absolute,
+    with its original text recorded, unless its token's escapes would not survive."""
+    before = read_entries(text, file.fmt, file.key, claude=file.claude)
+    after = {(v.scope, v.name): v.fields for v in read_entries(wrapped, file.fmt, file.key)}
+    after |= {
+        (v.scope, v.name): v.fields
+        for v in read_entries(wrapped, file.fmt, file.key, claude=file.claude)
+    }
+    for view in before:
+        fields, new = view.fields, after[(view.scope, view.name)]
+        if view.spans is None or new.get("command") == fields.get("command"):
+            continue  # not wrapped (not stdio, or not editable)
+        argv = [str(fields["command"]), *fields.get("args", [])]
+        args = new["args"]
+        dash = dash_index(args)
+        assert dash is not None
+        inner, records = args[dash + 1 :], _records(args, dash)
+        scope = view.scope.partition(":")
+        project = scope[2] if scope[1] else (str(file.project) if file.project else None)
+        directory = _directory(
+            root, project if project and os.path.isabs(project) else None, fields
+        )
+        tokens = [text[n.start : n.end] for n in entry_nodes(view.spans)]
+        for index, word in enumerate(argv):
+            expected = expected_path(root, directory, word, index)
+            if index in records:
+                assert (records[index], inner[index]) == (word, expected)
+                continue
+            assert inner[index] == word
+            plain = tokens[index] in (json.dumps(word, ensure_ascii=False), f"'{word}'")
+            assert expected is None or not plain, f"{word!r} in {directory} kept as written"
+        assert set(records) <= set(range(len(argv)))
 
 
 def _servers(file: ConfigFile, text: str) -> dict[str, dict[str, object]] | None:
@@ -71,7 +150,11 @@ def _check_wrapped(
         assert dash is not None
         original = old.get("args") or []
         assert isinstance(original, list)
-        assert args[dash + 1 :] == [old["command"], *original]
+        # A path made absolute is recorded with its original text (see test_paths.py).
+        records = _records(args, dash)
+        restored = [records.get(i, word) for i, word in enumerate(args[dash + 1 :])]
+        assert restored == [old["command"], *original]
+        assert all(os.path.isabs(args[dash + 1 + i]) for i in records)
         assert args[args.index("--client") + 1] == file.client
         assert {k: v for k, v in new.items() if k not in ("command", "args")} == {
             k: v for k, v in old.items() if k not in ("command", "args")
@@ -102,6 +185,38 @@ def test_vscode_servers_json_round_trips(text: str) -> None:
 @given(codex_toml())
 def test_codex_toml_round_trips(text: str) -> None:
     _round_trip(_file("codex"), text, CONFIGURED)
+
+
+def _project_file(client: str, root: str) -> ConfigFile:
+    where = {"claude_code": ".mcp.json", "gemini": ".gemini/settings.json"}
+    where |= {"cursor": ".cursor/mcp.json", "vscode": ".vscode/mcp.json"}
+    key = "servers" if client == "vscode" else "mcpServers"
+    return ConfigFile(client, "project", Path(root, where[client]), "json", key, Path(root))
+
+
+@_SETTINGS
+@given(st.sampled_from(["claude_code", "gemini", "cursor", "vscode"]), st.data())
+def test_project_json_with_relative_paths_round_trips(
+    root: str, client: str, data: st.DataObject
+) -> None:
+    file = _project_file(client, root)
+    text = data.draw(json_config(file.key, root=root))
+    _round_trip(file, text, data.draw(st.sampled_from([WRAPPER, CONFIGURED])), root)
+
+
+@_SETTINGS
+@given(st.data())
+def test_claude_json_with_relative_paths_in_project_maps_round_trips(
+    root: str, data: st.DataObject
+) -> None:
+    file = ConfigFile("claude_code", "user", Path("/h/.claude.json"), "json")
+    _round_trip(file, data.draw(json_config(claude=True, root=root)), WRAPPER, root)
+
+
+@_SETTINGS
+@given(st.data())
+def test_codex_toml_with_relative_paths_and_cwd_round_trips(root: str, data: st.DataObject) -> None:
+    _round_trip(_file("codex"), data.draw(codex_toml(root)), CONFIGURED, root)
 
 
 def test_a_wrapped_entry_without_args_gets_them_and_loses_them_again() -> None:
@@ -154,7 +269,14 @@ def test_the_wrapper_reads_back_the_original_command(
     assert options.name == safe_name(name)
 
 
-def test_relative_paths_are_kept_and_named_in_a_warning() -> None:
+def test_relative_paths_are_kept_and_named_in_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A user-scope file: no directory to resolve against, so named when they exist here.
+    for name in ("bin/srv", "x/y.py"):
+        (tmp_path / name).parent.mkdir()
+        (tmp_path / name).write_text("")
+    monkeypatch.chdir(tmp_path)
     text = '{"mcpServers": {"s": {"command": "./bin/srv", "args": ["--root=data", "x/y.py"]}}}'
     new, (result,) = rewrite_text(_file("cursor"), text, "wrap", Selection(), WRAPPER)
     assert json.loads(new)["mcpServers"]["s"]["args"][-3:] == ["./bin/srv", "--root=data", "x/y.py"]
