@@ -32,7 +32,7 @@ from actors.servers import ServerGuard, ServerGuardInbox, ServerGuardSettings
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
-from supervisor.handle_hosts import HostLeaseCalls
+from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.logs import bind_actor, get_logger
 from supervisor.metrics import Metrics, prometheus_metrics
 from supervisor.probes import ProbeBackend

@@ -14,9 +14,9 @@ from supervisor.health import HealthReport, HealthSource, check_health
 from supervisor.logs import get_logger
 from supervisor.metrics import Metrics
 from supervisor.sd_notify import notify, watchdog_interval
-from supervisor.surfaces.fleet_page import FleetPage
-from supervisor.surfaces.ops_http import OpsRoutes, serve_ops_http
-from supervisor.surfaces.socket_server import ProfileLookupWithAuth
+from supervisor.surfaces.http.fleet_page import FleetPage
+from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
+from supervisor.surfaces.socket.dispatch import ProfileLookupWithAuth
 
 __all__ = ["OpsState", "feed_watchdog", "start_ops"]
 

@@ -28,10 +28,10 @@ from supervisor.profiles import ProfileBook
 from supervisor.sd_notify import notify
 from supervisor.sidecar.exec_in_place import EXEC_SOCKET_SUFFIX
 from supervisor.store.factory import describe_store, open_store
-from supervisor.surfaces.exec_socket import serve_exec_socket
-from supervisor.surfaces.ops_http import ops_listener
-from supervisor.surfaces.socket_bind import bound_listener
-from supervisor.surfaces.socket_server import serve_socket
+from supervisor.surfaces.http.ops import ops_listener
+from supervisor.surfaces.socket.bind import bound_listener
+from supervisor.surfaces.socket.exec_socket import serve_exec_socket
+from supervisor.surfaces.socket.server import serve_socket
 
 __all__ = [
     "McpPortUnavailable",
@@ -189,7 +189,7 @@ def _claim(settings: Settings, daemon: ExitStack, surfaces: ExitStack) -> _Liste
     if settings.mcp.http_enabled:
         # Imported only when enabled: the MCP/HTTP stack (pydantic,
         # starlette, uvicorn) is about half of an idle daemon's memory.
-        from supervisor.surfaces.mcp_bridge import mcp_http_listener
+        from supervisor.surfaces.mcp.http import mcp_http_listener
 
         mcp = settings.mcp
         http = _port(
@@ -250,7 +250,7 @@ async def _serve_until_signal(
                 )
             )
         if listeners.mcp_http is not None:
-            from supervisor.surfaces.mcp_bridge import serve_mcp_http
+            from supervisor.surfaces.mcp.http import serve_mcp_http
 
             await surfaces.start(
                 lambda task_status: serve_mcp_http(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from supervisor.cli.launcher import absolute_path, exec_command
 from supervisor.clients.documents import DocumentError
 from supervisor.clients.entries import Wrapper
 from supervisor.clients.files import (
@@ -24,7 +25,6 @@ from supervisor.clients.files import (
 )
 from supervisor.clients.locations import ConfigFile, config_files, parse_file_override
 from supervisor.clients.rewrite import EntryResult, Selection, entry_results, rewrite_text
-from supervisor.launcher import absolute_path, exec_command
 
 __all__ = ["FileReport", "plan_files", "run_clients_command", "write_plans"]
 

@@ -11,7 +11,16 @@ from supervisor.operations.links import LINK_OPERATIONS
 from supervisor.operations.spec import Operation
 from supervisor.policy.permissions import Decision, Profile, TaskRule, decide_rule
 
-__all__ = ["CONTROL_OPS", "HOST_OPS", "OPERATIONS", "TASKS", "TOOLS", "decide", "operation"]
+__all__ = [
+    "CONTROL_OPS",
+    "HOST_OPS",
+    "OPERATIONS",
+    "TASKS",
+    "TOOLS",
+    "decide",
+    "operation",
+    "tool_name",
+]
 
 #: op name -> declaration, in the order the surfaces list them.
 OPERATIONS: Mapping[str, Operation] = {
@@ -43,6 +52,13 @@ TASKS: Mapping[str, TaskRule] = _tasks()
 def operation(name: str) -> Operation:
     """The declaration of the socket op ``name`` (KeyError for an unknown op)."""
     return OPERATIONS[name]
+
+
+def tool_name(name: str) -> str:
+    """The MCP tool the socket op ``name`` is served as (AssertionError if none)."""
+    tool = OPERATIONS[name].tool_name
+    assert tool is not None, name
+    return tool
 
 
 def decide(profile: Profile | None, task: str) -> Decision:

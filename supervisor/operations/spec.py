@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
@@ -60,6 +60,10 @@ class Flag:
     what: str = ""
     #: Flags of one mutually exclusive group share its name.
     group: str | None = None
+    #: The command needs the flag though the wire argument may be absent.
+    required: bool = False
+    #: The parsed value when the flag is not given (flags beyond the wire arguments).
+    default: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,15 @@ class Command:
     _: KW_ONLY
     #: The flags' order in ``--help`` where it is not the arguments' (wire) order.
     order: tuple[str, ...] = ()
+    #: Mutually exclusive flag groups of which one flag must be given.
+    required_groups: tuple[str, ...] = ()
+    #: Whether the answer means the command did its job (the exit status scripts branch
+    #: on), from the answer and the request; None: the answer's ``success``.
+    succeeded: Callable[[Mapping[str, Any], Mapping[str, Any]], bool] | None = None
+    #: Shown on a terminal while a slow request runs ("applying... 3s").
+    progress: str | None = None
+    #: ``--watch`` redraws the answer until interrupted (its flags are the op's extra_flags).
+    watch: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,15 +17,15 @@ from supervisor.client import AsyncClient, RemoteProtocolError, RemoteUnauthenti
 from supervisor.config import SocketConfig
 from supervisor.policy.permissions import Profile
 from supervisor.profiles import ProfileBook, create_token
-from supervisor.surfaces.mcp_bridge import SocketToolBackend
-from supervisor.surfaces.mcp_operation_tools import (
+from supervisor.surfaces.mcp.bridge import SocketToolBackend
+from supervisor.surfaces.mcp.operation_tools import (
     ALLOCATE_TOOL,
     CHECK_TOOL,
     CONTROL_TOOL_NAMES,
     HEARTBEAT_TOOL,
     RELEASE_TOOL,
 )
-from supervisor.surfaces.mcp_tools import build_mcp_server
+from supervisor.surfaces.mcp.tools import build_mcp_server
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.actors.helpers_control import AUTHOR_P, LOOKER_P, MERGER_P, active_leases, events
 from tests.integration.helpers_mcp import call, call_error

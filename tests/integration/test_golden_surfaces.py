@@ -21,11 +21,12 @@ import pytest
 from mcp import Client as McpClient
 
 from supervisor.config import SocketConfig
+from supervisor.operations.fleet import OPERATOR_OPS, WORKER_OPS
+from supervisor.operations.registry import CONTROL_OPS
 from supervisor.profiles import ProfileBook, create_token
-from supervisor.surfaces.mcp_bridge import SocketToolBackend
-from supervisor.surfaces.mcp_tools import build_mcp_server
-from supervisor.surfaces.protocol import CONTROL_OPS, OPERATOR_OPS, WORKER_OPS
-from supervisor.surfaces.protocol_hosts import HOST_OPS
+from supervisor.surfaces.mcp.bridge import SocketToolBackend
+from supervisor.surfaces.mcp.tools import build_mcp_server
+from supervisor.surfaces.socket.protocol_hosts import HOST_OPS
 from tests.actors.harness import INSTANCE, READER, REPO
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.actors.helpers_retirement import PAST_TTL, enroll, ensure_swept

@@ -16,8 +16,8 @@ from supervisor.cli import EXIT_OK, EXIT_REFUSED, main
 from supervisor.client import AsyncClient, RemoteProtocolError
 from supervisor.config import SocketConfig
 from supervisor.profiles import ProfileBook, create_token
-from supervisor.surfaces.mcp_bridge import SocketToolBackend
-from supervisor.surfaces.mcp_operation_tools import (
+from supervisor.surfaces.mcp.bridge import SocketToolBackend
+from supervisor.surfaces.mcp.operation_tools import (
     ASSESS_HEALTH_TOOL,
     CHECK_TOOL,
     GET_LINK_TOOL,
@@ -25,7 +25,7 @@ from supervisor.surfaces.mcp_operation_tools import (
     HEALTH_TOOL_NAMES,
     UPSERT_LINK_TOOL,
 )
-from supervisor.surfaces.mcp_tools import build_mcp_server
+from supervisor.surfaces.mcp.tools import build_mcp_server
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.actors.helpers_control import CONTROLLER_P, MERGER_P, SHA_1, events
 from tests.integration.helpers_mcp import call, call_error

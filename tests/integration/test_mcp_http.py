@@ -15,8 +15,8 @@ from mcp.client.streamable_http import streamable_http_client
 from supervisor.errors import ConfigError
 from supervisor.policy.permissions import Profile
 from supervisor.profiles import ProfileBook, hash_token
-from supervisor.surfaces.mcp_bridge import serve_mcp_http
-from supervisor.surfaces.mcp_tools import APPLY_TOOL, PLAN_TOOL, TOOL_NAMES
+from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, TOOL_NAMES
+from supervisor.surfaces.mcp.http import serve_mcp_http
 from tests.actors.harness import AUTHOR, READER, RETIRER, Harness, harness
 from tests.actors.helpers_retirement import status_of
 from tests.integration.helpers_mcp import call, call_error, stale_fleet

@@ -17,15 +17,12 @@ from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters
 
-from supervisor.surfaces.mcp_bridge import TOKEN_ENV, SocketToolBackend
-from supervisor.surfaces.mcp_tools import (
-    APPLY_TOOL,
-    PLAN_TOOL,
-    SNAPSHOT_TOOL,
-    TOOL_NAMES,
-    build_mcp_server,
-)
-from supervisor.surfaces.protocol import Request, decode_request, to_wire
+from supervisor.surfaces.mcp.bridge import TOKEN_ENV, SocketToolBackend
+from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL, TOOL_NAMES
+from supervisor.surfaces.mcp.tools import build_mcp_server
+from supervisor.surfaces.socket.answers import to_wire
+from supervisor.surfaces.socket.protocol import decode_request
+from supervisor.surfaces.socket.request import Request
 from supervisor.wire import encode, error_frame, ok_frame
 from tests.integration.helpers_mcp import call, call_error
 
@@ -87,7 +84,7 @@ async def fake_daemon(path: Path, *, misdirect: bool = False) -> AsyncIterator[F
 
 
 def bridge(path: Path, *, token: str | None = TOKEN, env: dict[str, str] | None = None) -> Client:
-    args = ["-m", "supervisor.surfaces.mcp_bridge", "--socket", str(path)]
+    args = ["-m", "supervisor.surfaces.mcp.bridge", "--socket", str(path)]
     if token is not None:
         args += ["--token", token]
     return Client(StdioServerParameters(command=sys.executable, args=args, env=env))

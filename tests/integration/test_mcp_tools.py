@@ -12,13 +12,8 @@ from mcp import Client
 
 from supervisor.policy.permissions import Profile
 from supervisor.policy.reasons import REASON_ELIGIBLE
-from supervisor.surfaces.mcp_tools import (
-    APPLY_TOOL,
-    PLAN_TOOL,
-    SNAPSHOT_TOOL,
-    TOOL_NAMES,
-    build_mcp_server,
-)
+from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL, TOOL_NAMES
+from supervisor.surfaces.mcp.tools import build_mcp_server
 from tests.actors.harness import AUTHOR, READER, REPO, RETIRER, Harness, harness
 from tests.actors.helpers_retirement import status_of
 from tests.integration.helpers_mcp import (

@@ -16,7 +16,7 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from supervisor.surfaces.mcp_tools import APPLY_TOOL, PLAN_TOOL
+from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL
 from tests.actors.harness import READER, harness
 from tests.integration.test_mcp_http import _HEADERS, _INITIALIZE, TOKENS, http_tools
 
@@ -50,7 +50,7 @@ async def _bridge(socket_path: Path) -> AsyncIterator[tuple[Process, BufferedByt
     command = [
         sys.executable,
         "-m",
-        "supervisor.surfaces.mcp_bridge",
+        "supervisor.surfaces.mcp.bridge",
         "--socket",
         str(socket_path),
         "--token",

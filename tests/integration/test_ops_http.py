@@ -12,8 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from supervisor.ops import OpsState
-from supervisor.surfaces.ops_http import OpsRoutes, serve_ops_http
-from supervisor.surfaces.protocol import FencedArgs
+from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
+from supervisor.surfaces.socket.fleet_args import FencedArgs
 from tests.actors.harness import READER
 from tests.actors.helpers_app import SettledHarness, harness
 

@@ -11,7 +11,7 @@ import pytest
 
 from supervisor.errors import PermissionDenied
 from supervisor.probes import LocalProbes
-from supervisor.surfaces.peer_auth import Conversation, authorize_pid
+from supervisor.surfaces.socket.peer_auth import Conversation, authorize_pid
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,9 @@ from mcp import Client as McpClient
 
 from supervisor.client import AsyncClient, Client, RemoteProtocolError
 from supervisor.profiles import ProfileBook, create_token
-from supervisor.surfaces.mcp_bridge import SocketToolBackend
-from supervisor.surfaces.mcp_tools import APPLY_TOOL, build_mcp_server
+from supervisor.surfaces.mcp.bridge import SocketToolBackend
+from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL
+from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.wire import encode
 from tests.actors.helpers_retirement import ensure_swept
 from tests.integration.socket_helpers import claims, served, short_dir

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.cli import _parser
-from supervisor.cli_work import format_work, succeeded, work_request
+from supervisor.cli import build_parser
+from supervisor.cli.work import format_work, succeeded, work_request
 from supervisor.errors import ProtocolError
 
 
 def request(*argv: str) -> tuple[str, dict[str, object]]:
-    return work_request(_parser().parse_args(["work", *argv]))
+    return work_request(build_parser().parse_args(["work", *argv]))
 
 
 def test_health_reads_the_probe_and_process_files(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.cli import _parser
+from supervisor.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -213,7 +213,7 @@ def problem(argv: Sequence[str], parser: argparse.ArgumentParser) -> str | None:
 
 
 def _top_level() -> frozenset[str]:
-    return frozenset(_subcommands(_parser()) or ())
+    return frozenset(_subcommands(build_parser()) or ())
 
 
 def _all_shown() -> list[Shown]:
@@ -231,7 +231,7 @@ SHOWN = _all_shown()
 
 @pytest.mark.parametrize("shown", SHOWN, ids=[s.where for s in SHOWN])
 def test_every_shown_command_parses(shown: Shown) -> None:
-    assert problem(shown.argv, _parser()) is None, f"{shown.where}: {' '.join(shown.argv)}"
+    assert problem(shown.argv, build_parser()) is None, f"{shown.where}: {' '.join(shown.argv)}"
 
 
 def test_the_pages_show_commands_of_every_kind() -> None:
@@ -300,14 +300,14 @@ def test_extraction_handles_continuations_prompts_pipes_and_brackets() -> None:
     ],
 )
 def test_the_checker_refuses_what_the_parser_refuses(argv: list[str], complaint: str) -> None:
-    assert problem(argv, _parser()) == complaint
+    assert problem(argv, build_parser()) == complaint
     with pytest.raises(SystemExit):  # argparse itself agrees
-        _parser().parse_args(argv)
+        build_parser().parse_args(argv)
 
 
 def test_flags_are_spelt_out_in_full() -> None:
     # argparse would take the prefix; a page should not teach one.
-    assert problem(["plan", "--ful"], _parser()) == "fleet-supervisor plan: unknown flag --ful"
+    assert problem(["plan", "--ful"], build_parser()) == "fleet-supervisor plan: unknown flag --ful"
 
 
 @pytest.mark.parametrize(
@@ -332,4 +332,4 @@ def test_flags_are_spelt_out_in_full() -> None:
     ],
 )
 def test_the_checker_accepts_what_the_pages_may_show(argv: list[str]) -> None:
-    assert problem(argv, _parser()) is None
+    assert problem(argv, build_parser()) is None

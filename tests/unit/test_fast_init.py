@@ -11,7 +11,8 @@ import pytest
 from actors.messages import Heartbeat, HeartbeatResult, HeartbeatWrite, TouchHeartbeats
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.plan_types import PlanEntry
-from supervisor.surfaces.protocol import FencedArgs, Request
+from supervisor.surfaces.socket.fleet_args import FencedArgs
+from supervisor.surfaces.socket.request import Request
 
 _DECORATED = (
     Heartbeat,

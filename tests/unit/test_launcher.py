@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor.cli import main
-from supervisor.errors import ConfigError
-from supervisor.launcher import (
+from supervisor.cli.launcher import (
     absolute_path,
     absolute_path_args,
     build_launch_config,
     exec_command,
     resolve_server_command,
 )
+from supervisor.errors import ConfigError
 from supervisor.policy.identity import (
     NAMESPACES,
     UntrustedInstanceError,

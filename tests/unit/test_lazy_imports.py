@@ -52,7 +52,7 @@ def test_a_daemon_without_the_metrics_listener_leaves_prometheus_unloaded() -> N
     code = (
         "import sys\n"
         "import supervisor.cli, supervisor.service, supervisor.app, supervisor.ops\n"
-        "import supervisor.surfaces.ops_http\n"
+        "import supervisor.surfaces.http.ops\n"
         "from supervisor.metrics import Metrics\n"
         "m = Metrics()\n"
         "m.commit_seconds.labels('batch').observe(0.1); m.exit_watches.set(3)\n"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.cli import EXIT_OK, _parser, main
+from supervisor.cli import EXIT_OK, build_parser, main
 from supervisor.clients.entries import Wrapper
 from supervisor.clients.locations import ConfigFile
 from supervisor.clients.rewrite import EntryResult, Selection, rewrite_text
@@ -182,7 +182,7 @@ def test_the_wrapper_accepts_and_ignores_as_written(flags: list[str]) -> None:
     options = parse_args(["--client", "cursor", *flags, "--", "python", "/p/server.py"], {})
     assert options.command == ("python", "/p/server.py")
     assert options.client == "cursor"
-    parsed = _parser().parse_args(["exec", *flags, "--", "python", "/p/server.py"])
+    parsed = build_parser().parse_args(["exec", *flags, "--", "python", "/p/server.py"])
     assert parsed.child == ["--", "python", "/p/server.py"]
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.surfaces.exec_socket import (
+from supervisor.surfaces.socket.exec_socket import (
     MAX_REQUEST_BYTES,
     BadRequest,
     ExecRequest,

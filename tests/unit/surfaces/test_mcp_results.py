@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.surfaces.mcp_results import answer_is_error
+from supervisor.surfaces.mcp.results import answer_is_error
 
 REFUSED = {"success": False, "outcome": "refused", "reasons": ["denied"], "denied": True}
 LOST = {"success": False, "outcome": "outcome_unknown", "reasons": ["lost"]}

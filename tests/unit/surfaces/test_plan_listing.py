@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from supervisor.cli_format import format_plan
+from supervisor.cli.format import format_plan
 from supervisor.client.frames import snapshot_args
 from supervisor.errors import ProtocolError
 from supervisor.policy.reasons import REASON_ALREADY_TERMINAL
-from supervisor.surfaces.mcp_size import fit_result
-from supervisor.surfaces.protocol import PlanArgs, SnapshotArgs, decode_request, parse_plan_query
+from supervisor.surfaces.mcp.size import fit_result
+from supervisor.surfaces.socket.fleet_args import PlanArgs, SnapshotArgs, parse_plan_query
+from supervisor.surfaces.socket.protocol import decode_request
 from supervisor.wire import DEFAULT_PAGE, PlanQuery, query_args
 
 

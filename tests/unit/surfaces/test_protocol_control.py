@@ -9,8 +9,8 @@ import pytest
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import TASKS
-from supervisor.surfaces.protocol import decode_request
-from supervisor.surfaces.protocol_control import CONTROL_OPS, CONTROL_SCHEMAS, ControlArgs
+from supervisor.surfaces.socket.protocol import decode_request
+from supervisor.surfaces.socket.protocol_control import CONTROL_OPS, CONTROL_SCHEMAS, ControlArgs
 
 WHERE = {"remote": "prgs", "org": "org", "repo": "repo"}
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from supervisor.errors import ProtocolError
-from supervisor.surfaces.protocol import decode_request
-from supervisor.surfaces.protocol_hosts import HostArgs
+from supervisor.surfaces.socket.protocol import decode_request
+from supervisor.surfaces.socket.protocol_hosts import HostArgs
 
 
 def frame(op: str, args: dict[str, Any]) -> bytes:

@@ -10,14 +10,10 @@ from hypothesis import strategies as st
 
 from actors.messages import HeartbeatResult
 from supervisor.errors import ProtocolError
-from supervisor.surfaces.protocol import (
-    _decoded,
-    _load,
-    _well_formed_heartbeat,
-    beat_answer,
-    decode_request,
-    to_wire,
-)
+from supervisor.surfaces.socket.answers import to_wire
+from supervisor.surfaces.socket.beats import beat_answer
+from supervisor.surfaces.socket.beats import well_formed_heartbeat as _well_formed_heartbeat
+from supervisor.surfaces.socket.protocol import _decoded, _load, decode_request
 from supervisor.wire import encode, ok_frame
 
 _text = st.text(max_size=40)

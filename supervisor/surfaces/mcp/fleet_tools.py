@@ -1,57 +1,44 @@
-"""The fleet MCP tools: thin adapters from tool arguments to a backend's snapshot, plan, apply."""
+"""The fleet MCP tools (snapshot, plan, apply): named as their operations declare, each a
+thin adapter from tool arguments to a backend's call, with the socket's own parsers."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from mcp.server.auth.provider import TokenVerifier
-from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import (
-    CallToolResult,
-    ContentBlock,
-    InputRequiredResult,
-    TextContent,
-    ToolAnnotations,
-)
-from pydantic import AnyHttpUrl, ValidationError
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 from supervisor.errors import ProtocolError
-from supervisor.operations.registry import TOOLS
+from supervisor.operations.registry import tool_name
 from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.policy.snapshot import ManifestEntry
-from supervisor.surfaces.mcp_answers import OUTCOME_FAILED, OUTCOME_UNKNOWN, tool_answer
-from supervisor.surfaces.mcp_operation_tools import OperationBackend, register_operation_tools
-from supervisor.surfaces.mcp_results import flag_error
-from supervisor.surfaces.mcp_size import DEFAULT_MAX_RESULT_BYTES, fit_result
-from supervisor.surfaces.protocol import parse_manifest, parse_plan_query, parse_worker_identities
-from supervisor.version import package_version
+from supervisor.surfaces.mcp.answers import tool_answer
+from supervisor.surfaces.mcp.size import fit_result
+from supervisor.surfaces.socket.fleet_args import (
+    parse_manifest,
+    parse_plan_query,
+    parse_worker_identities,
+)
 from supervisor.wire import PlanQuery
 
 __all__ = [
     "APPLY_TOOL",
-    "OUTCOME_FAILED",
-    "OUTCOME_UNKNOWN",
     "PLAN_TOOL",
     "SNAPSHOT_TOOL",
     "TOOL_NAMES",
     "ProfileResolver",
     "ToolArgumentError",
     "ToolBackend",
-    "build_mcp_server",
+    "register_fleet_tools",
 ]
 
-SNAPSHOT_TOOL = "gitea_snapshot_instance_fleet"
-PLAN_TOOL = "gitea_plan_stale_worker_retirement"
-APPLY_TOOL = "gitea_apply_stale_worker_retirement"
+
+SNAPSHOT_TOOL = tool_name("snapshot")
+PLAN_TOOL = tool_name("plan")
+APPLY_TOOL = tool_name("apply")
 TOOL_NAMES = (SNAPSHOT_TOOL, PLAN_TOOL, APPLY_TOOL)
-#: Apply can answer ``success: true`` for a compare-and-swap that moved and wrote
-#: nothing; only these outcomes mean it did its job (see mcp_results).
-_APPLY_DONE = frozenset({OUTCOME_APPLIED, OUTCOME_ALREADY_RETIRED})
 
 _T = TypeVar("_T")
 
@@ -122,64 +109,6 @@ def _body_budget(max_result_bytes: int) -> int:
     return max(1024, max_result_bytes // 3)
 
 
-def _text_block(body: Mapping[str, Any]) -> list[ContentBlock]:
-    # Clients that ignore structured content still get the whole answer.
-    return [TextContent(type="text", text=json.dumps(body, indent=2, default=str))]
-
-
-def _argument_refusal(tool: str, reasons: Sequence[str]) -> CallToolResult:
-    body: dict[str, Any] = {
-        "success": False,
-        "outcome": OUTCOME_REFUSED,
-        "error": ProtocolError.code,
-        "tool": tool,
-        "mutation_performed": False,
-        "reasons": list(reasons),
-    }
-    if tool == APPLY_TOOL:
-        body["retired_count"] = 0
-    return CallToolResult(content=_text_block(body), structured_content=body, is_error=True)
-
-
-def _validation_reasons(error: ValidationError) -> list[str]:
-    # Field paths and messages only: echoing rejected values adds nothing for the caller.
-    return [
-        f"{'.'.join(str(part) for part in item['loc']) or 'arguments'}: {item['msg']}"
-        for item in error.errors()
-    ]
-
-
-def _success_is_verdict(name: str) -> bool:
-    declared = TOOLS.get(name)
-    return declared is not None and declared.tool is not None and declared.tool.success_is_verdict
-
-
-class _FleetServer(MCPServer[Any]):
-    """Turns argument problems into the structured refusal every other failure already is,
-    and marks every refusal, denial and failure ``isError`` (one rule for every tool)."""
-
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult | InputRequiredResult:
-        try:
-            result = await super().call_tool(name, arguments, context)
-            if isinstance(result, CallToolResult):
-                return flag_error(
-                    result,
-                    ok_outcomes=_APPLY_DONE if name == APPLY_TOOL else None,
-                    success_is_verdict=_success_is_verdict(name),
-                )
-            return result
-        except ToolError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ToolArgumentError):
-                return _argument_refusal(name, cause.reasons)
-            # The SDK raises a plain ToolError from the ValidationError of its input schema.
-            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
-                return _argument_refusal(name, _validation_reasons(cause))
-            raise
-
-
 #: What an apply whose answer was lost tells its caller (it may have retired rows).
 _APPLY_LOST = (
     "no answer came back, so whether anything was retired is unknown; "
@@ -214,44 +143,14 @@ def _located(
     return fit_result(result, _body_budget(max_result_bytes))
 
 
-def build_mcp_server(
+def register_fleet_tools(
+    server: MCPServer[Any],
     backend: ToolBackend,
     *,
     profile_resolver: ProfileResolver,
-    token_verifier: TokenVerifier | None = None,
-    issuer_url: str = "http://127.0.0.1",
-    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-) -> MCPServer[Any]:
-    """An MCP server exposing the three fleet tools over ``backend``, plus every tool the
-    operation declarations define (allocator, leases, mutation gate, namespace health,
-    incident links) when the backend can invoke operations (``mcp_operation_tools``).
-
-    ``profile_resolver`` is called once per tool call and names the caller to
-    the backend, which makes every role and operation decision. With
-    ``token_verifier`` the streamable HTTP app refuses requests without a
-    bearer token the verifier accepts (``issuer_url`` only fills the SDK's
-    required setting; no authorization server is served). Snapshot and plan
-    answers are cut to ``max_result_bytes`` (``mcp_size.fit_result``).
-    """
-    auth = (
-        # resource_server_url=None: tokens are the supervisor's own, not audience-bound OAuth.
-        AuthSettings(issuer_url=AnyHttpUrl(issuer_url), resource_server_url=None)
-        if token_verifier is not None
-        else None
-    )
-    server = _FleetServer(
-        "fleet-supervisor",
-        version=package_version(),
-        instructions=(
-            "Fleet supervisor tools: snapshot the worker fleet, plan the retirement of "
-            "conclusively stale worker registrations, and apply a plan under compare-and-swap; "
-            "take work only through gitea_allocate_next_work and its leases."
-        ),
-        token_verifier=token_verifier,
-        auth=auth,
-        # The SDK's basicConfig would otherwise print every request at INFO on stderr.
-        log_level="WARNING",
-    )
+    max_result_bytes: int,
+) -> None:
+    """Add the snapshot, plan and apply tools to ``server``; every decision is the backend's."""
 
     @server.tool(
         name=SNAPSHOT_TOOL,
@@ -415,7 +314,3 @@ def build_mcp_server(
         )
         where = (remote, host, org, repo)
         return _located(result, where, _optional_text(canonical_repository), max_result_bytes)
-
-    if isinstance(backend, OperationBackend):
-        register_operation_tools(server, backend, profile_resolver=profile_resolver)
-    return server

@@ -13,9 +13,9 @@ from urllib.parse import parse_qs, urlsplit
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.permissions import OP_READ, Profile
-from supervisor.surfaces.fleet_page_html import PAGE_HTML
-from supervisor.surfaces.protocol import to_wire
-from supervisor.surfaces.socket_server import ProfileLookupWithAuth
+from supervisor.surfaces.http.fleet_page_html import PAGE_HTML
+from supervisor.surfaces.socket.answers import to_wire
+from supervisor.surfaces.socket.dispatch import ProfileLookupWithAuth
 
 __all__ = ["OWNER_VIEWER", "PAGE_ROUTES", "FleetPage", "PageResponse"]
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from actors.messages import WriteAck
 from supervisor.errors import ProtocolError, Unavailable
-from supervisor.handle_hosts import HostLeaseCalls
+from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.policy.host_leases import HostEntry, HostRetirementPlan
 from supervisor.policy.permissions import Profile
-from supervisor.surfaces.protocol_hosts import HostArgs
+from supervisor.surfaces.socket.protocol_hosts import HostArgs
 
 __all__ = ["ack_view", "dispatch_hosts", "plan_view"]
 

@@ -4,42 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from supervisor.config import SocketConfig
-from supervisor.errors import ProfilesUnreadable, ProtocolError, SupervisorError
+from supervisor.errors import ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
-from supervisor.handle_hosts import HostLeaseCalls
+from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.logs import get_logger
-from supervisor.policy.permissions import Profile
 from supervisor.probes import ProbeBackend, peer_credentials
-from supervisor.surfaces.frame_channel import FrameChannel, Oversized, open_frame_channel
-from supervisor.surfaces.peer_auth import Conversation, authorize_pid
-from supervisor.surfaces.protocol import (
-    ApplyArgs,
-    ControlArgs,
-    FencedArgs,
-    PlanArgs,
-    RegisterArgs,
-    Request,
-    SnapshotArgs,
-    Unauthenticated,
-    beat_answer,
-    decode_request,
-    peek_request_id,
-    to_wire,
-)
-from supervisor.surfaces.protocol_hosts import HostArgs
-from supervisor.surfaces.socket_bind import SocketInUse, bound_listener
-from supervisor.surfaces.socket_hosts import dispatch_hosts
-from supervisor.surfaces.socket_status import ServerFigures, status_report
+from supervisor.surfaces.socket.beats import beat_answer
+from supervisor.surfaces.socket.bind import SocketInUse, bound_listener
+from supervisor.surfaces.socket.dispatch import Dispatcher, ProfileLookupWithAuth
+from supervisor.surfaces.socket.fleet_args import FencedArgs
+from supervisor.surfaces.socket.frame_channel import FrameChannel, Oversized, open_frame_channel
+from supervisor.surfaces.socket.peer_auth import Conversation
+from supervisor.surfaces.socket.protocol import decode_request, peek_request_id
+from supervisor.surfaces.socket.request import Request
+from supervisor.surfaces.socket.status import ServerFigures
 from supervisor.unix_stream import UnixStream, accept_socket
 from supervisor.wire import (
     BAD_REQUEST,
@@ -49,10 +36,9 @@ from supervisor.wire import (
     TIMEOUT,
     encode,
     error_frame,
-    ok_frame,
 )
 
-__all__ = ["CredentialsReader", "ProfileLookupWithAuth", "SocketInUse", "serve_socket"]
+__all__ = ["CredentialsReader", "SocketInUse", "serve_socket"]
 
 _log = get_logger()
 
@@ -66,16 +52,6 @@ _IDLE_FACTOR = 4
 _FAREWELL_SECONDS = 1.0
 #: Pause after a failed accept() (e.g. out of file descriptors) so the loop cannot spin.
 _ACCEPT_RETRY_SECONDS = 0.1
-
-
-class ProfileLookupWithAuth(Protocol):
-    """What the socket needs of a ProfileBook: a token proves a profile, or nothing, and
-    why nothing could be proved when the profiles file itself is unusable."""
-
-    def authenticate(self, token: str) -> Profile | None: ...
-
-    @property
-    def error(self) -> str | None: ...
 
 
 async def serve_socket(
@@ -126,11 +102,7 @@ class _SocketServer:
         hosts: HostLeaseCalls | None = None,
     ) -> None:
         self._handle = handle
-        # Host lease ops (None: this server answers them as unavailable).
-        self._hosts = hosts
         self._settings = settings
-        self._profiles = profiles
-        self._probes = probes
         self._credentials = credentials
         self._timeout = settings.request_timeout_seconds
         self._idle = settings.request_timeout_seconds * _IDLE_FACTOR
@@ -138,6 +110,21 @@ class _SocketServer:
         #: Connections being served, each counted in ``_active`` until it ends or is evicted.
         self._live: dict[FrameChannel, None] = {}
         self._path = Path(settings.path)
+        self._dispatcher = Dispatcher(
+            handle,
+            profiles=profiles,
+            probes=probes,
+            hosts=hosts,
+            figures=self._figures,
+            timeout=self._timeout,
+        )
+
+    def _figures(self) -> ServerFigures:
+        return ServerFigures(
+            socket_path=self._path,
+            active_connections=self._active,
+            max_connections=self._settings.max_connections,
+        )
 
     async def serve_logged(
         self, listener: socket.socket, path: Path, *, task_status: TaskStatus[Path]
@@ -272,7 +259,7 @@ class _SocketServer:
                 continue
             answers += await self._beats(run, peer)
             run = []
-            answers.append(encode(await self._respond(request, peer)))
+            answers.append(encode(await self._dispatcher.respond(request, peer)))
         answers += await self._beats(run, peer)
         return answers, False
 
@@ -315,122 +302,5 @@ class _SocketServer:
                     answers[index] = beat_answer(run[index][0].id, result)
         return [a for a in answers if a is not None]
 
-    async def _respond(self, request: Request, peer: Conversation) -> dict[str, Any]:
-        request_id, op = request.id, request.op
-        try:
-            with anyio.fail_after(self._timeout):
-                result = await self._dispatch(request, peer)
-            return ok_frame(request_id, to_wire(result))
-        except TimeoutError:
-            detail = f"{op} did not complete within {self._timeout}s; it may still take effect"
-            return error_frame(request_id, TIMEOUT, detail)
-        except SupervisorError as exc:
-            return error_frame(request_id, exc.code, exc.detail)
-        except Exception:
-            _log.exception("socket_request_failed", op=op)
-            return error_frame(request_id, INTERNAL_ERROR, "the supervisor failed on this request")
-
-    async def _dispatch(self, request: Request, peer: Conversation) -> object:
-        match request.op, request.args:
-            case "register", RegisterArgs() as args:
-                pid = args.pid if args.pid is not None else peer.pid("register")
-                self._authorize_pid(pid, peer, "register")
-                return await self._handle.register(pid, args.claims)
-            case "heartbeat", FencedArgs() as args:
-                self._authorize_pid(args.pid, peer, "heartbeat")
-                return await self._handle.heartbeat(
-                    args.worker_identity,
-                    pid=args.pid,
-                    generation_id=args.generation_id,
-                    fencing_epoch=args.fencing_epoch,
-                )
-            case "release", FencedArgs() as args:
-                self._authorize_pid(args.pid, peer, "release")
-                return await self._handle.release(
-                    args.worker_identity,
-                    pid=args.pid,
-                    generation_id=args.generation_id,
-                    fencing_epoch=args.fencing_epoch,
-                )
-            case "snapshot", SnapshotArgs() as args:
-                return await self._handle.snapshot(
-                    await self._authenticate(request, peer),
-                    canonical_repository=args.canonical_repository,
-                    expected_manifest=args.expected_manifest,
-                    expected_live_revision=args.expected_live_revision,
-                    include_history=args.include_history,
-                )
-            case "plan", PlanArgs() as args:
-                return await self._handle.plan(
-                    await self._authenticate(request, peer),
-                    canonical_repository=args.canonical_repository,
-                    query=args.query,
-                )
-            case "apply", ApplyArgs() as args:
-                return await self._handle.apply(
-                    await self._authenticate(request, peer),
-                    candidate_fingerprint=args.candidate_fingerprint,
-                    worker_identities=args.worker_identities,
-                    registry_fingerprint=args.registry_fingerprint,
-                    scope_fingerprint=args.scope_fingerprint,
-                    canonical_repository=args.canonical_repository,
-                )
-            case "status", None:
-                figures = ServerFigures(
-                    socket_path=self._path,
-                    active_connections=self._active,
-                    max_connections=self._settings.max_connections,
-                )
-                profile = await self._status_caller(request, peer)
-                return await status_report(self._handle, profile, figures)
-            case _, ControlArgs() as args:
-                # Authorization happens in the handle (``decide``), as for MCP callers.
-                profile = await self._authenticate(request, peer)
-                return await self._handle.invoke(args.op, profile, args.values)
-            case _, HostArgs() as args:
-                profile = await self._authenticate(request, peer)
-                return await dispatch_hosts(self._hosts, profile, args)
-        raise ProtocolError(f"op {request.op!r} has no handler")
-
-    async def _authenticate(
-        self,
-        request: Request,
-        peer: Conversation,
-        *,
-        missing: str = "this operation needs a profile token (token)",
-    ) -> Profile:
-        token = request.token
-        if token:
-            profile = self._profiles.authenticate(token)
-            if profile is not None:
-                return profile
-            broken = self._profiles.error
-            if broken is not None:
-                # Not the caller's fault: saying "unauthenticated" would send an operator
-                # after their token while the file they edited is what is broken.
-                raise ProfilesUnreadable(f"no token can be proved right now: {broken}")
-            reason = "the token proves no profile"
-        else:
-            reason = missing
-        # A denial like any other: logged and audited (committed) before the refusal is sent.
-        peer_pid = peer.credentials[0] if peer.credentials is not None else None
-        await self._handle.audit_unauthenticated(
-            surface="socket", action=request.op, reason=reason, peer_pid=peer_pid
-        )
-        raise Unauthenticated(reason)
-
-    async def _status_caller(self, request: Request, peer: Conversation) -> Profile | None:
-        """A token's profile; without a token, None for the socket's owner (same uid as
-        this daemon, by peer credentials), who may read ``status`` as at their terminal."""
-        credentials = peer.credentials
-        if not request.token and credentials is not None and credentials[1] == os.geteuid():
-            return None
-        return await self._authenticate(
-            request,
-            peer,
-            missing="status needs a profile token (token), or a connection from the uid "
-            "that runs the supervisor",
-        )
-
     def _authorize_pid(self, pid: int, peer: Conversation, op: str) -> None:
-        authorize_pid(self._probes, pid, peer, op)
+        self._dispatcher.authorize_pid(pid, peer, op)

@@ -16,7 +16,7 @@ from actors.messages import (
     UpsertSession,
     UpsertWorkItem,
 )
-from supervisor.handle_checks import (
+from supervisor.handle.checks import (
     WriterMessage,
     actions_arg,
     ineligible,
@@ -25,7 +25,7 @@ from supervisor.handle_checks import (
     refused,
     ttl_arg,
 )
-from supervisor.handle_links import HealthLinkCalls
+from supervisor.handle.links import HealthLinkCalls
 from supervisor.policy.allocation import candidates_from_mappings
 from supervisor.policy.control_plane import (
     ControlPlaneRefusal,

@@ -37,7 +37,7 @@ from actors.messages import (
 )
 from actors.retirement_records import audit_event, write_audit
 from supervisor.clock import Clock, SystemClock
-from supervisor.handle_control import ControlPlaneCalls
+from supervisor.handle.control import ControlPlaneCalls
 from supervisor.logs import get_logger
 from supervisor.policy.permissions import Profile
 from supervisor.policy.snapshot import ManifestEntry

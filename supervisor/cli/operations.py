@@ -9,11 +9,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from supervisor.cli.common import TOKEN_HELP
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import OPERATIONS
 from supervisor.operations.spec import INT_OR_NULL, Flag, Operation
 
-__all__ = ["add_operation_commands", "commands_of", "operation_request"]
+__all__ = ["COMMON_FLAGS", "add_operation_commands", "commands_of", "operation_request", "selected"]
+
+#: The flags every declared command takes: the caller's token and the output format.
+COMMON_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--token", {"help": TOKEN_HELP}),
+    ("--json", {"action": "store_true", "help": "machine-readable output"}),
+)
 
 
 def commands_of(group: str) -> dict[str, list[Operation]]:
@@ -36,11 +43,14 @@ def _add_flag(
     flag: Flag,
     *,
     required: bool,
+    required_groups: Sequence[str],
 ) -> None:
     target: Any = parser
     if flag.group is not None:
         if flag.group not in groups:
-            groups[flag.group] = parser.add_mutually_exclusive_group()
+            groups[flag.group] = parser.add_mutually_exclusive_group(
+                required=flag.group in required_groups
+            )
         target = groups[flag.group]
     if not flag.flag.startswith("-"):
         target.add_argument(dest, metavar=_metavar(flag), help=flag.help)
@@ -49,7 +59,9 @@ def _add_flag(
     if flag.kind in ("true", "false"):
         options["action"] = "store_true"
     else:
-        options.update(metavar=_metavar(flag), type=flag.type, required=required)
+        options.update(metavar=_metavar(flag), type=flag.type, required=required or flag.required)
+        if flag.default is not None:
+            options["default"] = flag.default
     target.add_argument(flag.flag, **options)
 
 
@@ -80,7 +92,14 @@ def add_operation_commands(
         groups: dict[str, Any] = {}
         for spelled in sorted(flags, key=lambda f: order.index(f) if f in order else len(order)):
             dest, flag, required = flags[spelled]
-            _add_flag(parser, groups, dest, flag, required=required)
+            _add_flag(
+                parser,
+                groups,
+                dest,
+                flag,
+                required=required,
+                required_groups=ops[0].command.required_groups,
+            )
 
 
 def _read_json(source: str, what: str) -> Any:
@@ -125,6 +144,11 @@ def _given(args: argparse.Namespace, op: Operation, flag_name: str) -> bool:
         if arg.cli is not None and arg.cli.flag == flag_name:
             return getattr(args, arg.name) is not None
     return any(bool(getattr(args, _dest(op, f))) for f in op.extra_flags if f.flag == flag_name)
+
+
+def selected(group: str, command: str, args: argparse.Namespace) -> Operation:
+    """The op a parsed ``<group> <command>`` reaches."""
+    return _selected(commands_of(group)[command], args)
 
 
 def _selected(ops: Sequence[Operation], args: argparse.Namespace) -> Operation:

@@ -10,10 +10,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from supervisor.operations import spec
-from supervisor.operations.registry import OPERATIONS, operation
+from supervisor.operations.registry import OPERATIONS, tool_name
 from supervisor.operations.spec import Operation, describe
 from supervisor.policy.permissions import Profile
-from supervisor.surfaces.mcp_answers import tool_answer
+from supervisor.surfaces.mcp.answers import tool_answer
 
 __all__ = [
     "ALLOCATE_TOOL",
@@ -31,23 +31,17 @@ __all__ = [
 ]
 
 
-def _tool_name(op: str) -> str:
-    name = operation(op).tool_name
-    assert name is not None, op
-    return name
-
-
 #: The customer's allocator tool name; the lease tools are named after it.
-ALLOCATE_TOOL = _tool_name("allocate")
-HEARTBEAT_TOOL = _tool_name("lease_heartbeat")
-RELEASE_TOOL = _tool_name("lease_release")
-CHECK_TOOL = _tool_name("assignment_check")
+ALLOCATE_TOOL = tool_name("allocate")
+HEARTBEAT_TOOL = tool_name("lease_heartbeat")
+RELEASE_TOOL = tool_name("lease_release")
+CHECK_TOOL = tool_name("assignment_check")
 CONTROL_TOOL_NAMES = (ALLOCATE_TOOL, HEARTBEAT_TOOL, RELEASE_TOOL, CHECK_TOOL)
 #: The customer's tool name; the others follow the project's naming.
-ASSESS_HEALTH_TOOL = _tool_name("namespace_health_assess")
-HEALTH_GATE_TOOL = _tool_name("namespace_health_gate")
-UPSERT_LINK_TOOL = _tool_name("incident_link_upsert")
-GET_LINK_TOOL = _tool_name("incident_link_get")
+ASSESS_HEALTH_TOOL = tool_name("namespace_health_assess")
+HEALTH_GATE_TOOL = tool_name("namespace_health_gate")
+UPSERT_LINK_TOOL = tool_name("incident_link_upsert")
+GET_LINK_TOOL = tool_name("incident_link_get")
 HEALTH_TOOL_NAMES = (ASSESS_HEALTH_TOOL, HEALTH_GATE_TOOL, UPSERT_LINK_TOOL, GET_LINK_TOOL)
 
 #: The Python type each wire shape is offered as, so the SDK derives the same JSON schema.

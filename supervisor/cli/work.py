@@ -7,24 +7,38 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from supervisor.cli_operations import add_operation_commands, operation_request
+from supervisor.cli.common import EXIT_OK, EXIT_REFUSED, emit, token_of
+from supervisor.cli.operations import COMMON_FLAGS, add_operation_commands, operation_request
+from supervisor.config import Settings
 
-__all__ = ["add_work_parser", "format_links", "format_work", "succeeded", "work_request"]
+__all__ = [
+    "add_work_parser",
+    "format_links",
+    "format_work",
+    "run_work",
+    "succeeded",
+    "work_request",
+]
 
 LINK_COMMANDS = frozenset({"health", "health-gate", "link"})
 
 
-def add_work_parser(
-    commands: Any, *, parser_class: type[argparse.ArgumentParser], token_help: str
-) -> None:
+def add_work_parser(commands: Any, *, parser_class: type[argparse.ArgumentParser]) -> None:
     """Add ``work`` and its subcommands (one per declared command) to the CLI's subparsers."""
     work = commands.add_parser("work", help="control plane: leases, assignments, allocation")
     subs = work.add_subparsers(dest="work_command", required=True, parser_class=parser_class)
-    common = (
-        ("--token", {"help": token_help}),
-        ("--json", {"action": "store_true", "help": "machine-readable output"}),
-    )
-    add_operation_commands(subs, "work", common=common)
+    add_operation_commands(subs, "work", common=COMMON_FLAGS)
+
+
+def run_work(args: argparse.Namespace, settings: Settings) -> int:
+    """``fleet-supervisor work <command>``: one request, its summary, its exit status."""
+    from supervisor.client import Client
+
+    op, request = work_request(args)
+    with Client(settings.socket.path, token=token_of(args)) as client:
+        result = client.request(op, request)
+    emit(result, args.json, format_work)
+    return EXIT_OK if succeeded(args.work_command, result) else EXIT_REFUSED
 
 
 def work_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:

@@ -16,7 +16,7 @@ from supervisor.handle import SupervisorHandle
 from supervisor.health import HealthReport
 from supervisor.logs import get_logger
 from supervisor.metrics import FleetGauges, Metrics
-from supervisor.surfaces.fleet_page import PAGE_ROUTES, FleetPage
+from supervisor.surfaces.http.fleet_page import PAGE_ROUTES, FleetPage
 from supervisor.tcp_peer import PeerUidLookup, loopback_peer_uid
 
 __all__ = ["OpsRoutes", "Response", "ops_listener", "serve_ops_http"]

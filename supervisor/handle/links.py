@@ -11,7 +11,7 @@ from actors.messages import (
     RecordNamespaceHealth,
     UpsertIncidentLink,
 )
-from supervisor.handle_checks import WriterCalls, WriterMessage, optional_text
+from supervisor.handle.checks import WriterCalls, WriterMessage, optional_text
 from supervisor.policy.control_plane import ControlPlaneRefusal, check_session_id
 from supervisor.policy.incident_links import check_incident_link, check_issue_target
 from supervisor.policy.namespace_health import classify_namespace_probe

@@ -1,0 +1,199 @@
+"""The daemon and local commands: ``run``, ``exec``, ``mcp``, ``token create``, ``migrate``
+and ``launch-config``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from supervisor.cli.common import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    TOKEN_ENV,
+    emit,
+    strip_dashdash,
+    token_of,
+)
+from supervisor.cli.launcher import (
+    absolute_path,
+    absolute_path_args,
+    build_launch_config,
+    build_server_entry,
+    exec_command,
+    resolve_server_command,
+)
+from supervisor.config import Settings
+from supervisor.errors import ConfigError, SupervisorError
+from supervisor.policy.identity import UntrustedInstanceError
+
+__all__ = ["run_daemon", "run_exec", "run_launch_config", "run_mcp", "run_migrate", "run_token"]
+
+
+def run_daemon(settings: Settings) -> int:
+    """The daemon; a start-up failure is one line on stderr (a bad setting exits 2, else 1)."""
+    from supervisor.service import run_service
+
+    try:
+        return anyio.run(run_service, settings)
+    except ConfigError:
+        raise
+    except SupervisorError as exc:
+        failure = exc
+    except BaseExceptionGroup as group:
+        # Start-up claims its resources outside any task group; this covers one that
+        # fails inside one anyway, so it still reads as one line, not a traceback.
+        failure = _only_supervisor_error(group)
+    sys.stderr.write(f"fleet-supervisor: cannot start: {failure.code}: {failure.detail}\n")
+    return EXIT_REFUSED
+
+
+def _only_supervisor_error(group: BaseExceptionGroup[BaseException]) -> SupervisorError:
+    """The first supervisor error in ``group``; the group itself if anything else is in it."""
+    matched, rest = group.split(SupervisorError)
+    if matched is None or rest is not None:
+        raise group
+    found: BaseException = matched
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    assert isinstance(found, SupervisorError)
+    return found
+
+
+def run_exec(args: argparse.Namespace, settings: Settings) -> int:
+    from supervisor.sidecar.exec_in_place import main as exec_main
+
+    child = strip_dashdash(args.child)
+    if not child:
+        sys.stderr.write("exec: give the command to run after --\n")
+        return EXIT_USAGE
+    return exec_main([*_exec_flags(args, settings), "--", *child])
+
+
+def _exec_flags(args: argparse.Namespace, settings: Settings) -> list[str]:
+    """The wrapper's own flags, for ``python -m supervisor.cli exec`` (the console script
+    hands ``exec`` to the wrapper without loading this module)."""
+    flags = ["--socket", str(settings.socket.path)]
+    for name in ("client", "name", "namespace", "ttl", "timeout"):
+        value = getattr(args, name)
+        if value is not None:
+            flags += [f"--{name}", str(value)]
+    if args.no_parent_death_signal:
+        flags.append("--no-parent-death-signal")
+    return flags
+
+
+def run_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from supervisor.surfaces.mcp.bridge import run_stdio_bridge
+
+    token = token_of(args)
+    if not token:
+        sys.stderr.write(f"mcp: a profile token is required (--token or ${TOKEN_ENV})\n")
+        return EXIT_USAGE
+    return run_stdio_bridge(
+        settings.socket.path, token, max_result_bytes=settings.mcp.max_result_bytes
+    )
+
+
+def run_token(args: argparse.Namespace, settings: Settings) -> int:
+    from supervisor.defaults import PROFILES, read_default
+    from supervisor.profiles import create_token, ensure_profiles_file
+
+    path = settings.auth.profiles_path
+    # First use: start the operator's own profiles file from the shipped example
+    # (package data, so an installed wheel has it too); later grants are edits to
+    # their file, never to the installation.
+    if not path.exists() and ensure_profiles_file(path, read_default(PROFILES)):
+        sys.stderr.write(f"token: created {path} from the shipped example profiles\n")
+    token = create_token(path, args.profile)
+    sys.stdout.write(token + "\n")
+    sys.stderr.write(f"token for {args.profile!r} stored as a hash in {path}; it is shown once\n")
+    return EXIT_OK
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    from supervisor.config_checks import Invalid, postgres_url_check
+    from supervisor.store.registry_copy import copy_sqlite_to_postgres, parse_sqlite_source
+
+    try:
+        url = postgres_url_check(args.target, Path.cwd())
+    except Invalid as exc:
+        sys.stderr.write(f"migrate: --to must be {exc.expected}\n")
+        return EXIT_USAGE
+    if url is None:
+        sys.stderr.write("migrate: --to needs a postgresql:// URL\n")
+        return EXIT_USAGE
+    source = parse_sqlite_source(args.source)
+    report = anyio.run(copy_sqlite_to_postgres, source, url)
+    result = {
+        "source": report.source,
+        "target": report.target,
+        "schema_version": report.schema_version,
+        "registry_fingerprint": report.registry_fingerprint,
+        "tables": {t.table: {"rows": t.rows, "fingerprint": t.fingerprint} for t in report.tables},
+    }
+    emit(result, args.json, _format_copy)
+    return EXIT_OK
+
+
+def _format_copy(result: Mapping[str, Any]) -> str:
+    lines = [
+        f"copied {result['source']} -> {result['target']} (schema v{result['schema_version']})"
+    ]
+    for table, facts in result["tables"].items():
+        lines.append(f"  {table:<22} {facts['rows']:>8} rows  {facts['fingerprint']}")
+    lines.append(f"registry fingerprint {result['registry_fingerprint']} (source = copy)")
+    return "\n".join(lines)
+
+
+def run_launch_config(args: argparse.Namespace, settings: Settings) -> int:
+    command = strip_dashdash(args.server_command)
+    if not command:
+        sys.stderr.write("launch-config: give the server command after --\n")
+        return EXIT_USAGE
+    try:
+        server = resolve_server_command(command[0])
+    except ConfigError as exc:
+        sys.stderr.write(f"launch-config: {exc.detail}\n")
+        return EXIT_USAGE
+    wrapper = None
+    if args.wrap:
+        # The wrapper runs wherever the client starts it: the config file this run
+        # read (so its [exec] settings apply there too) and the socket go in as
+        # absolute paths. Without --config the wrapper repeats the default search.
+        carried = ["--config", absolute_path(str(args.config.expanduser()))] if args.config else []
+        socket_path = os.path.abspath(settings.socket.path)
+        wrapper = [*exec_command(), *carried, "--socket", socket_path]
+    if args.server is not None:
+        entry = build_server_entry(
+            args.server,
+            client_type=args.client,
+            command=server,
+            args=absolute_path_args(command[1:]),
+            exec_wrapper=wrapper,
+        )
+        sys.stdout.write(json.dumps(entry, indent=2) + "\n")
+        return EXIT_OK
+    try:
+        config = build_launch_config(
+            client_type=args.client,
+            command=server,
+            args=absolute_path_args(command[1:]),
+            instance_id=args.instance_id,
+            session_id=args.session_id,
+            fleet_run_id=args.fleet_run_id,
+            profile_prefix=args.profile_prefix,
+            exec_wrapper=wrapper,
+        )
+    except UntrustedInstanceError as exc:
+        sys.stderr.write(f"launch-config: refusing untrusted instance id: {exc}\n")
+        return EXIT_USAGE
+    sys.stdout.write(json.dumps(config, indent=2) + "\n")
+    return EXIT_OK

@@ -1,0 +1,106 @@
+"""``fleet-supervisor``: parse the command line, run the command, map failures to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from supervisor.cli import daemon
+from supervisor.cli.common import (
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    settings_of,
+)
+from supervisor.cli.fleet import FLEET_COMMANDS, run_fleet_command
+from supervisor.cli.hosts import run_hosts
+from supervisor.cli.parser import build_parser
+from supervisor.cli.work import run_work
+from supervisor.errors import ConfigError, SupervisorError, Unavailable
+
+__all__ = ["main"]
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    if args.command == "run":
+        return daemon.run_daemon(settings)
+    if args.command in FLEET_COMMANDS:
+        return run_fleet_command(args, settings)
+    if args.command == "work":
+        return run_work(args, settings)
+    if args.command == "launch-config":
+        return daemon.run_launch_config(args, settings)
+    if args.command == "namespace-probe":
+        from supervisor.cli.namespace_probe import run_probe_command
+
+        return run_probe_command(args)
+    if args.command == "token":
+        return daemon.run_token(args, settings)
+    if args.command == "clients":
+        from supervisor.clients.command import run_clients_command
+
+        return run_clients_command(args, args.config, settings.socket.path)
+    if args.command == "migrate":
+        return daemon.run_migrate(args)
+    if args.command == "hosts":
+        return run_hosts(args, settings)
+    if args.command == "exec":
+        return daemon.run_exec(args, settings)
+    if args.command == "mcp":
+        return daemon.run_mcp(args, settings)
+    return EXIT_USAGE
+
+
+def _settle_stderr() -> None:
+    """Let the interpreter's last flush of a dead stderr pass, so the exit status stays ours.
+
+    When the client that held our stderr pipe has gone, a log line that failed
+    leaves its bytes in ``sys.stderr``'s buffer; Python flushes it again at exit,
+    fails, and exits 120 instead of the status ``main`` returned (a daemon stopped
+    cleanly by SIGTERM would read as failed). Pointing fd 2 at /dev/null lets that
+    flush succeed, and nobody was left to read the bytes anyway.
+    """
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.flush()
+        return
+    except ValueError:
+        return  # closed: the interpreter skips a closed stderr at exit
+    except OSError:
+        pass
+    try:
+        if stream.fileno() != 2:
+            return  # a stand-in object (tests); fd 2 is not ours to change
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):
+        return
+    try:
+        os.dup2(devnull, 2)
+    except OSError:
+        pass  # then the exit status is the interpreter's; nothing better is left to try
+    finally:
+        os.close(devnull)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except ConfigError as exc:
+        sys.stderr.write(f"fleet-supervisor: configuration error: {exc.detail}\n")
+        return EXIT_USAGE
+    except Unavailable as exc:
+        sys.stderr.write(f"fleet-supervisor: supervisor unreachable: {exc.detail}\n")
+        return EXIT_UNREACHABLE
+    except SupervisorError as exc:
+        sys.stderr.write(f"fleet-supervisor: {exc.code}: {exc.detail}\n")
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        _settle_stderr()

@@ -1,0 +1,101 @@
+"""The ``fleet-supervisor`` argument parser: hand-written commands plus the declared ones."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from supervisor.cli.common import EXIT_USAGE, TOKEN_HELP
+from supervisor.cli.namespace_probe import add_probe_parser
+from supervisor.cli.operations import COMMON_FLAGS, add_operation_commands
+from supervisor.cli.work import add_work_parser
+from supervisor.clients.arguments import add_clients_parser
+from supervisor.version import package_version
+
+__all__ = ["build_parser"]
+
+_DESCRIPTION = (
+    "The ``fleet-supervisor`` command: run the daemon, inspect and retire, mint launch configs."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage already; keep its messages on stderr."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: global flags, then one subcommand per command."""
+    parser = _Parser(prog="fleet-supervisor", description=_DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument("--config", type=Path, help="supervisor.toml (default: built-in defaults)")
+    parser.add_argument("--socket", type=Path, help="override socket.path")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser("run", help="run the supervisor daemon")
+    run.add_argument("--db", type=Path, help="override database.path")
+    run.add_argument("--profiles", type=Path, help="override auth.profiles_path")
+
+    # status, snapshot, plan, apply: declared in supervisor.operations.fleet.
+    add_operation_commands(commands, "", common=COMMON_FLAGS)
+
+    launch = commands.add_parser("launch-config", help="print the mcpServers map for one launch")
+    launch.add_argument("--client", required=True, help="client type, e.g. codex, claude_code")
+    launch.add_argument("--instance-id", help="reuse this trusted instance id (resume a launch)")
+    launch.add_argument("--session-id")
+    launch.add_argument("--fleet-run-id")
+    launch.add_argument("--profile-prefix", default="prgs-")
+    launch.add_argument("--exec", dest="wrap", action="store_true", help="wrap each in `exec`")
+    launch.add_argument("--server", help="print one generic entry {SERVER: ...} instead")
+    launch.add_argument("server_command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+    token = commands.add_parser("token", help="profile tokens")
+    token_commands = token.add_subparsers(dest="token_command", required=True, parser_class=_Parser)
+    create = token_commands.add_parser("create", help="mint a token for PROFILE (shown once)")
+    create.add_argument("profile")
+    create.add_argument("--profiles", type=Path, help="override auth.profiles_path")
+
+    hosts = commands.add_parser("hosts", help="host leases of a shared PostgreSQL registry")
+    hosts_commands = hosts.add_subparsers(dest="hosts_command", required=True, parser_class=_Parser)
+    add_operation_commands(hosts_commands, "hosts", common=COMMON_FLAGS)
+
+    migrate = commands.add_parser(
+        "migrate", help="copy a SQLite registry, history included, into an empty PostgreSQL one"
+    )
+    migrate.add_argument("--from", dest="source", required=True, help="sqlite:PATH")
+    migrate.add_argument("--to", dest="target", required=True, help="postgresql://... URL")
+    migrate.add_argument("--json", action="store_true", help="machine-readable output")
+
+    exec_cmd = commands.add_parser(
+        "exec", help="register an MCP server with the daemon, then become it (same pid)"
+    )
+    exec_cmd.add_argument("--client", help="client family label (default: detected)")
+    exec_cmd.add_argument("--name", help="server name (default: the command's name)")
+    exec_cmd.add_argument("--namespace", help="default: derived from $GITEA_MCP_PROFILE")
+    exec_cmd.add_argument("--ttl", type=float, help="heartbeat TTL seconds to request")
+    exec_cmd.add_argument(
+        "--timeout", type=float, help="seconds to wait for the daemon's answer (3)"
+    )
+    exec_cmd.add_argument(
+        "--no-parent-death-signal",
+        action="store_true",
+        help="do not ask the kernel to SIGTERM the server when its client dies",
+    )
+    # Written by `clients wrap` for `clients unwrap`; ignored when the server starts.
+    exec_cmd.add_argument(
+        "--as-written", action="append", metavar="INDEX=TEXT", help=argparse.SUPPRESS
+    )
+    exec_cmd.add_argument("child", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+
+    mcp = commands.add_parser("mcp", help="serve the MCP tools over stdio via the running daemon")
+    mcp.add_argument("--token", help=TOKEN_HELP)
+
+    add_work_parser(commands, parser_class=_Parser)
+    add_probe_parser(commands)
+    add_clients_parser(commands)
+    return parser

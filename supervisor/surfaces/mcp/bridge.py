@@ -1,0 +1,177 @@
+"""The MCP tools over stdio, bridged to the daemon's socket (``fleet-supervisor mcp``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+
+import anyio
+
+from supervisor.client import AsyncClient
+from supervisor.logs import configure_logging, get_logger
+from supervisor.policy.permissions import Profile
+from supervisor.policy.snapshot import ManifestEntry
+from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls, unanswered_as_unavailable
+from supervisor.surfaces.mcp.fleet_tools import ToolBackend
+from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
+from supervisor.surfaces.mcp.stdio import serve_stdio
+from supervisor.surfaces.mcp.tools import build_mcp_server
+from supervisor.wire import PlanQuery
+
+__all__ = [
+    "TOKEN_ENV",
+    "SocketToolBackend",
+    "main",
+    "run_stdio_bridge",
+    "serve_mcp_stdio",
+]
+
+TOKEN_ENV = "FLEET_SUPERVISOR_TOKEN"
+#: How long open HTTP streams get to finish when the daemon stops.
+_HTTP_DRAIN_SECONDS = 5
+
+_log = get_logger(surface="mcp")
+
+
+# --- stdio: forward to the daemon -------------------------------------------------------
+
+
+def _manifest_frame(entry: ManifestEntry) -> dict[str, Any]:
+    frame: dict[str, Any] = {"client_instance_id": entry.client_instance_id}
+    if entry.client_type is not None:
+        frame["client_type"] = entry.client_type
+    if entry.fleet_run_id is not None:
+        frame["fleet_run_id"] = entry.fleet_run_id
+    if entry.namespaces:
+        frame["namespaces"] = list(entry.namespaces)
+    return frame
+
+
+class SocketToolBackend(SocketOperationCalls):
+    """A ToolBackend that asks the running daemon over its local socket.
+
+    This is what ``fleet-supervisor mcp`` (stdio) runs on: a process of its own
+    that forwards every tool call. The MCP-side profile is ignored: the token
+    travels with every request and the daemon authenticates it and decides,
+    exactly as for the CLI, so this process is trusted with nothing. One
+    connection is kept (and remade if the daemon drops it); close with ``aclose``.
+    Every declared operation is forwarded by ``SocketOperationCalls.invoke``.
+    """
+
+    def __init__(self, socket_path: str | Path, token: str, *, timeout: float = 30.0) -> None:
+        self._client = AsyncClient(socket_path, token=token, timeout=timeout)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def snapshot(
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None,
+        expected_manifest: Sequence[ManifestEntry],
+        expected_live_revision: str | None,
+        include_history: bool = False,
+    ) -> Mapping[str, Any]:
+        del profile  # the daemon authenticates the token instead
+        with unanswered_as_unavailable():
+            return await self._client.snapshot(
+                canonical_repository=canonical_repository,
+                expected_manifest=[_manifest_frame(e) for e in expected_manifest],
+                expected_live_revision=expected_live_revision,
+                include_history=include_history,
+            )
+
+    async def plan(
+        self,
+        profile: Profile | None,
+        *,
+        canonical_repository: str | None,
+        query: PlanQuery | None = None,
+    ) -> Mapping[str, Any]:
+        del profile
+        with unanswered_as_unavailable():
+            return await self._client.plan(canonical_repository=canonical_repository, query=query)
+
+    async def apply(
+        self,
+        profile: Profile | None,
+        *,
+        candidate_fingerprint: str,
+        worker_identities: Sequence[str],
+        registry_fingerprint: str | None,
+        scope_fingerprint: str | None,
+        canonical_repository: str | None,
+    ) -> Mapping[str, Any]:
+        del profile
+        with unanswered_as_unavailable():
+            return await self._client.apply(
+                candidate_fingerprint=candidate_fingerprint,
+                worker_identities=worker_identities,
+                registry_fingerprint=registry_fingerprint,
+                scope_fingerprint=scope_fingerprint,
+                canonical_repository=canonical_repository,
+            )
+
+
+async def serve_mcp_stdio(
+    backend: ToolBackend, *, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+) -> None:
+    """Serve the fleet tools on this process's stdin/stdout until the client disconnects."""
+    # No profile on this side: a socket backend carries its own credentials (see above).
+    server = build_mcp_server(
+        backend, profile_resolver=lambda: None, max_result_bytes=max_result_bytes
+    )
+    await serve_stdio(server)
+
+
+async def _bridge(socket_path: str | Path, token: str, max_result_bytes: int) -> None:
+    async with SocketToolBackend(socket_path, token) as backend:
+        await serve_mcp_stdio(backend, max_result_bytes=max_result_bytes)
+
+
+def run_stdio_bridge(
+    socket_path: str | Path, token: str, *, max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+) -> int:
+    """Blocking entry point for ``fleet-supervisor mcp``; returns the exit code.
+
+    Starts even when the daemon is down: each tool call then answers with a
+    structured ``supervisor_unavailable`` result, which tells the model more than
+    an MCP server that failed to start.
+    """
+    # stdout is the MCP transport: every log line must go to stderr.
+    configure_logging("warning", stream=sys.stderr)
+    anyio.run(_bridge, socket_path, token, max_result_bytes)
+    return 0
+
+
+# --- python -m supervisor.surfaces.mcp.bridge ------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m supervisor.surfaces.mcp.bridge",
+        description="Serve the fleet MCP tools over stdio via the running supervisor daemon.",
+    )
+    parser.add_argument("--socket", required=True, type=Path, help="the daemon's socket path")
+    parser.add_argument("--token", help=f"profile token (default: ${TOKEN_ENV})")
+    args = parser.parse_args(argv)
+    token = args.token or os.environ.get(TOKEN_ENV, "")
+    if not token:
+        sys.stderr.write(f"mcp_bridge: a profile token is required (--token or ${TOKEN_ENV})\n")
+        return 2
+    return run_stdio_bridge(args.socket, token)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
