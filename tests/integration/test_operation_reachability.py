@@ -14,8 +14,8 @@ import pytest
 from mcp import Client as McpClient
 from mcp.types import CallToolResult
 
-from supervisor.cli import _parser
-from supervisor.cli_operations import commands_of, operation_request
+from supervisor.cli import build_parser
+from supervisor.cli.operations import commands_of, operation_request
 from supervisor.config import SocketConfig
 from supervisor.errors import ProtocolError
 from supervisor.operations import spec
@@ -23,10 +23,10 @@ from supervisor.operations.registry import CONTROL_OPS, HOST_OPS, OPERATIONS, TO
 from supervisor.operations.spec import Operation
 from supervisor.policy.permissions import Profile
 from supervisor.profiles import ProfileBook, create_token
-from supervisor.surfaces.mcp_bridge import SocketToolBackend
-from supervisor.surfaces.mcp_tools import build_mcp_server
-from supervisor.surfaces.protocol import decode_request
-from supervisor.surfaces.protocol_control import CONTROL_SCHEMAS
+from supervisor.surfaces.mcp.bridge import SocketToolBackend
+from supervisor.surfaces.mcp.tools import build_mcp_server
+from supervisor.surfaces.socket.protocol import decode_request
+from supervisor.surfaces.socket.protocol_control import CONTROL_SCHEMAS
 from tests.actors.helpers_app import harness
 from tests.integration.socket_helpers import read_frames, serve, short_dir
 
@@ -187,9 +187,16 @@ async def test_every_tool_refuses_as_its_socket_op_does(tmp_path: Path, sock_dir
 def _argv(op: Operation, tmp_path: Path) -> list[str]:
     argv: list[str] = []
     selectors = set(op.when)
+    # One flag of each group the command needs one of (apply: a fingerprint).
+    needed = op.command.required_groups if op.command is not None else ()
     for arg in op.args:
         flag = arg.cli
-        if flag is None or not (arg.required or flag.flag in selectors):
+        if flag is None:
+            continue
+        first_of_group = flag.group in needed and flag.group not in selectors
+        if first_of_group:
+            selectors.add(str(flag.group))
+        if not (arg.required or flag.required or flag.flag in selectors or first_of_group):
             continue
         if flag.kind in ("json", "json_object"):
             source = tmp_path / f"{arg.name}.json"
@@ -201,13 +208,14 @@ def _argv(op: Operation, tmp_path: Path) -> list[str]:
     return argv
 
 
-@pytest.mark.parametrize("group", ["work", "hosts"])
+@pytest.mark.parametrize("group", ["", "work", "hosts"])
 def test_every_command_reaches_its_op_with_the_declared_arguments(
     group: str, tmp_path: Path
 ) -> None:
     for command, ops in commands_of(group).items():
         for op in ops:
-            args = _parser().parse_args([group, command, *_argv(op, tmp_path)])
+            words = [group, command] if group else [command]
+            args = build_parser().parse_args([*words, *_argv(op, tmp_path)])
             name, request = operation_request(group, command, args)
             assert name == op.name, (command, name)
             assert set(request) == {a.name for a in op.args if a.cli is not None}, name
@@ -215,7 +223,7 @@ def test_every_command_reaches_its_op_with_the_declared_arguments(
 
 
 def test_every_declared_command_exists() -> None:
-    parser = _parser()
+    parser = build_parser()
     top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     groups = {op.command.group for op in OPERATIONS.values() if op.command is not None}
     for group in groups:
