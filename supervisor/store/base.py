@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from supervisor.policy.history import HistorySummary
+from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store.control_base import ControlTx
 from supervisor.store.host_leases import HostLeases
 

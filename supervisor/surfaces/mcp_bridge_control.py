@@ -8,7 +8,7 @@ from typing import Any
 
 from supervisor.client import AsyncClient, RemoteError
 from supervisor.errors import ProtocolError, Unavailable
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.mcp_bridge_health import SocketHealthCalls
 
 __all__ = ["SocketControlCalls", "unanswered_as_unavailable"]

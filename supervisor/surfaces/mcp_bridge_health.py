@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 
 __all__ = ["SocketHealthCalls"]
 

@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.mcp_answers import tool_answer
 
 __all__ = [

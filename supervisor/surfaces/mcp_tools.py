@@ -20,9 +20,13 @@ from mcp.types import (
 from pydantic import AnyHttpUrl, ValidationError
 
 from supervisor.errors import ProtocolError
-from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.fleet.snapshot import ManifestEntry
+from supervisor.policy.retirement.reasons import (
+    OUTCOME_ALREADY_RETIRED,
+    OUTCOME_APPLIED,
+    OUTCOME_REFUSED,
+)
 from supervisor.surfaces.mcp_answers import OUTCOME_FAILED, OUTCOME_UNKNOWN, tool_answer
 from supervisor.surfaces.mcp_control_tools import ControlToolBackend, register_control_tools
 from supervisor.surfaces.mcp_health_tools import ASSESS_HEALTH_TOOL

@@ -7,7 +7,7 @@ from typing import Any
 
 from supervisor.errors import ProtocolError
 from supervisor.handle_control import ControlPlaneCalls
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.protocol_control import ControlArgs
 
 __all__ = ["dispatch_control"]

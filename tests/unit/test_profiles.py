@@ -14,7 +14,7 @@ import pytest
 
 import supervisor.profiles as profiles_module
 from supervisor.errors import ConfigError
-from supervisor.policy.permissions import OP_READ, OP_RETIRE, decide
+from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, decide
 from supervisor.profiles import (
     ROLE_KINDS,
     ProfileBook,

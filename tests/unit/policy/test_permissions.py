@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from supervisor.policy.identity import NAMESPACES
-from supervisor.policy.permissions import OP_READ, OP_RETIRE, TASKS, Profile, decide
+from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, TASKS, Profile, decide
+from supervisor.policy.identity.instance import NAMESPACES
 
 OPERATOR_ROLES = {"controller", "reconciler"}
 

@@ -13,18 +13,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy import reasons as R
-from supervisor.policy.eligibility import (
+from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.incremental.memo import KEY_FIELDS, PlanMemo
+from supervisor.policy.retirement import reasons as R
+from supervisor.policy.retirement.facts import FactsContext, row_facts, with_beat
+from supervisor.policy.retirement.plan import (
     FencingContext,
     PlanEntry,
-    PlanMemo,
     ProtectedOwners,
     RetirementPlan,
-    plan_retirement,
 )
-from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.plan_facts import FactsContext, row_facts, with_beat
-from supervisor.policy.plan_memo import KEY_FIELDS
+from supervisor.policy.retirement.planner import plan_retirement
 
 from .reference_plan import reference_plan
 from .rows import FENCE, NOW, REPO, all_dead, probes, row

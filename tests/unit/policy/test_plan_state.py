@@ -8,15 +8,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy.eligibility import (
-    FencingContext,
-    PlanMemo,
-    ProtectedOwners,
-    RetirementPlan,
-    plan_retirement,
-)
 from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.plan_facts import NO_FRESHNESS, FactsContext, epoch_us, row_facts
+from supervisor.policy.incremental.memo import PlanMemo
+from supervisor.policy.retirement.facts import NO_FRESHNESS, FactsContext, epoch_us, row_facts
+from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners, RetirementPlan
+from supervisor.policy.retirement.planner import plan_retirement
 from supervisor.policy.stamps import parse_stamp
 
 from .reference_plan import reference_plan

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from supervisor.errors import ProtocolError
-from supervisor.policy.permissions import TASKS
+from supervisor.policy.control.permissions import TASKS
 from supervisor.surfaces.protocol import decode_request
 from supervisor.surfaces.protocol_control import CONTROL_OPS, CONTROL_SCHEMAS, ControlArgs
 

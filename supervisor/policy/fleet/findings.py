@@ -6,7 +6,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .identity import UNKNOWN_CLIENT
+from supervisor.policy.identity.instance import UNKNOWN_CLIENT
+
 from .worker_view import OWNERSHIP_ORPHANED, WorkerView
 
 __all__ = [

@@ -7,14 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .control_plane import (
-    WORK_KINDS,
-    ControlPlaneRefusal,
-    check_head_sha,
-    check_kind,
-    check_state,
-)
-from .stamps import parse_stamp
+from supervisor.policy.stamps import parse_stamp
+
+from .plane import WORK_KINDS, ControlPlaneRefusal, check_head_sha, check_kind, check_state
 
 __all__ = [
     "CANDIDATE_FIELDS",

@@ -6,7 +6,8 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .canonical import canon, digest, digest_elements, serialize
+from supervisor.policy.canonical import canon, digest, digest_elements, serialize
+
 from .history import EMPTY_HISTORY, HistoryFold, HistorySummary
 
 __all__ = [

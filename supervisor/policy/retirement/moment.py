@@ -7,10 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .evidence import UNKNOWN, EvidenceMap, PidEvidence
-from .plan_facts import RowFacts, epoch_us, verdict_detail
-from .plan_types import Entries, PlanEntry
-from .worker_view import (
+from supervisor.policy.evidence import UNKNOWN, EvidenceMap, PidEvidence
+from supervisor.policy.fleet.worker_view import (
     OWNERSHIP_HISTORICAL,
     OWNERSHIP_INCONSISTENT,
     OWNERSHIP_LIVE,
@@ -18,6 +16,9 @@ from .worker_view import (
     OWNERSHIP_ORPHANED,
     OWNERSHIP_STALE,
 )
+
+from .facts import RowFacts, epoch_us, verdict_detail
+from .plan import Entries, PlanEntry
 
 __all__ = [
     "EvidenceBases",

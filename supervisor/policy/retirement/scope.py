@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from .fingerprints import identity_keys, is_history, row_digest, scope_token
-from .plan_types import RetirementPlan
+from .plan import RetirementPlan
 
 __all__ = ["with_history_digests", "with_history_scope"]
 

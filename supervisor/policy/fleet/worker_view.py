@@ -7,16 +7,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .canonical import canon
-from .evidence import EvidenceMap, evidence_for, row_pid
-from .identity import (
+from supervisor.policy.canonical import canon
+from supervisor.policy.evidence import EvidenceMap, evidence_for, row_pid
+from supervisor.policy.identity.instance import (
     UNKNOWN_CLIENT,
     InstanceIdentity,
     assess_instance_identity,
     normalize_client_name,
 )
+from supervisor.policy.stamps import parse_stamp
+
 from .liveness import STATUS_ACTIVE, Liveness, assess_liveness
-from .stamps import parse_stamp
 
 __all__ = [
     "OWNERSHIP_HISTORICAL",

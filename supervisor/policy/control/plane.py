@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .identity import NAMESPACES
+from supervisor.policy.identity.instance import NAMESPACES
 
 __all__ = [
     "DEFAULT_LEASE_TTL_SECONDS",

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .control_plane import ControlPlaneRefusal, check_name
-from .stamps import parse_stamp
+from supervisor.policy.stamps import parse_stamp
+
+from .plane import ControlPlaneRefusal, check_name
 
 __all__ = [
     "INCIDENT_KEY_FIELDS",

@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .canonical import canon
-from .evidence import EvidenceMap
+from supervisor.policy.canonical import canon
+from supervisor.policy.evidence import EvidenceMap
+from supervisor.policy.identity.instance import UNKNOWN_CLIENT
+from supervisor.policy.stamps import format_stamp
+
 from .findings import (
     ACTIVE_BLOCKER_CLASSES,
     CLASS_DUPLICATE_NAMESPACE,
@@ -38,8 +41,6 @@ from .findings import (
     collisions,
     instance_group,
 )
-from .identity import UNKNOWN_CLIENT
-from .stamps import format_stamp
 from .worker_view import WorkerView, build_worker_view
 
 __all__ = [

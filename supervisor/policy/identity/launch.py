@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from hashlib import sha256
 
-from supervisor.policy.exec_marker import safe_label
+from .exec_marker import safe_label
 
 __all__ = ["client_family_from_command", "launch_instance_id", "server_session_id"]
 

@@ -14,7 +14,7 @@ from .candidates import (
     candidate_from_mapping,
     candidates_from_mappings,
 )
-from .control_plane import TERMINAL_STATES, check_role
+from .plane import TERMINAL_STATES, check_role
 
 __all__ = [
     "CANDIDATE_FIELDS",

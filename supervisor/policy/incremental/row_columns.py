@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from .plan_state import changed_positions
+from .state import changed_positions
 
 __all__ = ["RowColumn"]
 

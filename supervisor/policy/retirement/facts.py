@@ -7,11 +7,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from .canonical import canon
-from .evidence import row_pid
+from supervisor.policy.canonical import canon
+from supervisor.policy.evidence import row_pid
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE, pid_evidence_applies, ttl_seconds
+from supervisor.policy.fleet.worker_view import process_identity
+from supervisor.policy.identity.instance import (
+    InstanceIdentity,
+    assess_instance_identity,
+    normalize_client_name,
+)
+from supervisor.policy.stamps import parse_stamp
+
 from .fingerprints import stamped_digest, static_digest
-from .identity import InstanceIdentity, assess_instance_identity, normalize_client_name
-from .liveness import STATUS_ACTIVE, pid_evidence_applies, ttl_seconds
 from .reasons import (
     REASON_ALREADY_TERMINAL,
     REASON_BOOT_UNKNOWN,
@@ -21,8 +28,6 @@ from .reasons import (
     REASON_UNPARSABLE_HEARTBEAT,
     REASON_UNTRUSTED_PROVENANCE,
 )
-from .stamps import parse_stamp
-from .worker_view import process_identity
 
 __all__ = [
     "DYNAMIC_EVIDENCE_KEYS",

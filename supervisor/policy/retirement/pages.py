@@ -6,11 +6,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from .evidence import UNKNOWN, EvidenceMap
-from .plan_facts import FactsContext, epoch_us, row_facts
-from .plan_types import FencingContext, PlanEntry
+from supervisor.policy.evidence import UNKNOWN, EvidenceMap
+from supervisor.policy.fleet.worker_view import OWNERSHIP_HISTORICAL
+
+from .facts import FactsContext, epoch_us, row_facts
+from .plan import FencingContext, PlanEntry
 from .reasons import REASON_ALREADY_TERMINAL
-from .worker_view import OWNERSHIP_HISTORICAL
 
 __all__ = [
     "PageQuery",

@@ -6,12 +6,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .canonical import canon
-from .eligibility import PlanEntry, RetirementPlan
-from .evidence import PidEvidence
-from .fingerprints import candidate_fingerprint, registry_fingerprint, scope_fingerprint, scope_rows
+from supervisor.policy.canonical import canon
+from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE, STATUS_RETIRED
+
+from .fingerprints import (
+    candidate_fingerprint,
+    registry_fingerprint,
+    scope_fingerprint,
+    scope_rows,
+)
 from .history import HistorySummary
-from .liveness import STATUS_ACTIVE, STATUS_RETIRED
+from .plan import PlanEntry, RetirementPlan
 from .reasons import (
     OUTCOME_ALREADY_RETIRED,
     OUTCOME_CANDIDATE_SUBSET,

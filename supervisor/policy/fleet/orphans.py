@@ -6,8 +6,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canon
-from .evidence import UNKNOWN, EvidenceMap, row_pid
+from supervisor.policy.canonical import canon
+from supervisor.policy.evidence import UNKNOWN, EvidenceMap, row_pid
+
 from .liveness import STATUS_ACTIVE
 
 __all__ = [

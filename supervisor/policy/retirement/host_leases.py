@@ -8,8 +8,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from supervisor.policy.canonical import canon, digest, serialize
-from supervisor.policy.fingerprints import candidate_fingerprint
 from supervisor.policy.stamps import format_stamp, parse_stamp
+
+from .fingerprints import candidate_fingerprint
 
 __all__ = [
     "HOST_FIELDS",

@@ -9,7 +9,11 @@ from itertools import compress, repeat
 from operator import attrgetter, is_, is_not, itemgetter, not_
 from typing import Any
 
-from .evidence import EvidenceMap
+from supervisor.policy.evidence import EvidenceMap
+from supervisor.policy.incremental.memo import PlanMemo
+
+from .conjunction import fleet_context, row_verdict
+from .facts import REQUIRED_IDENTITY_FIELDS, FactsContext, RowFacts, Verdict, epoch_us, row_facts
 from .fingerprints import (
     candidate_token,
     identity_keys,
@@ -19,24 +23,8 @@ from .fingerprints import (
     sharing_positions,
 )
 from .history import HistorySummary, fold_history
-from .plan_facts import (
-    REQUIRED_IDENTITY_FIELDS,
-    FactsContext,
-    RowFacts,
-    Verdict,
-    epoch_us,
-    row_facts,
-)
-from .plan_memo import PlanMemo
-from .plan_moment import (
-    EvidenceBases,
-    Moment,
-    entry_order,
-    evidence_reader,
-    lazy_entries,
-    observe,
-)
-from .plan_types import (
+from .moment import EvidenceBases, Moment, entry_order, evidence_reader, lazy_entries, observe
+from .plan import (
     Entries,
     FencingContext,
     PlanEntry,
@@ -44,7 +32,6 @@ from .plan_types import (
     RetirementPlan,
     protected_from_leases,
 )
-from .plan_verdict import fleet_context, row_verdict
 from .reasons import REASON_ALREADY_TERMINAL, REASON_ELIGIBLE
 
 __all__ = [

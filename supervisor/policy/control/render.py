@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .allocation import OUTCOME_ASSIGNED, Candidate, Skip, expected_role, next_command
-from .control_decisions import GateVerdict
-from .control_plane import WorkRef
+from .decisions import GateVerdict
+from .plane import WorkRef
 
 __all__ = [
     "ASSIGN_OUTCOME_ASSIGNED",

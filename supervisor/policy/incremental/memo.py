@@ -6,10 +6,11 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, TypeVar, cast
 
-from .fingerprints import FINGERPRINT_FIELDS
-from .plan_facts import FactsContext, RowFacts, row_facts, with_beat
-from .plan_moment import EvidenceBases
-from .plan_state import PlanState, changed_positions
+from supervisor.policy.retirement.facts import FactsContext, RowFacts, row_facts, with_beat
+from supervisor.policy.retirement.fingerprints import FINGERPRINT_FIELDS
+from supervisor.policy.retirement.moment import EvidenceBases
+
+from .state import PlanState, changed_positions
 
 __all__ = ["KEY_FIELDS", "PlanMemo"]
 

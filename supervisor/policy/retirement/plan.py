@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from .canonical import canon
-from .fast_init import fast_init
+from supervisor.policy.canonical import canon
+from supervisor.policy.fast_init import fast_init
 
 __all__ = [
     "Entries",

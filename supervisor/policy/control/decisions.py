@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from .canonical import canon
-from .control_plane import TERMINAL_STATES, WorkRef
+from supervisor.policy.canonical import canon
+
+from .plane import TERMINAL_STATES, WorkRef
 
 __all__ = [
     "ASSIGN_GRANT",

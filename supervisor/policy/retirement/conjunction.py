@@ -7,10 +7,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from .evidence import PidEvidence
-from .plan_facts import PID_ALIVE_VERDICT, RowFacts, Verdict
-from .plan_moment import Moment
-from .plan_types import ProtectedOwners
+from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.fleet.worker_view import OWNERSHIP_STALE
+
+from .facts import PID_ALIVE_VERDICT, RowFacts, Verdict
+from .moment import Moment
+from .plan import ProtectedOwners
 from .reasons import (
     REASON_AMBIGUOUS_OWNERSHIP,
     REASON_CONFLICTING_IDENTITY,
@@ -22,7 +24,6 @@ from .reasons import (
     REASON_PROTECTED_OWNER,
     REASON_WORKER_LIVE,
 )
-from .worker_view import OWNERSHIP_STALE
 
 __all__ = ["FleetContext", "fleet_context", "row_verdict"]
 

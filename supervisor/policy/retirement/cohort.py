@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canon
-from .evidence import EvidenceMap, evidence_for
-from .liveness import STATUS_ACTIVE, pid_evidence_applies
+from supervisor.policy.canonical import canon
+from supervisor.policy.evidence import EvidenceMap, evidence_for
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE, pid_evidence_applies
 
 __all__ = [
     "BLOCKER_CONTESTED_GENERATION",

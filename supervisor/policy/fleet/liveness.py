@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .canonical import canon
-from .stamps import parse_stamp
+from supervisor.policy.canonical import canon
+from supervisor.policy.stamps import parse_stamp
 
 __all__ = [
     "STATUS_ACTIVE",

@@ -8,12 +8,8 @@ from itertools import compress
 from operator import attrgetter, is_not
 from typing import Any, TypeVar, overload
 
-from .evidence import UNKNOWN, PidEvidence
-from .plan_facts import NO_FRESHNESS, RowFacts, Verdict
-from .plan_moment import Moment
-from .plan_types import ProtectedOwners
-from .plan_verdict import FleetContext, row_verdict
-from .worker_view import (
+from supervisor.policy.evidence import UNKNOWN, PidEvidence
+from supervisor.policy.fleet.worker_view import (
     OWNERSHIP_HISTORICAL,
     OWNERSHIP_INCONSISTENT,
     OWNERSHIP_LIVE,
@@ -21,6 +17,10 @@ from .worker_view import (
     OWNERSHIP_ORPHANED,
     OWNERSHIP_STALE,
 )
+from supervisor.policy.retirement.conjunction import FleetContext, row_verdict
+from supervisor.policy.retirement.facts import NO_FRESHNESS, RowFacts, Verdict
+from supervisor.policy.retirement.moment import Moment
+from supervisor.policy.retirement.plan import ProtectedOwners
 
 __all__ = ["Ages", "PlanState", "changed_positions", "observe_row"]
 
