@@ -60,10 +60,10 @@ from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.fleet.orphans import OrphanFinding, client_pids, find_orphans
 from supervisor.policy.fleet.snapshot import FleetSnapshot, snapshot_fleet
 from supervisor.policy.incremental.memo import PlanMemo
+from supervisor.policy.incremental.planner import plan_retirement
 from supervisor.policy.render import decision_dict, plan_view_dict, snapshot_dict
 from supervisor.policy.retirement.fingerprints import registry_fingerprint
 from supervisor.policy.retirement.plan import FencingContext
-from supervisor.policy.retirement.planner import plan_retirement
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Row, Store
 from supervisor.wire import PlanQuery

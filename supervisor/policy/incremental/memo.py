@@ -6,11 +6,15 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, TypeVar, cast
 
-from supervisor.policy.retirement.facts import FactsContext, RowFacts, row_facts, with_beat
+from supervisor.policy.retirement.derive import row_facts
+from supervisor.policy.retirement.facts import RowFacts
 from supervisor.policy.retirement.fingerprints import FINGERPRINT_FIELDS
-from supervisor.policy.retirement.moment import EvidenceBases
+from supervisor.policy.retirement.seen import FactsContext
 
-from .state import PlanState, changed_positions
+from .evidence_bases import EvidenceBases
+from .rebeat import with_beat
+from .row_columns import changed_positions
+from .state import PlanState
 
 __all__ = ["KEY_FIELDS", "PlanMemo"]
 
@@ -103,7 +107,7 @@ class PlanMemo:
     ``with_beat`` when only it moved).
     One memo serves one planner at a time; it is not meant to be shared
     across threads. ``state`` carries each row's observations and verdict
-    between plans (``plan_state.PlanState``).
+    between plans (``state.PlanState``).
 
     ``trust_identity``: the caller promises never to change a row mapping it
     has handed in (a new row version is a new object, as the store's cached
@@ -138,7 +142,7 @@ class PlanMemo:
         self._last_facts: list[RowFacts] = []
         self.trusts_identity = trust_identity
         self.state = PlanState()
-        #: Rendered rows' evidence between plans (``plan_moment.EvidenceBases``).
+        #: Rendered rows' evidence between plans (``evidence_bases.EvidenceBases``).
         self.evidence_bases = EvidenceBases()
         self.hits = 0
         self.misses = 0

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import compress
+from operator import is_not
 from typing import Any, Generic, TypeVar
 
-from .state import changed_positions
-
-__all__ = ["RowColumn"]
+__all__ = ["RowColumn", "changed_positions"]
 
 _T = TypeVar("_T")
 
 Row = Mapping[str, Any]
+
+
+def changed_positions(new: Sequence[Any], old: Sequence[Any]) -> list[int]:
+    """Positions whose object is not the one held before (same length assumed)."""
+    return list(compress(range(len(new)), map(is_not, new, old)))
 
 
 class RowColumn(Generic[_T]):

@@ -4,25 +4,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
-from itertools import compress
-from operator import attrgetter, is_not
+from operator import attrgetter
 from typing import Any, TypeVar, overload
 
 from supervisor.policy.evidence import UNKNOWN, PidEvidence
-from supervisor.policy.fleet.worker_view import (
-    OWNERSHIP_HISTORICAL,
-    OWNERSHIP_INCONSISTENT,
-    OWNERSHIP_LIVE,
-    OWNERSHIP_LIVE_UNTRUSTED,
-    OWNERSHIP_ORPHANED,
-    OWNERSHIP_STALE,
-)
 from supervisor.policy.retirement.conjunction import FleetContext, row_verdict
-from supervisor.policy.retirement.facts import NO_FRESHNESS, RowFacts, Verdict
-from supervisor.policy.retirement.moment import Moment
+from supervisor.policy.retirement.facts import RowFacts, Verdict
+from supervisor.policy.retirement.freshness import NO_FRESHNESS
+from supervisor.policy.retirement.moment import Moment, observe_row
 from supervisor.policy.retirement.plan import ProtectedOwners
 
-__all__ = ["Ages", "PlanState", "changed_positions", "observe_row"]
+from .row_columns import changed_positions
+
+__all__ = ["Ages", "PlanState"]
 
 _K = TypeVar("_K", bound=Hashable)
 
@@ -35,27 +29,6 @@ _NO_PID = object()
 #: Past this share of moved rows (in quarters), redoing every row is cheaper than
 #: tracking each change; a plan after a round of heartbeats moves about half.
 _REBUILD_QUARTERS = 3
-
-
-def observe_row(f: RowFacts, probe: PidEvidence, fresh: bool | None) -> tuple[bool, str, bool]:
-    """``(live, ownership, contributes)`` of one row, as ``plan_moment.observe`` judges them.
-
-    ``contributes``: the row's conflict keys count as held by a live or
-    unsettled worker (``Moment.ambiguous_keys``).
-    """
-    alive = probe.alive
-    if not f.active:
-        return False, OWNERSHIP_HISTORICAL, False
-    # A probe only speaks for rows of this host; it can withdraw liveness, never grant it.
-    if fresh is True and not (alive is False and f.pid_local):
-        if not f.session_id:
-            return True, OWNERSHIP_ORPHANED, True
-        if not f.identity_trusted:
-            return True, OWNERSHIP_LIVE_UNTRUSTED, True
-        return True, OWNERSHIP_LIVE, True
-    ownership = OWNERSHIP_INCONSISTENT if f.self_contradicting else OWNERSHIP_STALE
-    # An active row whose liveness cannot be settled may still belong to a running process.
-    return False, ownership, alive is None or fresh is None
 
 
 class Ages(Sequence[float | None]):
@@ -84,11 +57,6 @@ class Ages(Sequence[float | None]):
         if isinstance(index, slice):
             return [self._age(b) for b in self._beats[index]]
         return self._age(self._beats[index])
-
-
-def changed_positions(new: Sequence[Any], old: Sequence[Any]) -> list[int]:
-    """Positions whose object is not the one held before (same length assumed)."""
-    return list(compress(range(len(new)), map(is_not, new, old)))
 
 
 def _bump(counter: Counter[_K], key: _K, by: int, flipped: dict[_K, bool]) -> None:

@@ -9,9 +9,11 @@ from typing import Any, Protocol
 from supervisor.policy.evidence import UNKNOWN, EvidenceMap
 from supervisor.policy.fleet.worker_view import OWNERSHIP_HISTORICAL
 
-from .facts import FactsContext, epoch_us, row_facts
+from .derive import row_facts
+from .freshness import epoch_us
 from .plan import FencingContext, PlanEntry
 from .reasons import REASON_ALREADY_TERMINAL
+from .seen import FactsContext
 
 __all__ = [
     "PageQuery",

@@ -141,7 +141,7 @@ class RetirementPlan:
     #: Historical rows counted (as ``already_terminal_registration``) but not listed.
     unlisted_terminal_count: int = 0
     # The scope token's inputs, so historical scope rows can be added later
-    # (``plan_scope.with_history_scope``); derived, so not part of equality.
+    # (``scope.with_history_scope``); derived, so not part of equality.
     scope_digests: tuple[bytes, ...] = field(default=(), compare=False)
     anchor_identities: tuple[str, ...] = field(default=(), compare=False)
     anchor_keys: frozenset[tuple[str, str]] = field(default=frozenset(), compare=False)

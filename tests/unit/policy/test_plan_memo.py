@@ -15,15 +15,17 @@ from hypothesis import strategies as st
 
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.incremental.memo import KEY_FIELDS, PlanMemo
+from supervisor.policy.incremental.planner import plan_retirement
+from supervisor.policy.incremental.rebeat import with_beat
 from supervisor.policy.retirement import reasons as R
-from supervisor.policy.retirement.facts import FactsContext, row_facts, with_beat
+from supervisor.policy.retirement.derive import row_facts
 from supervisor.policy.retirement.plan import (
     FencingContext,
     PlanEntry,
     ProtectedOwners,
     RetirementPlan,
 )
-from supervisor.policy.retirement.planner import plan_retirement
+from supervisor.policy.retirement.seen import FactsContext
 
 from .reference_plan import reference_plan
 from .rows import FENCE, NOW, REPO, all_dead, probes, row

@@ -10,9 +10,11 @@ from hypothesis import strategies as st
 
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.incremental.memo import PlanMemo
-from supervisor.policy.retirement.facts import NO_FRESHNESS, FactsContext, epoch_us, row_facts
+from supervisor.policy.incremental.planner import plan_retirement
+from supervisor.policy.retirement.derive import row_facts
+from supervisor.policy.retirement.freshness import NO_FRESHNESS, epoch_us
 from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners, RetirementPlan
-from supervisor.policy.retirement.planner import plan_retirement
+from supervisor.policy.retirement.seen import FactsContext
 from supervisor.policy.stamps import parse_stamp
 
 from .reference_plan import reference_plan
