@@ -109,10 +109,11 @@ class PlanMemo:
     across threads. ``state`` carries each row's observations and verdict
     between plans (``state.PlanState``).
 
-    ``trust_identity``: the caller promises never to change a row mapping it
-    has handed in (a new row version is a new object, as the store's cached
-    view guarantees), so a row that is the very object of the last plan is
-    known unchanged without reading its columns, and plans may hold the rows
+    ``trust_identity``: the caller promises the rows are versions, never changed
+    once handed in, so a changed row is a new object (what the store's
+    ``RowVersions`` contract, ``supervisor.store.base``, guarantees of the rows it
+    hands out). A row that is the very object of the last plan is then known
+    unchanged without reading its columns, and plans may hold the rows
     themselves instead of copies. Without the promise, rows are read every plan.
     """
 

@@ -22,8 +22,9 @@ def changed_positions(new: Sequence[Any], old: Sequence[Any]) -> list[int]:
 class RowColumn(Generic[_T]):
     """``[derive(row) for row in rows]``, reusing the values of rows seen at the same position.
 
-    Only for rows that are never changed in place (the store's cached view hands
-    out a new mapping for every new row version): a row that is the very object
+    Only for rows that are never changed in place, so a new row version is a new
+    mapping (the store's ``RowVersions`` contract, ``supervisor.store.base``,
+    guarantees this of the rows it hands out): a row that is the very object
     the last call saw at its position is known to derive the same value. Pure:
     ``derive`` must read nothing but the row.
     """
