@@ -97,11 +97,7 @@ def plan_retirement(
     # sharing an identity key with a candidate).
     digests = [f.digest for f in facts]
     active_digests = list(compress(digests, map(_ACTIVE, facts)))
-    if history is None:
-        past = past_positions(facts)
-        history_summary = fold_past(all_rows, past)
-    else:
-        history_summary = history
+    history_summary = fold_past(all_rows, past_positions(facts)) if history is None else history
     anchors = [str(facts[i].worker_identity) for i in candidate_order]
     keys = anchor_keys(all_rows, facts, anchors)
     scope_digests = [digests[i] for i in sharing_positions(all_rows, keys)]
