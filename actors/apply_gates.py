@@ -7,11 +7,11 @@ from typing import Any
 
 from actors.messages import ApplyRequest, LeaseOwners
 from actors.retirement_records import Refused, refusal
-from supervisor.policy.apply_rules import TokenMode
-from supervisor.policy.cohort import classify_cohort
-from supervisor.policy.eligibility import FencingContext, RetirementPlan
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.render import owners_dict
+from supervisor.policy.retirement.apply_rules import TokenMode
+from supervisor.policy.retirement.cohort import classify_cohort
+from supervisor.policy.retirement.plan import FencingContext, RetirementPlan
 
 __all__ = ["check_cohort", "check_fencing", "plan_actions", "token_of"]
 

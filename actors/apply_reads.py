@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from supervisor.policy.canonical import canon
-from supervisor.policy.fingerprints import identity_keys, is_history
-from supervisor.policy.history import HistorySummary, identity_irregular
+from supervisor.policy.retirement.fingerprints import identity_keys, is_history
+from supervisor.policy.retirement.history import HistorySummary, identity_irregular
 from supervisor.store.base import Row, WriteTx
 
 __all__ = ["ApplyReread", "reread_for_apply"]

@@ -10,7 +10,9 @@ from actors.apply_reads import reread_for_apply
 from actors.messages import ApplyOutcome, ApplyRetirement
 from supervisor.clock import Clock
 from supervisor.gc_pause import gc_paused
-from supervisor.policy.apply_rules import (
+from supervisor.policy.evidence import PidEvidence, row_pid
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
+from supervisor.policy.retirement.apply_rules import (
     MASS_GUARD_FLOOR_KEY,
     MASS_GUARD_SHARE_KEY,
     TargetVerdict,
@@ -18,17 +20,11 @@ from supervisor.policy.apply_rules import (
     precheck_apply,
     reprobe_verdict,
 )
-from supervisor.policy.eligibility import (
-    FencingContext,
-    PlanEntry,
-    plan_retirement,
-    protected_from_leases,
-)
-from supervisor.policy.evidence import PidEvidence, row_pid
-from supervisor.policy.fingerprints import is_history, lease_fingerprint
-from supervisor.policy.liveness import STATUS_ACTIVE
-from supervisor.policy.plan_pages import terminal_entries
-from supervisor.policy.reasons import (
+from supervisor.policy.retirement.fingerprints import is_history, lease_fingerprint
+from supervisor.policy.retirement.pages import terminal_entries
+from supervisor.policy.retirement.plan import FencingContext, PlanEntry, protected_from_leases
+from supervisor.policy.retirement.planner import plan_retirement
+from supervisor.policy.retirement.reasons import (
     OUTCOME_APPLIED,
     OUTCOME_MASS_GUARD,
     OUTCOME_NOTHING_REQUESTED,

@@ -12,7 +12,7 @@ from typing import Any
 from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats
 from supervisor.logs import get_logger
 from supervisor.policy.canonical import canon
-from supervisor.policy.liveness import STATUS_ACTIVE
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.store.base import CommitChain, Store
 
 __all__ = [

@@ -8,7 +8,8 @@ from typing import Any
 from actors.control_assign import AssignSpec, assign_in
 from actors.control_writes import ControlWrites
 from actors.messages import AllocateWork, WriteAck
-from supervisor.policy.allocation import (
+from supervisor.policy.canonical import canon
+from supervisor.policy.control.allocation import (
     OUTCOME_ASSIGNED,
     OUTCOME_NO_SAFE,
     OUTCOME_PREVIEW,
@@ -16,10 +17,9 @@ from supervisor.policy.allocation import (
     Candidate,
     route,
 )
-from supervisor.policy.canonical import canon
-from supervisor.policy.control_decisions import split_due
-from supervisor.policy.control_plane import TERMINAL_STATES, ControlPlaneRefusal, work_ref
-from supervisor.policy.control_render import (
+from supervisor.policy.control.decisions import split_due
+from supervisor.policy.control.plane import TERMINAL_STATES, ControlPlaneRefusal, work_ref
+from supervisor.policy.control.render import (
     ASSIGN_OUTCOME_ASSIGNED,
     ASSIGN_OUTCOME_WAIT,
     allocation_view,

@@ -10,9 +10,10 @@ from actors.control_links import namespace_gate
 from actors.messages import CheckAssignment, WriteAck
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
-from supervisor.policy.control_decisions import GateVerdict, check_mutation, decide_assign
-from supervisor.policy.control_plane import WorkRef, role_actions
-from supervisor.policy.control_render import (
+from supervisor.policy.control.decisions import GateVerdict, check_mutation, decide_assign
+from supervisor.policy.control.namespace_health import GATE_NAMESPACE_UNHEALTHY
+from supervisor.policy.control.plane import WorkRef, role_actions
+from supervisor.policy.control.render import (
     ASSIGN_OUTCOME_ASSIGNED,
     ASSIGN_OUTCOME_NO_SAFE_WORK,
     ASSIGN_OUTCOME_REFUSED,
@@ -20,7 +21,6 @@ from supervisor.policy.control_render import (
     assignment_view,
     gate_view,
 )
-from supervisor.policy.namespace_health import GATE_NAMESPACE_UNHEALTHY
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
 

@@ -9,7 +9,7 @@ from actors.control_assign import refusal
 from actors.messages import HeartbeatLease, ReleaseLease, SetTerminalLock, WriteAck
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
-from supervisor.policy.control_render import lease_view
+from supervisor.policy.control.render import lease_view
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
 

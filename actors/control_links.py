@@ -13,7 +13,7 @@ from actors.messages import (
     WriteAck,
 )
 from supervisor.errors import StoreError
-from supervisor.policy.namespace_health import (
+from supervisor.policy.control.namespace_health import (
     gate_task_for_action,
     mutation_gate_from_session,
     required_namespace_for_task,

@@ -29,7 +29,7 @@ from actors.messages import (
 )
 from supervisor.clock import Clock
 from supervisor.policy.canonical import canon
-from supervisor.policy.control_plane import (
+from supervisor.policy.control.plane import (
     DEFAULT_LEASE_TTL_SECONDS,
     MAX_LEASE_TTL_SECONDS,
     STATE_MERGED,
@@ -38,9 +38,7 @@ from supervisor.policy.control_plane import (
     WorkRef,
     check_ttl,
 )
-from supervisor.policy.control_render import (
-    ASSIGN_OUTCOME_REFUSED,
-)
+from supervisor.policy.control.render import ASSIGN_OUTCOME_REFUSED
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row, WriteTx
 

@@ -34,8 +34,8 @@ from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
 from supervisor.metrics import Metrics
-from supervisor.policy.identity import NAMESPACES, assess_instance_identity
-from supervisor.policy.liveness import STATUS_ACTIVE
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
+from supervisor.policy.identity.instance import NAMESPACES, assess_instance_identity
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import ProbeBackend
 

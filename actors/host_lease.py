@@ -24,13 +24,13 @@ from supervisor.clock import Clock
 from supervisor.logs import get_logger
 from supervisor.operations.registry import decide
 from supervisor.policy.canonical import canon
-from supervisor.policy.host_leases import (
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.render import decision_dict
+from supervisor.policy.retirement.host_leases import (
     HostRetirementPlan,
     lease_owner_keys,
     plan_host_retirement,
 )
-from supervisor.policy.permissions import Profile
-from supervisor.policy.render import decision_dict
 from supervisor.store.base import Store
 
 __all__ = ["HostLeaseKeeper", "HostLeaseSettings"]

@@ -8,7 +8,7 @@ from actors.messages import WriteAck
 from actors.messages_hosts import HostWrite, RenewHostLease, RetireHostRows
 from supervisor.logs import get_logger
 from supervisor.policy.canonical import canon
-from supervisor.policy.host_leases import (
+from supervisor.policy.retirement.host_leases import (
     REASON_HOST_LEASE_EXPIRED,
     host_token,
     lease_owner_keys,

@@ -17,8 +17,8 @@ from actors.messages import (
 )
 from supervisor.clock import Clock
 from supervisor.logs import get_logger
-from supervisor.policy.eligibility import ProtectedOwners, protected_from_leases
-from supervisor.policy.fingerprints import lease_fingerprint
+from supervisor.policy.retirement.fingerprints import lease_fingerprint
+from supervisor.policy.retirement.plan import ProtectedOwners, protected_from_leases
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Store
 

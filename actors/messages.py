@@ -26,12 +26,12 @@ from actors.messages_control import (
     UpsertWorkItem,
 )
 from actors.messages_hosts import HostWrite, RenewHostLease, RetireHostRows
-from supervisor.policy.apply_rules import TokenMode
-from supervisor.policy.eligibility import ProtectedOwners
+from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fast_init import fast_init
-from supervisor.policy.permissions import Profile
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.fleet.snapshot import ManifestEntry
+from supervisor.policy.retirement.apply_rules import TokenMode
+from supervisor.policy.retirement.plan import ProtectedOwners
 from supervisor.wire import PlanQuery
 
 __all__ = [

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from actors.mailbox import Reply
-from supervisor.policy.allocation import Candidate
-from supervisor.policy.control_plane import WorkRef
-from supervisor.policy.incident_links import IncidentLinkSpec
+from supervisor.policy.control.allocation import Candidate
+from supervisor.policy.control.incident_links import IncidentLinkSpec
+from supervisor.policy.control.plane import WorkRef
 
 if TYPE_CHECKING:
     # Type-only: actors.messages defines WriteAck and re-exports this module's classes.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from actors.mailbox import Reply
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 
 if TYPE_CHECKING:
     # Type-only: actors.messages defines WriteAck and re-exports this module's classes.

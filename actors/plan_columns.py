@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from supervisor.policy.evidence import row_pid
-from supervisor.policy.history import identity_irregular
-from supervisor.policy.liveness import STATUS_ACTIVE
-from supervisor.policy.orphans import client_candidate
-from supervisor.policy.row_columns import RowColumn
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
+from supervisor.policy.fleet.orphans import client_candidate
+from supervisor.policy.incremental.row_columns import RowColumn
+from supervisor.policy.retirement.history import identity_irregular
 
 __all__ = ["PlanColumns", "active_pid"]
 

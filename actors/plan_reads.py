@@ -6,13 +6,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from supervisor.policy.eligibility import FencingContext, PlanMemo, RetirementPlan
 from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.history import HistorySummary, identity_irregular
-from supervisor.policy.plan_pages import entry_matches, page_of, terminal_entries, wants_history
-from supervisor.policy.plan_scope import with_history_digests
-from supervisor.policy.plan_types import PlanEntry
-from supervisor.policy.row_columns import RowColumn
+from supervisor.policy.incremental.memo import PlanMemo
+from supervisor.policy.incremental.row_columns import RowColumn
+from supervisor.policy.retirement.history import HistorySummary, identity_irregular
+from supervisor.policy.retirement.pages import (
+    entry_matches,
+    page_of,
+    terminal_entries,
+    wants_history,
+)
+from supervisor.policy.retirement.plan import FencingContext, PlanEntry, RetirementPlan
+from supervisor.policy.retirement.scope import with_history_digests
 from supervisor.store.base import Row, Store
 from supervisor.wire import PlanQuery
 

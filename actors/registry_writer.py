@@ -59,7 +59,7 @@ from supervisor.clock import Clock
 from supervisor.logs import get_logger
 from supervisor.metrics import Metrics
 from supervisor.policy.canonical import canon
-from supervisor.policy.liveness import STATUS_ACTIVE, STATUS_RELEASED, STATUS_SUPERSEDED
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE, STATUS_RELEASED, STATUS_SUPERSEDED
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Row, Store, WriteTx
 

@@ -55,18 +55,20 @@ from supervisor.gc_pause import gc_paused
 from supervisor.logs import get_logger
 from supervisor.metrics import Metrics
 from supervisor.operations.registry import decide
-from supervisor.policy.eligibility import FencingContext, PlanMemo, plan_retirement
+from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.fingerprints import registry_fingerprint
-from supervisor.policy.liveness import STATUS_ACTIVE
-from supervisor.policy.orphans import OrphanFinding, client_pids, find_orphans
-from supervisor.policy.permissions import Profile
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
+from supervisor.policy.fleet.orphans import OrphanFinding, client_pids, find_orphans
+from supervisor.policy.fleet.snapshot import FleetSnapshot, snapshot_fleet
+from supervisor.policy.incremental.memo import PlanMemo
+from supervisor.policy.incremental.planner import plan_retirement
 from supervisor.policy.render import (
     decision_dict,
     plan_view_dict,
     snapshot_dict,
 )
-from supervisor.policy.snapshot import FleetSnapshot, snapshot_fleet
+from supervisor.policy.retirement.fingerprints import registry_fingerprint
+from supervisor.policy.retirement.plan import FencingContext
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Row, Store
 from supervisor.wire import PlanQuery

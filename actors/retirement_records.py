@@ -10,14 +10,14 @@ from actors.mailbox import Outbox, ask
 from actors.messages import AppendAudit, FleetCounts, WriteAck, WriterInbox
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
+from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import EvidenceMap
-from supervisor.policy.orphans import OrphanFinding, orphan_dict
-from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.policy.fleet.orphans import OrphanFinding, orphan_dict
+from supervisor.policy.fleet.snapshot import FleetSnapshot
+from supervisor.policy.fleet.worker_view import OWNERSHIP_HISTORICAL, WorkerView, build_worker_view
 from supervisor.policy.render import finding_dict
-from supervisor.policy.snapshot import FleetSnapshot
+from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 from supervisor.policy.stamps import format_stamp
-from supervisor.policy.worker_view import OWNERSHIP_HISTORICAL, WorkerView, build_worker_view
 
 __all__ = [
     "AUDITED_KEYS",

@@ -33,8 +33,9 @@ from bench.processes import free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.app import AppSettings
 from supervisor.clock import MonotonicWall, SystemClock
-from supervisor.policy.eligibility import FencingContext, ProtectedOwners, plan_retirement
 from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners
+from supervisor.policy.retirement.planner import plan_retirement
 from supervisor.probes import LocalProbes
 from supervisor.service import freeze_startup_heap
 from supervisor.store.sqlite import open_sqlite_store

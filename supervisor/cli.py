@@ -29,7 +29,7 @@ from supervisor.launcher import (
     resolve_server_command,
 )
 from supervisor.namespace_probe import add_probe_parser
-from supervisor.policy.identity import UntrustedInstanceError
+from supervisor.policy.identity.instance import UntrustedInstanceError
 from supervisor.version import package_version
 from supervisor.wire import DEFAULT_EXAMPLES, DEFAULT_PAGE, PlanQuery
 

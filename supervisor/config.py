@@ -37,7 +37,7 @@ from supervisor.config_checks import (
     text_check,
 )
 from supervisor.errors import ConfigError
-from supervisor.policy.exec_marker import daemon_key
+from supervisor.policy.identity.exec_marker import daemon_key
 
 __all__ = [
     "LOG_LEVELS",

@@ -39,8 +39,8 @@ from actors.retirement_records import audit_event, write_audit
 from supervisor.clock import Clock, SystemClock
 from supervisor.handle_control import ControlPlaneCalls
 from supervisor.logs import get_logger
-from supervisor.policy.permissions import Profile
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.wire import PlanQuery
 
 __all__ = ["UNAUTHENTICATED_OUTCOME", "SupervisorHandle"]

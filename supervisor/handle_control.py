@@ -26,8 +26,9 @@ from supervisor.handle_checks import (
     ttl_arg,
 )
 from supervisor.handle_links import HealthLinkCalls
-from supervisor.policy.allocation import candidates_from_mappings
-from supervisor.policy.control_plane import (
+from supervisor.policy.control.allocation import candidates_from_mappings
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import (
     ControlPlaneRefusal,
     check_actions,
     check_head_sha,
@@ -37,7 +38,6 @@ from supervisor.policy.control_plane import (
     check_state,
     work_ref,
 )
-from supervisor.policy.permissions import Profile
 
 __all__ = ["ControlPlaneCalls"]
 

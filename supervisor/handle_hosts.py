@@ -15,8 +15,8 @@ from actors.messages_hosts import (
     HostLeaseStatusQuery,
     PlanHostRetirementRequest,
 )
-from supervisor.policy.host_leases import HostRetirementPlan
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.retirement.host_leases import HostRetirementPlan
 
 __all__ = ["HostLeaseCalls"]
 

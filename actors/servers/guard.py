@@ -48,7 +48,7 @@ from actors.servers.watches import (
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
-from supervisor.policy.liveness import STATUS_ACTIVE
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import ProbeBackend, close_pidfd, pidfd_open
 from supervisor.process_tree import (

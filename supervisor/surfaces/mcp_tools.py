@@ -21,9 +21,13 @@ from pydantic import AnyHttpUrl, ValidationError
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import TOOLS
-from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.fleet.snapshot import ManifestEntry
+from supervisor.policy.retirement.reasons import (
+    OUTCOME_ALREADY_RETIRED,
+    OUTCOME_APPLIED,
+    OUTCOME_REFUSED,
+)
 from supervisor.surfaces.mcp_answers import OUTCOME_FAILED, OUTCOME_UNKNOWN, tool_answer
 from supervisor.surfaces.mcp_operation_tools import OperationBackend, register_operation_tools
 from supervisor.surfaces.mcp_results import flag_error

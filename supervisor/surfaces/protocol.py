@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 from actors.messages import HeartbeatResult
 from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.policy.fast_init import fast_init
-from supervisor.policy.reasons import PLAN_REASON_CODES
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.fleet.snapshot import ManifestEntry
+from supervisor.policy.retirement.reasons import PLAN_REASON_CODES
 from supervisor.surfaces.protocol_control import CONTROL_OPS, ControlArgs, parse_control_args
 from supervisor.surfaces.protocol_hosts import HOST_OPS, HostArgs, parse_host_args
 from supervisor.wire import (

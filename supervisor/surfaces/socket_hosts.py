@@ -9,8 +9,8 @@ from typing import Any
 from actors.messages import WriteAck
 from supervisor.errors import ProtocolError, Unavailable
 from supervisor.handle_hosts import HostLeaseCalls
-from supervisor.policy.host_leases import HostEntry, HostRetirementPlan
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.retirement.host_leases import HostEntry, HostRetirementPlan
 from supervisor.surfaces.protocol_hosts import HostArgs
 
 __all__ = ["ack_view", "dispatch_hosts", "plan_view"]

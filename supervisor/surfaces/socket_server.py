@@ -18,7 +18,7 @@ from supervisor.errors import ProfilesUnreadable, ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle_hosts import HostLeaseCalls
 from supervisor.logs import get_logger
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 from supervisor.probes import ProbeBackend, peer_credentials
 from supervisor.surfaces.frame_channel import FrameChannel, Oversized, open_frame_channel
 from supervisor.surfaces.peer_auth import Conversation, authorize_pid

@@ -18,7 +18,7 @@ from actors.mailbox import Reply
 from actors.messages import HeartbeatInbox, LivenessInbox, WriterInbox
 from actors.registry_writer import RegistryWriter, WriterSettings
 from supervisor.clock import Clock, FakeClock, MonotonicWall
-from supervisor.policy.identity import assess_instance_identity
+from supervisor.policy.identity.instance import assess_instance_identity
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Store
 from tests.actors.harness import INSTANCE, REPO, START

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from actors.beat_commits import NOT_ACTIVE
-from supervisor.policy.reasons import (
+from supervisor.policy.retirement.reasons import (
     OUTCOME_ALREADY_RETIRED,
     OUTCOME_APPLIED,
     OUTCOME_CANDIDATE_SUBSET,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import REASON_ELIGIBLE
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.retirement.reasons import REASON_ELIGIBLE
 from supervisor.surfaces.mcp_tools import (
     APPLY_TOOL,
     PLAN_TOOL,

@@ -21,7 +21,7 @@ from supervisor.client import (
     RemotePermissionDenied,
     RemoteUnauthenticated,
 )
-from supervisor.policy.permissions import OP_RETIRE
+from supervisor.policy.control.permissions import OP_RETIRE
 from supervisor.surfaces.protocol import OPERATOR_OPS, WORKER_OPS
 from tests.actors.harness import INSTANCE
 from tests.integration.socket_helpers import Served, claims, served, short_dir

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.policy.control_plane import TERMINAL_STATES, WORK_KINDS, WORK_STATES
+from supervisor.policy.control.plane import TERMINAL_STATES, WORK_KINDS, WORK_STATES
 from supervisor.store import SQLiteStore, migrate, sqlite_store
 from supervisor.store.schema import MIGRATIONS
 from supervisor.store.schema_control import STORE_WORK_KINDS, STORE_WORK_STATES

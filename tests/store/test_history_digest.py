@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy.fingerprints import (
+from supervisor.policy.retirement.fingerprints import (
     history_summary,
     identity_keys,
     is_history,

@@ -10,7 +10,7 @@ import pytest
 
 from actors.messages import Heartbeat, HeartbeatResult, HeartbeatWrite, TouchHeartbeats
 from supervisor.policy.fast_init import fast_init
-from supervisor.policy.plan_types import PlanEntry
+from supervisor.policy.retirement.plan import PlanEntry
 from supervisor.surfaces.protocol import FencedArgs, Request
 
 _DECORATED = (

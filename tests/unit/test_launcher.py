@@ -20,7 +20,7 @@ from supervisor.launcher import (
     exec_command,
     resolve_server_command,
 )
-from supervisor.policy.identity import (
+from supervisor.policy.identity.instance import (
     NAMESPACES,
     UntrustedInstanceError,
     assess_instance_identity,

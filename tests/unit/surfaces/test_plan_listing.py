@@ -10,7 +10,7 @@ import pytest
 from supervisor.cli_format import format_plan
 from supervisor.client.frames import snapshot_args
 from supervisor.errors import ProtocolError
-from supervisor.policy.reasons import REASON_ALREADY_TERMINAL
+from supervisor.policy.retirement.reasons import REASON_ALREADY_TERMINAL
 from supervisor.surfaces.mcp_size import fit_result
 from supervisor.surfaces.protocol import PlanArgs, SnapshotArgs, decode_request, parse_plan_query
 from supervisor.wire import DEFAULT_PAGE, PlanQuery, query_args
