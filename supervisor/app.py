@@ -34,7 +34,7 @@ from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle_hosts import HostLeaseCalls
 from supervisor.logs import bind_actor, get_logger
-from supervisor.metrics import Metrics, prometheus_metrics
+from supervisor.metrics import Metrics
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Store
 
@@ -94,7 +94,12 @@ class Supervisor:
         metrics: Metrics | None = None,
     ) -> None:
         self.store = store
-        self.metrics = metrics if metrics is not None else prometheus_metrics()
+        if metrics is None:
+            # Loaded only when asked for: a daemon without /metrics never imports the client.
+            from supervisor.metrics_prometheus import PrometheusMetrics  # noqa: PLC0415
+
+            metrics = PrometheusMetrics()
+        self.metrics = metrics
         # One per daemon launch: tells this supervisor's host lease from a second one
         # started with the same host id.
         self.supervisor_id = supervisor_id or f"sup-{secrets.token_hex(6)}"
