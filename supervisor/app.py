@@ -14,21 +14,17 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.heartbeat import HeartbeatActor, HeartbeatSettings
-from actors.host_lease import HostLeaseKeeper, HostLeaseSettings
-from actors.lease_watch import LeaseWatch, LeaseWatchSettings
-from actors.liveness import LivenessActor, LivenessSettings
-from actors.messages import (
-    HeartbeatInbox,
-    LeaseWatchInbox,
-    LivenessInbox,
-    RetirementInbox,
-    WriterInbox,
-)
-from actors.messages_hosts import HostLeaseInbox
-from actors.registry_writer import RegistryWriter, WriterSettings
-from actors.retirement import ProfileLookup, RetirementActor, RetirementSettings
+from actors.heartbeat.actor import HeartbeatActor, HeartbeatSettings
+from actors.heartbeat.inbox import HeartbeatInbox
+from actors.host_lease import HostLeaseInbox, HostLeaseKeeper, HostLeaseSettings
+from actors.lease_watch import LeaseWatch, LeaseWatchInbox, LeaseWatchSettings
+from actors.liveness.actor import LivenessActor, LivenessSettings
+from actors.liveness.inbox import LivenessInbox
+from actors.retirement.actor import ProfileLookup, RetirementActor, RetirementSettings
+from actors.retirement.inbox import RetirementInbox
 from actors.servers import ServerGuard, ServerGuardInbox, ServerGuardSettings
+from actors.writer.actor import RegistryWriter, WriterSettings
+from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle

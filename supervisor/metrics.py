@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from actors.messages import HeartbeatResult
+    from actors.replies import HeartbeatResult
 
 __all__ = ["FleetGauges", "Metrics"]
 
