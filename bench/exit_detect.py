@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
-from actors.liveness import LivenessSettings
+from actors.liveness.actor import LivenessSettings
 from bench.fixtures import REPO, local_supervisor
 from bench.processes import short_tempdir, sleeper_argv
 from bench.report import Figure, percentile

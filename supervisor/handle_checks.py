@@ -8,7 +8,8 @@ from typing import Any
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.mailbox import Reply, ask
-from actors.messages import WriteAck, WriterInbox
+from actors.replies import WriteAck
+from actors.writer.inbox import WriterInbox
 from supervisor.operations.registry import decide, operation
 from supervisor.policy.control.allocation import OUTCOME_ROLE_INELIGIBLE
 from supervisor.policy.control.permissions import Profile

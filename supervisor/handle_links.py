@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.messages import (
+from actors.writer.control.inbox import (
     GetIncidentLinks,
     NamespaceHealthGate,
     RecordNamespaceHealth,

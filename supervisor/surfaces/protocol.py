@@ -14,7 +14,7 @@ from enum import Enum
 from json.scanner import make_scanner
 from typing import Any, ClassVar
 
-from actors.messages import HeartbeatResult
+from actors.replies import HeartbeatResult
 from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.fleet.snapshot import ManifestEntry

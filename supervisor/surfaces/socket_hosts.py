@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from actors.messages import WriteAck
+from actors.replies import WriteAck
 from supervisor.errors import ProtocolError, Unavailable
 from supervisor.handle_hosts import HostLeaseCalls
 from supervisor.policy.control.permissions import Profile

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from actors.liveness import LivenessSettings
-from actors.retirement import RetirementSettings
+from actors.liveness.actor import LivenessSettings
+from actors.retirement.actor import RetirementSettings
 from supervisor.app import AppSettings, Supervisor, running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.handle import SupervisorHandle

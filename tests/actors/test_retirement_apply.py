@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from actors.apply_tx import ApplySettings
-from actors.beat_commits import NOT_ACTIVE
-from actors.liveness import LivenessActor
-from actors.registry_writer import WriterSettings
+from actors.liveness.actor import LivenessActor
+from actors.writer.actor import WriterSettings
+from actors.writer.apply_tx import ApplySettings
+from actors.writer.beats import NOT_ACTIVE
 from supervisor.app import AppSettings
 from supervisor.errors import StoreError
 from supervisor.policy.fleet.snapshot import CLASS_LEGACY_INCOMPLETE

@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from actors.beat_commits import NOT_ACTIVE
+from actors.writer.beats import NOT_ACTIVE
 from supervisor.policy.retirement.reasons import (
     OUTCOME_ALREADY_RETIRED,
     OUTCOME_APPLIED,

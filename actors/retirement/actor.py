@@ -4,34 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
-from actors.apply_gates import check_cohort, check_fencing, plan_actions, token_of
-from actors.mailbox import Inbox, Outbox, Reply, ask
-from actors.messages import (
-    ApplyOutcome,
+from actors.lease_watch import LeaseWatchInbox
+from actors.liveness.inbox import LivenessInbox
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve
+from actors.replies import ApplyOutcome, FleetCounts
+from actors.retirement.apply_gates import plan_actions, token_of
+from actors.retirement.evidence import Facts
+from actors.retirement.inbox import (
     ApplyRequest,
-    ApplyRetirement,
     AutoRetireTick,
-    FleetCounts,
     FleetCountsQuery,
-    LeaseOwners,
-    LeaseOwnersQuery,
-    LeaseWatchInbox,
-    LivenessInbox,
-    LivenessStatus,
-    LivenessStatusQuery,
     PlanRequest,
-    ProbeNow,
     RetirementInbox,
     SnapshotRequest,
-    WriterInbox,
 )
-from actors.plan_columns import PlanColumns, active_pid
-from actors.plan_reads import (
+from actors.retirement.plan_columns import PlanColumns
+from actors.retirement.plan_reads import (
     HistoryReads,
     PlanInputs,
     entry_builder,
@@ -39,8 +32,8 @@ from actors.plan_reads import (
     read_plan_inputs,
     rescope,
 )
-from actors.retirement_records import Refused as _Refused
-from actors.retirement_records import (
+from actors.retirement.records import Refused as _Refused
+from actors.retirement.records import (
     audit_event,
     count_fleet_rows,
     mark_unrecorded,
@@ -48,7 +41,8 @@ from actors.retirement_records import (
     post_apply_view,
     write_audit,
 )
-from actors.retirement_records import refusal as _refusal
+from actors.retirement.records import refusal as _refusal
+from actors.writer.inbox import ApplyRetirement, WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.gc_pause import gc_paused
@@ -57,8 +51,6 @@ from supervisor.metrics import Metrics
 from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.fleet.liveness import STATUS_ACTIVE
-from supervisor.policy.fleet.orphans import OrphanFinding, client_pids, find_orphans
 from supervisor.policy.fleet.snapshot import FleetSnapshot, snapshot_fleet
 from supervisor.policy.incremental.memo import PlanMemo
 from supervisor.policy.incremental.planner import plan_retirement
@@ -68,17 +60,13 @@ from supervisor.policy.render import (
     snapshot_dict,
 )
 from supervisor.policy.retirement.fingerprints import registry_fingerprint
-from supervisor.policy.retirement.plan import FencingContext
 from supervisor.probes import ProbeBackend
-from supervisor.store.base import Row, Store
+from supervisor.store.base import Store
 from supervisor.wire import PlanQuery
 
 __all__ = ["ProfileLookup", "RetirementActor", "RetirementSettings"]
 
 _log = get_logger()
-
-
-OrphanList = tuple[OrphanFinding, ...]
 
 
 class ProfileLookup(Protocol):
@@ -95,7 +83,7 @@ class RetirementSettings:
     auto_profile: str = "supervisor"
 
 
-class RetirementActor:
+class RetirementActor(Actor[RetirementInbox]):
     """Answers snapshot, plan and apply; the writer runs apply's transaction."""
 
     def __init__(
@@ -115,8 +103,7 @@ class RetirementActor:
         self._inbox = inbox
         self._metrics = metrics or Metrics()
         self._writer = writer
-        self._liveness = liveness
-        self._lease_watch = lease_watch
+        self._facts = Facts(liveness=liveness, lease_watch=lease_watch, store=store, probes=probes)
         self._store = store
         self._clock = clock
         self._probes = probes
@@ -131,19 +118,13 @@ class RetirementActor:
         self._history_reads = HistoryReads()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with anyio.create_task_group() as tg:
-            if self._settings.auto_enabled:
-                tg.start_soon(self._auto_timer)
-            task_status.started()
-            while True:
-                try:
-                    message = await self._inbox.receive()
-                except anyio.EndOfStream:
-                    break
-                await self._handle(message)
-            tg.cancel_scope.cancel()
+        await serve(self._inbox, self, task_status=task_status)
 
-    async def _handle(self, message: RetirementInbox) -> None:
+    async def on_start(self, tg: TaskGroup) -> None:
+        if self._settings.auto_enabled:
+            tg.start_soon(self._auto_timer)
+
+    async def on_receive(self, message: RetirementInbox, tg: TaskGroup) -> None:
         match message:
             case SnapshotRequest():
                 with message.reply:
@@ -176,6 +157,8 @@ class RetirementActor:
                 if message.reply is not None:
                     with message.reply:
                         message.reply.send(result)
+            case _:
+                assert_never(message)
 
     @staticmethod
     async def _guarded(work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -186,35 +169,6 @@ class RetirementActor:
         except SupervisorError as exc:
             return _refusal(f"{exc.code}: {exc.detail}")
         return result
-
-    # --- evidence ----------------------------------------------------------------
-
-    def _fencing(self) -> FencingContext:
-        return FencingContext(host_id=self._probes.host_id(), boot_id=self._probes.boot_id())
-
-    async def _evidence(self, rows: Sequence[Row]) -> Mapping[int, PidEvidence]:
-        """Fresh probes of every active row's pid, and of their launching clients' pids."""
-        workers = {pid for row in rows if (pid := active_pid(row)) is not None}
-        clients = client_pids(rows, current_host_id=self._probes.host_id())
-        return await self._probe_pids(tuple(sorted(workers | clients)))
-
-    async def _probe_pids(self, pids: tuple[int, ...]) -> Mapping[int, PidEvidence]:
-        evidence: Mapping[int, PidEvidence] = await ask(
-            self._liveness, lambda reply: ProbeNow(pids=pids, reply=reply), actor="liveness"
-        )
-        return evidence
-
-    async def _owners(self) -> LeaseOwners:
-        owners: LeaseOwners = await ask(
-            self._lease_watch, lambda reply: LeaseOwnersQuery(reply=reply), actor="lease_watch"
-        )
-        if not owners.readable:
-            # Unknown owners are not "no owners": planning on an empty set could
-            # retire a worker that holds a lease.
-            raise _Refused(
-                _refusal(f"active lease owners are unknown (fail closed): {owners.detail}")
-            )
-        return owners
 
     def _authorize(self, profile: Profile | None, task: str) -> None:
         decision = decide(profile, task)
@@ -254,7 +208,7 @@ class RetirementActor:
             inputs = PlanInputs(rows=await self._store.read_registrations(), history=None)
         else:
             inputs = await read_plan_inputs(self._store)
-        evidence = await self._evidence(inputs.rows)
+        evidence = await self._facts.for_rows(inputs.rows)
         snap = await self._snapshot(
             inputs,
             canonical_repository=request.canonical_repository,
@@ -263,7 +217,7 @@ class RetirementActor:
             evidence=evidence,
         )
         result = snapshot_dict(snap)
-        result.update(orphan_fields(self._orphans(inputs.rows, evidence)))
+        result.update(orphan_fields(self._facts.orphans(inputs.rows, evidence)))
         result["registry_fingerprint"] = registry_fingerprint(inputs.rows, inputs.history)
         return result
 
@@ -272,7 +226,7 @@ class RetirementActor:
         # The same reads as a snapshot: active rows plus the history digest, so a scrape
         # does not grow with history either.
         inputs = await read_plan_inputs(self._store)
-        evidence = await self._evidence(inputs.rows)
+        evidence = await self._facts.for_rows(inputs.rows)
         # One worker view at a time: a status call or scrape must not hold a whole
         # snapshot of the fleet at its peak (a third of the daemon's memory at 10k rows).
         with gc_paused():
@@ -283,18 +237,8 @@ class RetirementActor:
                 current_host_id=self._probes.host_id(),
                 canonical_repository=self._settings.canonical_repository,
                 historical_count=inputs.history.count if inputs.history else 0,
-                orphans=self._orphans(inputs.rows, evidence),
+                orphans=self._facts.orphans(inputs.rows, evidence),
             )
-
-    def _orphans(
-        self,
-        rows: Sequence[Row],
-        evidence: Mapping[int, PidEvidence],
-        clients: Sequence[int | None] | None = None,
-    ) -> OrphanList:
-        return find_orphans(
-            rows, evidence=evidence, current_host_id=self._probes.host_id(), clients=clients
-        )
 
     async def _snapshot(
         self,
@@ -306,7 +250,7 @@ class RetirementActor:
         evidence: Mapping[int, PidEvidence] | None = None,
     ) -> FleetSnapshot:
         if evidence is None:
-            evidence = await self._evidence(inputs.rows)
+            evidence = await self._facts.for_rows(inputs.rows)
         with gc_paused():
             return snapshot_fleet(
                 inputs.rows,
@@ -340,12 +284,12 @@ class RetirementActor:
         return result
 
     async def _plan(self, canonical_repository: str | None, query: PlanQuery) -> dict[str, Any]:
-        owners = await self._owners()
+        owners = await self._facts.owners()
         inputs = await read_plan_inputs(self._store, self._plan_columns.irregular)
         canon_repo = canonical_repository or self._settings.canonical_repository
         pids, clients = self._plan_columns.probe_list(inputs.rows, self._probes.host_id())
-        evidence = await self._probe_pids(pids)
-        now, fencing = self._clock.now(), self._fencing()
+        evidence = await self._facts.probe(pids)
+        now, fencing = self._clock.now(), self._facts.fencing()
         with gc_paused():
             plan = plan_retirement(
                 inputs.rows,
@@ -372,7 +316,7 @@ class RetirementActor:
                 extra_examples=listing.extra_examples,
             )
         # A finding, not a retirement: a live orphan stays preserved by its live pid.
-        result.update(orphan_fields(self._orphans(inputs.rows, evidence, clients)))
+        result.update(orphan_fields(self._facts.orphans(inputs.rows, evidence, clients)))
         result.update(plan_actions(plan, owners))
         return result
 
@@ -380,7 +324,7 @@ class RetirementActor:
         try:
             self._authorize(request.profile, "apply")
             mode, token = token_of(request)
-            await self._gates()
+            await self._facts.gates()
         except _Refused as refused:
             await self._audit_refusal(request.profile, "apply", refused)
             raise
@@ -416,19 +360,6 @@ class RetirementActor:
     def _recheck(self, profile_name: str) -> str | None:
         decision = decide(self._profiles.get(profile_name), "apply")
         return None if decision.allowed else decision.reason
-
-    async def _gates(self) -> None:
-        """Refuse before any transaction when the supervisor cannot vouch for its evidence."""
-        fencing = self._fencing()
-        check_fencing(fencing)
-        status: LivenessStatus = await ask(
-            self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
-        )
-        if status.sweeps_completed < 1:
-            raise _Refused(_refusal("no liveness sweep has completed yet (fail closed)"))
-        await self._owners()
-        active = await self._store.read_registrations(status=STATUS_ACTIVE)
-        check_cohort(active, await self._evidence(active), fencing.host_id)
 
     async def _post_apply(
         self, result: Mapping[str, Any], canonical_repository: str | None

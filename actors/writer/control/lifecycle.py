@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
-from actors.control_assign import refusal
-from actors.messages import HeartbeatLease, ReleaseLease, SetTerminalLock, WriteAck
+from actors.replies import WriteAck
+from actors.writer.control.context import ControlContext, event, refusal
+from actors.writer.control.inbox import HeartbeatLease, ReleaseLease, SetTerminalLock
+from actors.writer.control.steps import expire_one
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.render import lease_view
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
-
-if TYPE_CHECKING:
-    from actors.control_writes import ControlWrites
 
 __all__ = ["heartbeat", "release", "set_lock"]
 
@@ -30,9 +28,9 @@ async def _owned(
     return lease, None
 
 
-async def heartbeat(writes: ControlWrites, control: ControlTx, message: HeartbeatLease) -> WriteAck:
-    now, stamp = writes.now()
-    requested = writes.ttl(message.ttl_seconds) if message.ttl_seconds is not None else None
+async def heartbeat(ctx: ControlContext, control: ControlTx, message: HeartbeatLease) -> WriteAck:
+    now, stamp = ctx.now()
+    requested = ctx.ttl(message.ttl_seconds) if message.ttl_seconds is not None else None
     lease, refused = await _owned(control, message.lease_id, message.session_id)
     if lease is None:
         assert refused is not None
@@ -44,13 +42,13 @@ async def heartbeat(writes: ControlWrites, control: ControlTx, message: Heartbea
     if isinstance(deadline, str) and deadline <= stamp:
         # Past its deadline but not yet swept: it is over, and saying so now is a
         # transition like any other.
-        await writes.expire_one(control, lease, stamp)
+        await expire_one(control, lease, stamp)
         return refusal(
             "lease_expired", f"lease {message.lease_id} expired at {lease['expires_at']}"
         )
     assignment = await control.assignment_by_lease(message.lease_id)
     stored_ttl = assignment.get("ttl_seconds") if assignment else None
-    ttl = requested or (float(stored_ttl) if stored_ttl else writes.ttl(None))
+    ttl = requested or (float(stored_ttl) if stored_ttl else ctx.ttl(None))
     refresh = {"expires_at": format_stamp(now + timedelta(seconds=ttl)), "heartbeat_at": stamp}
     if not await control.update_lease(message.lease_id, expected_status="active", changes=refresh):
         raise StoreError(f"lease {message.lease_id} changed during its heartbeat")
@@ -63,7 +61,7 @@ async def heartbeat(writes: ControlWrites, control: ControlTx, message: Heartbea
                 "last_heartbeat_at": stamp,
             }
         )
-    await writes.event(
+    await event(
         control,
         stamp,
         "lease_heartbeat",
@@ -75,8 +73,8 @@ async def heartbeat(writes: ControlWrites, control: ControlTx, message: Heartbea
     return WriteAck(ok=True, data={"success": True, **lease_view({**lease, **refresh})})
 
 
-async def release(writes: ControlWrites, control: ControlTx, message: ReleaseLease) -> WriteAck:
-    _, stamp = writes.now()
+async def release(ctx: ControlContext, control: ControlTx, message: ReleaseLease) -> WriteAck:
+    _, stamp = ctx.now()
     lease, refused = await _owned(control, message.lease_id, message.session_id)
     if lease is None:
         assert refused is not None
@@ -95,7 +93,7 @@ async def release(writes: ControlWrites, control: ControlTx, message: ReleaseLea
         expected_status="active",
         changes={"status": "released", "updated_at": stamp},
     )
-    await writes.event(
+    await event(
         control,
         stamp,
         "lease_released",
@@ -106,8 +104,8 @@ async def release(writes: ControlWrites, control: ControlTx, message: ReleaseLea
     return WriteAck(ok=True, data={"success": True, **lease_view({**lease, **changes})})
 
 
-async def set_lock(writes: ControlWrites, control: ControlTx, message: SetTerminalLock) -> WriteAck:
-    _, stamp = writes.now()
+async def set_lock(ctx: ControlContext, control: ControlTx, message: SetTerminalLock) -> WriteAck:
+    _, stamp = ctx.now()
     where = {"remote": message.remote, "org": message.org, "repo": message.repo}
     active = await control.active_terminal_lock(**where)
     repo_key = f"{message.remote}/{message.org}/{message.repo}"
@@ -125,7 +123,7 @@ async def set_lock(writes: ControlWrites, control: ControlTx, message: SetTermin
             expected_status="active",
             changes={"status": ended, "updated_at": stamp},
         )
-        await writes.event(
+        await event(
             control,
             stamp,
             f"terminal_lock_{ended}",
@@ -137,7 +135,7 @@ async def set_lock(writes: ControlWrites, control: ControlTx, message: SetTermin
     if message.terminal_pr is None:
         return WriteAck(ok=True, data={"success": True, "terminal_lock": None})
     lock: Row = {
-        "lock_id": writes.make_id("tlock"),
+        "lock_id": ctx.make_id("tlock"),
         **where,
         "terminal_pr": message.terminal_pr,
         "review_id": message.review_id,
@@ -148,7 +146,7 @@ async def set_lock(writes: ControlWrites, control: ControlTx, message: SetTermin
         "updated_at": stamp,
     }
     await control.insert_terminal_lock(lock)
-    await writes.event(
+    await event(
         control,
         stamp,
         "terminal_lock_set",

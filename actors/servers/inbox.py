@@ -5,18 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from actors.mailbox import Reply
+from actors.replies import AdoptResult
 
-__all__ = ["AdoptResult", "AdoptServer", "ServerGuardInbox"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AdoptResult:
-    """``registered`` with the row's identity, or a refusal code and why."""
-
-    ok: bool
-    code: str
-    detail: str = ""
-    worker_identity: str | None = None
+__all__ = ["AdoptServer", "ServerGuardInbox"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

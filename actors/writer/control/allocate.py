@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from actors.control_assign import AssignSpec, assign_in
-from actors.control_writes import ControlWrites
-from actors.messages import AllocateWork, WriteAck
+from actors.replies import WriteAck
+from actors.writer.control.assign import AssignSpec, assign_in
+from actors.writer.control.context import ControlContext
+from actors.writer.control.inbox import AllocateWork
+from actors.writer.control.steps import ensure_session, put_item
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.allocation import (
     OUTCOME_ASSIGNED,
@@ -31,21 +33,21 @@ __all__ = ["allocate"]
 _DRY_RUN = "dry run: nothing was reserved; call again with apply=true to take the item"
 
 
-async def allocate(writes: ControlWrites, tx: WriteTx, message: AllocateWork) -> WriteAck:
+async def allocate(ctx: ControlContext, tx: WriteTx, message: AllocateWork) -> WriteAck:
     """Answer one allocation request; with ``apply`` the pick is leased before the commit.
 
     Routing and reservation happen in one writer transaction, so the item chosen is
     still free when its lease is written: no other grant can land in between.
     """
     try:
-        return await _allocate(writes, tx.control(), message)
+        return await _allocate(ctx, tx.control(), message)
     except ControlPlaneRefusal as refused:
         return WriteAck(ok=False, code=refused.code, detail=refused.detail, data={"success": False})
 
 
-async def _allocate(writes: ControlWrites, control: ControlTx, m: AllocateWork) -> WriteAck:
-    now, stamp = writes.now()
-    ttl = writes.ttl(m.ttl_seconds)
+async def _allocate(ctx: ControlContext, control: ControlTx, m: AllocateWork) -> WriteAck:
+    now, stamp = ctx.now()
+    ttl = ctx.ttl(m.ttl_seconds)
     refs = {c.key: work_ref(m.remote, m.org, m.repo, c.kind, c.number) for c in m.candidates}
     by_item_key = {ref.key: key for key, ref in refs.items()}
     stored = {
@@ -92,7 +94,7 @@ async def _allocate(writes: ControlWrites, control: ControlTx, m: AllocateWork) 
         )
     if not m.apply:
         return answer(OUTCOME_PREVIEW, [*routing.reasons, _DRY_RUN])
-    session = await writes.ensure_session(
+    session = await ensure_session(
         control,
         session_id=m.session_id,
         role=m.role,
@@ -111,7 +113,7 @@ async def _allocate(writes: ControlWrites, control: ControlTx, m: AllocateWork) 
     assert selected is not None
     ref = refs[selected.key]
     # The caller's inventory is what Gitea says now: the item's head follows it.
-    put = await writes.put_item(
+    put = await put_item(
         control,
         ref,
         stamp=stamp,
@@ -132,7 +134,7 @@ async def _allocate(writes: ControlWrites, control: ControlTx, m: AllocateWork) 
         ttl_seconds=ttl,
         owner_pid=m.owner_pid,
     )
-    assigned = await assign_in(writes, control, spec, session=session, now=now, stamp=stamp)
+    assigned = await assign_in(ctx, control, spec, session=session, now=now, stamp=stamp)
     outcome = {
         ASSIGN_OUTCOME_ASSIGNED: OUTCOME_ASSIGNED,
         ASSIGN_OUTCOME_WAIT: OUTCOME_WAIT,

@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from actors.mailbox import Outbox, ask
-from actors.messages import AppendAudit, FleetCounts, WriteAck, WriterInbox
+from actors.replies import FleetCounts, WriteAck
+from actors.writer.inbox import AppendAudit, WriterInbox
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
 from supervisor.policy.control.permissions import Profile

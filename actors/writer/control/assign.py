@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import Any, assert_never
 
-from actors.control_links import namespace_gate
-from actors.messages import CheckAssignment, WriteAck
+from actors.replies import WriteAck
+from actors.writer.control.context import ControlContext, event, refusal
+from actors.writer.control.inbox import AssignAndLease, CheckAssignment
+from actors.writer.control.links import namespace_gate
+from actors.writer.control.steps import ensure_session, expire_one, item_row, put_item
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.decisions import GateVerdict, check_mutation, decide_assign
@@ -24,20 +27,7 @@ from supervisor.policy.control.render import (
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
 
-if TYPE_CHECKING:
-    # Type-only: control_writes imports this module and passes itself in.
-    from actors.control_writes import ControlWrites
-
-__all__ = ["AssignSpec", "actions_for", "assign_in", "check_gate", "item_row", "refusal"]
-
-
-async def item_row(control: ControlTx, key: str) -> Row | None:
-    found = await control.work_items([key])
-    return found[0] if found else None
-
-
-def refusal(code: str, detail: str, **data: Any) -> WriteAck:
-    return WriteAck(ok=False, code=code, detail=detail, data={"success": False, **data})
+__all__ = ["AssignSpec", "actions_for", "assign", "assign_in", "check_gate"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +46,7 @@ class AssignSpec:
 
 
 async def assign_in(
-    writes: ControlWrites,
+    ctx: ControlContext,
     control: ControlTx,
     spec: AssignSpec,
     *,
@@ -79,7 +69,7 @@ async def assign_in(
     )
     by_id = {str(lease["lease_id"]): lease for lease in leases}
     for lease_id in decision.expire_lease_ids:
-        await writes.expire_one(control, by_id[lease_id], stamp)
+        await expire_one(control, by_id[lease_id], stamp)
 
     def view(outcome: str, **extra: Any) -> dict[str, Any]:
         return assignment_view(
@@ -102,12 +92,12 @@ async def assign_in(
         case "resume":
             assert decision.lease is not None
             lease, assignment = await _resume(
-                writes, control, spec, dict(decision.lease), now=now, stamp=stamp
+                ctx, control, spec, dict(decision.lease), now=now, stamp=stamp
             )
             return view(ASSIGN_OUTCOME_ASSIGNED, lease=lease, assignment=assignment, resumed=True)
         case "grant":
             lease, assignment = await _grant(
-                writes, control, spec, item=item, session=session, now=now, stamp=stamp
+                ctx, control, spec, item=item, session=session, now=now, stamp=stamp
             )
             return view(ASSIGN_OUTCOME_ASSIGNED, lease=lease, assignment=assignment)
         case _:
@@ -122,10 +112,10 @@ def actions_for(spec: AssignSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(a for a in allowed if a not in forbidden), forbidden
 
 
-def _assignment_row(writes: ControlWrites, spec: AssignSpec, lease_id: str, stamp: str) -> Row:
+def _assignment_row(ctx: ControlContext, spec: AssignSpec, lease_id: str, stamp: str) -> Row:
     allowed, forbidden = actions_for(spec)
     return {
-        "assignment_id": writes.make_id("asn"),
+        "assignment_id": ctx.make_id("asn"),
         "lease_id": lease_id,
         "work_item_key": spec.ref.key,
         "session_id": spec.session_id,
@@ -142,7 +132,7 @@ def _assignment_row(writes: ControlWrites, spec: AssignSpec, lease_id: str, stam
 
 
 async def _grant(
-    writes: ControlWrites,
+    ctx: ControlContext,
     control: ControlTx,
     spec: AssignSpec,
     *,
@@ -154,11 +144,11 @@ async def _grant(
     ref = spec.ref
     if item is None or (spec.expected_head_sha and not item.get("current_head_sha")):
         # First sight of the item, or its first pin: the caller read this head.
-        await writes.put_item(control, ref, stamp=stamp, current_head_sha=spec.expected_head_sha)
+        await put_item(control, ref, stamp=stamp, current_head_sha=spec.expected_head_sha)
     deadline = format_stamp(now + timedelta(seconds=spec.ttl_seconds))
     pid = spec.owner_pid if spec.owner_pid is not None else session.get("pid")
     lease: Row = {
-        "lease_id": writes.make_id("lease"),
+        "lease_id": ctx.make_id("lease"),
         "work_item_key": ref.key,
         "session_id": spec.session_id,
         # The retirement planner protects the registration owning this pid and session.
@@ -170,10 +160,10 @@ async def _grant(
         "heartbeat_at": stamp,
         "expires_at": deadline,
     }
-    assignment = _assignment_row(writes, spec, str(lease["lease_id"]), stamp)
+    assignment = _assignment_row(ctx, spec, str(lease["lease_id"]), stamp)
     await control.insert_lease(lease)
     await control.insert_assignment(assignment)
-    await writes.event(
+    await event(
         control,
         stamp,
         "lease_granted",
@@ -189,7 +179,7 @@ async def _grant(
 
 
 async def _resume(
-    writes: ControlWrites,
+    ctx: ControlContext,
     control: ControlTx,
     spec: AssignSpec,
     held: Row,
@@ -213,12 +203,12 @@ async def _resume(
         changes["allowed_actions"], changes["forbidden_actions"] = actions_for(spec)
     if assignment is None or canon(assignment.get("status")) != "active":
         # A lease written without one (UpsertLease): give it its assignment now.
-        assignment = _assignment_row(writes, spec, lease_id, stamp)
+        assignment = _assignment_row(ctx, spec, lease_id, stamp)
         await control.insert_assignment(assignment)
     else:
         await control.update_assignments([lease_id], expected_status="active", changes=changes)
         assignment = {**assignment, **changes}
-    await writes.event(
+    await event(
         control,
         stamp,
         "lease_resumed",
@@ -230,11 +220,9 @@ async def _resume(
     return lease, assignment
 
 
-async def check_gate(
-    writes: ControlWrites, control: ControlTx, message: CheckAssignment
-) -> WriteAck:
+async def check_gate(ctx: ControlContext, control: ControlTx, message: CheckAssignment) -> WriteAck:
     """require_valid_assignment: reads only, so a refusal leaves no trace but its answer."""
-    _, stamp = writes.now()
+    _, stamp = ctx.now()
     ref = message.ref
     item = await item_row(control, ref.key)
     assignment = await control.assignment(work_item_key=ref.key, session_id=message.session_id)
@@ -268,3 +256,31 @@ async def check_gate(
     return WriteAck(
         ok=verdict.allowed, code=verdict.code, detail=verdict.reason, data={**data, **gated}
     )
+
+
+async def assign(ctx: ControlContext, control: ControlTx, message: AssignAndLease) -> WriteAck:
+    now, stamp = ctx.now()
+    spec = AssignSpec(
+        session_id=message.session_id,
+        role=message.role,
+        ref=message.ref,
+        expected_head_sha=message.expected_head_sha,
+        allowed_actions=message.allowed_actions,
+        forbidden_actions=message.forbidden_actions,
+        phase=message.phase,
+        ttl_seconds=ctx.ttl(message.ttl_seconds),
+        owner_pid=message.owner_pid,
+    )
+    session = await ensure_session(
+        control,
+        session_id=spec.session_id,
+        role=spec.role,
+        profile=message.profile,
+        pid=spec.owner_pid,
+        stamp=stamp,
+    )
+    if session is None:
+        return refusal("session_ended", f"session {spec.session_id} has ended")
+    view = await assign_in(ctx, control, spec, session=session, now=now, stamp=stamp)
+    ok = view["outcome"] != ASSIGN_OUTCOME_REFUSED
+    return WriteAck(ok=ok, code=str(view["code"]), detail=str(view["reason"]), data=view)

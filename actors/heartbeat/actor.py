@@ -9,25 +9,24 @@ from functools import partial
 from typing import Any, assert_never
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
-from actors.mailbox import Inbox, Outbox, Reply, ask, tell
-from actors.messages import (
+from actors.heartbeat.inbox import (
     BeatClaim,
     Heartbeat,
     HeartbeatGroup,
     HeartbeatInbox,
-    HeartbeatResult,
+    Register,
+    Release,
+)
+from actors.liveness.inbox import LivenessInbox, Watch
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve, take_waiting, tell
+from actors.replies import HeartbeatResult, RegisterResult, WriteAck
+from actors.writer.inbox import (
     HeartbeatWrite,
     InsertRegistration,
-    LivenessInbox,
-    Register,
-    RegisterResult,
-    Release,
     ReleaseRegistration,
     TouchHeartbeats,
-    Watch,
-    WriteAck,
     WriterInbox,
 )
 from supervisor.clock import Clock
@@ -76,8 +75,11 @@ class HeartbeatSettings:
     max_in_flight: int = 4
 
 
-class HeartbeatActor:
+class HeartbeatActor(Actor[HeartbeatInbox]):
     """Front door for workers; the writer is the only place their rows change."""
+
+    #: In-flight batches finish (and answer) before the actor returns.
+    finish_tasks = True
 
     def __init__(
         self,
@@ -101,26 +103,18 @@ class HeartbeatActor:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until the inbox closes; in-flight batches finish before returning."""
-        async with anyio.create_task_group() as tg:
-            task_status.started()
-            while True:
-                try:
-                    first = await self._inbox.receive()
-                except anyio.EndOfStream:
-                    break
-                batch = [first]
-                while len(batch) < self._settings.max_batch:
-                    try:
-                        batch.append(self._inbox.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                beats = [m for m in batch if isinstance(m, Heartbeat | HeartbeatGroup)]
-                if beats:
-                    await self._in_flight.acquire()
-                    tg.start_soon(self._flush, beats)
-                for message in batch:
-                    if isinstance(message, Register | Release):
-                        tg.start_soon(self._handle, message)
+        await serve(self._inbox, self, task_status=task_status)
+
+    async def on_receive(self, message: HeartbeatInbox, tg: TaskGroup) -> None:
+        batch = [message]
+        take_waiting(self._inbox, batch, self._settings.max_batch)
+        beats = [m for m in batch if isinstance(m, Heartbeat | HeartbeatGroup)]
+        if beats:
+            await self._in_flight.acquire()
+            tg.start_soon(self._flush, beats)
+        for each in batch:
+            if isinstance(each, Register | Release):
+                tg.start_soon(self._handle, each)
 
     async def _handle(self, message: Register | Release) -> None:
         match message:

@@ -9,7 +9,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats
+from actors.replies import HeartbeatResult
+from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats
 from supervisor.logs import get_logger
 from supervisor.policy.canonical import canon
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.messages import ApplyRequest, LeaseOwners
-from actors.retirement_records import Refused, refusal
+from actors.replies import LeaseOwners
+from actors.retirement.inbox import ApplyRequest
+from actors.retirement.records import Refused, refusal
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.render import owners_dict
 from supervisor.policy.retirement.apply_rules import TokenMode

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from actors.beat_commits import failed_results
 from actors.mailbox import Reply
-from actors.messages import (
+from actors.replies import HeartbeatResult, WriteAck
+from actors.writer.beats import failed_results
+from actors.writer.control.inbox import ControlWrite
+from actors.writer.hosts import HostWrite
+from actors.writer.inbox import (
     AppendAudit,
-    ControlWrite,
     ExpireLeases,
-    HeartbeatResult,
-    HostWrite,
     InsertRegistration,
     ReleaseRegistration,
     TouchHeartbeats,
     UpsertLease,
-    WriteAck,
 )
 
 __all__ = ["Batchable", "Single", "fail_batch", "isolate_failure"]

@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors.apply_reads import reread_for_apply
-from actors.messages import ApplyOutcome, ApplyRetirement
+from actors.replies import ApplyOutcome
+from actors.writer.apply_reads import reread_for_apply
+from actors.writer.inbox import ApplyRetirement
 from supervisor.clock import Clock
 from supervisor.gc_pause import gc_paused
 from supervisor.policy.evidence import PidEvidence, row_pid

@@ -3,63 +3,62 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
-from actors.apply_tx import ApplySettings, run_apply
-from actors.beat_commits import (
-    NOT_ACTIVE,
+from actors.mailbox import Actor, Inbox, Reply, serve
+from actors.replies import WriteAck
+from actors.writer.apply_tx import ApplySettings, run_apply
+from actors.writer.beats import (
     BeatPipeline,
     Fencing,
     beat_results,
-    check_beat,
     fencing_of,
     judge_beats,
     newest_ok,
 )
-from actors.control_allocate import allocate
-from actors.control_writes import ControlSettings, ControlWrites
-from actors.host_lease_writes import handle_host_write
-from actors.isolation import Batchable as _Batchable
-from actors.isolation import Single as _Single
-from actors.isolation import isolate_failure
-from actors.mailbox import Inbox, Reply
-from actors.messages import (
+from actors.writer.control.allocate import allocate
+from actors.writer.control.context import ControlClock, ControlSettings
+from actors.writer.control.dispatch import handle_control
+from actors.writer.control.inbox import (
     AllocateWork,
-    AppendAudit,
-    ApplyRetirement,
     AssignAndLease,
     CheckAssignment,
-    ExpireLeases,
     GetIncidentLinks,
     GetTerminalLock,
     HeartbeatLease,
-    HeartbeatWrite,
-    InsertRegistration,
     NamespaceHealthGate,
     RecordNamespaceHealth,
     ReleaseLease,
-    ReleaseRegistration,
-    RenewHostLease,
-    RetireHostRows,
     SetTerminalLock,
-    TouchHeartbeats,
     UpsertIncidentLink,
-    UpsertLease,
     UpsertSession,
     UpsertWorkItem,
-    WriteAck,
+)
+from actors.writer.control.steps import after_expiry
+from actors.writer.hosts import RenewHostLease, RetireHostRows, handle_host_write
+from actors.writer.inbox import (
+    AppendAudit,
+    ApplyRetirement,
+    ExpireLeases,
+    InsertRegistration,
+    ReleaseRegistration,
+    TouchHeartbeats,
+    UpsertLease,
     WriterInbox,
 )
+from actors.writer.isolation import Batchable as _Batchable
+from actors.writer.isolation import Single as _Single
+from actors.writer.isolation import isolate_failure
+from actors.writer.registrations import register, release
 from supervisor.clock import Clock
 from supervisor.logs import get_logger
 from supervisor.metrics import Metrics
-from supervisor.policy.canonical import canon
-from supervisor.policy.fleet.liveness import STATUS_ACTIVE, STATUS_RELEASED, STATUS_SUPERSEDED
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Row, Store, WriteTx
 
@@ -80,7 +79,7 @@ class WriterSettings:
     control: ControlSettings = field(default_factory=ControlSettings)
 
 
-class RegistryWriter:
+class RegistryWriter(Actor[WriterInbox]):
     """Owns every write. Messages are handled in arrival order, batched per transaction.
 
     A message whose own writes fail gets an error reply and none of its writes
@@ -107,7 +106,7 @@ class RegistryWriter:
         self._clock = clock
         self._probes = probes
         self._settings = settings or WriterSettings()
-        self._control = ControlWrites(clock=clock, settings=self._settings.control)
+        self._control = ControlClock(clock=clock, settings=self._settings.control)
         self._batches_committed = 0
         # pid, generation and epoch of rows last seen active. Those three never
         # change for a worker identity, so a beat can be judged without a
@@ -131,60 +130,46 @@ class RegistryWriter:
         """Serve until every sender has closed its end of the inbox, then return."""
         # The store was opened (and migrated) before this actor started, so it
         # is ready for writes from the first message on.
-        task_status.started()
-        try:
-            await self._serve()
-        finally:
-            # Cancelled or failed: queued heartbeat transactions still finish on the
-            # database thread; answer what committed, and nothing else.
-            with anyio.CancelScope(shield=True):
-                await self._beats.drain(None)
+        await serve(self._inbox, self, task_status=task_status)
 
-    async def _serve(self) -> None:
-        pending: WriterInbox | None = None
-        while True:
-            if pending is None:
-                pending = await self._next()
-                if pending is None:
-                    await self._beats.drain(self._commit_batch)
-                    return
-            if isinstance(pending, ApplyRetirement):
-                await self._beats.drain(self._commit_batch)
-                await self._apply(pending)
-                pending = None
-                continue
-            batch: list[_Batchable] = [pending]
-            pending = None
-            while len(batch) < self._settings.max_batch:
-                try:
-                    message = self._inbox.receive_nowait()
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
-                if isinstance(message, ApplyRetirement):
-                    # An apply runs in a transaction of its own, after the writes
-                    # that arrived before it.
-                    pending = message
-                    break
-                batch.append(message)
-            if not await self._queue_beats(batch):
-                await self._beats.drain(self._commit_batch)
-                await self._commit_batch(batch)
-
-    async def _next(self) -> WriterInbox | None:
-        """The next message; queued heartbeat jobs are answered while none is waiting."""
-        while True:
+    async def on_receive(self, message: WriterInbox, tg: TaskGroup) -> None:
+        if isinstance(message, ApplyRetirement):
+            await self._beats.drain(self._commit_batch)
+            await self._apply(message)
+            return
+        batch: list[_Batchable] = [message]
+        pending: ApplyRetirement | None = None
+        while len(batch) < self._settings.max_batch:
             try:
-                return self._inbox.receive_nowait()
-            except anyio.EndOfStream:
-                return None
-            except anyio.WouldBlock:
-                pass
-            if not self._beats.busy:
-                try:
-                    return await self._inbox.receive()
-                except anyio.EndOfStream:
-                    return None
-            await self._beats.settle_oldest(self._commit_batch)
+                waiting = self._inbox.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+            if isinstance(waiting, ApplyRetirement):
+                # An apply runs in a transaction of its own, after the writes
+                # that arrived before it.
+                pending = waiting
+                break
+            batch.append(waiting)
+        if not await self._queue_beats(batch):
+            await self._beats.drain(self._commit_batch)
+            await self._commit_batch(batch)
+        if pending is not None:
+            await self.on_receive(pending, tg)
+
+    async def on_idle(self) -> bool:
+        """Queued heartbeat jobs are answered while no message is waiting."""
+        if not self._beats.busy:
+            return False
+        await self._beats.settle_oldest(self._commit_batch)
+        return True
+
+    async def on_end(self) -> None:
+        await self._beats.drain(self._commit_batch)
+
+    async def on_stop(self) -> None:
+        # Cancelled or failed: queued heartbeat transactions still finish on the
+        # database thread; answer what committed, and nothing else.
+        await self._beats.drain(None)
 
     async def _queue_beats(self, batch: Sequence[_Batchable]) -> bool:
         """Queue ``batch`` as heartbeat jobs, each judged from memory; False (nothing done)
@@ -307,13 +292,13 @@ class RegistryWriter:
     async def _handle(self, tx: WriteTx, message: _Single) -> WriteAck:
         match message:
             case InsertRegistration():
-                return await self._register(tx, message.row)
+                return await register(tx, message.row, self._fencing)
             case ReleaseRegistration():
-                return await self._release(tx, message)
+                return await release(tx, message, self._fencing)
             case ExpireLeases():
                 expired = await tx.expire_leases(now_stamp=message.now_stamp)
                 # Their assignments expire with them, with one control event per lease.
-                await self._control.after_expiry(tx, expired, message.now_stamp)
+                await after_expiry(tx, expired, message.now_stamp)
                 return WriteAck(ok=True, data={"expired": [str(r["lease_id"]) for r in expired]})
             case UpsertLease():
                 await tx.upsert_lease(message.lease)
@@ -337,73 +322,11 @@ class RegistryWriter:
                 | UpsertIncidentLink()
                 | GetIncidentLinks()
             ):
-                return await self._control.handle(tx, message)
+                return await handle_control(self._control, tx, message)
             case RenewHostLease() | RetireHostRows():
                 return await handle_host_write(tx, message, self._clock.now())
             case _:
                 assert_never(message)
-
-    async def _register(self, tx: WriteTx, row: Mapping[str, Any]) -> WriteAck:
-        record = dict(row)
-        # Each new registration of a slot fences out every earlier one, also
-        # released and retired ones: an epoch never goes backwards.
-        record["fencing_epoch"] = (
-            await tx.max_fencing_epoch(
-                client_instance_id=canon(row.get("client_instance_id")),
-                namespace=canon(row.get("namespace")),
-            )
-            + 1
-        )
-        pid = row.get("pid")
-        earlier = await tx.active_by_pid(int(pid)) if isinstance(pid, int) else []
-        superseded = [r for r in earlier if _same_incarnation(r, record)]
-        for old in superseded:
-            await tx.set_status(
-                str(old["worker_identity"]),
-                expected_status=STATUS_ACTIVE,
-                new_status=STATUS_SUPERSEDED,
-                stamp_column=None,
-                stamp=None,
-            )
-        await tx.insert_registration(record)
-        # Remembered before commit on purpose: should the batch roll back, a
-        # beat for this identity updates no row and is judged from the table.
-        self._fencing[str(record["worker_identity"])] = fencing_of(record)
-        for old in superseded:
-            self._fencing.pop(str(old["worker_identity"]), None)
-        return WriteAck(
-            ok=True,
-            data={
-                "registration": record,
-                "superseded": [str(r["worker_identity"]) for r in superseded],
-            },
-        )
-
-    async def _release(self, tx: WriteTx, message: ReleaseRegistration) -> WriteAck:
-        rows = await tx.registrations(worker_identities=[message.worker_identity])
-        beat = HeartbeatWrite(
-            worker_identity=message.worker_identity,
-            pid=message.pid,
-            generation_id=message.generation_id,
-            fencing_epoch=message.fencing_epoch,
-            stamp=message.stamp,
-        )
-        code, detail = check_beat(rows[0] if rows else None, beat)
-        if code != "ok":
-            return WriteAck(ok=False, code=code, detail=detail)
-        changed = await tx.set_status(
-            message.worker_identity,
-            expected_status=STATUS_ACTIVE,
-            new_status=STATUS_RELEASED,
-            stamp_column="released_at",
-            stamp=message.stamp,
-        )
-        if not changed:
-            return WriteAck(ok=False, code=NOT_ACTIVE, detail="registration is no longer active")
-        if message.audit is not None:
-            await tx.append_audit(message.audit)
-        self._fencing.pop(message.worker_identity, None)
-        return WriteAck(ok=True, data={"released_at": message.stamp})
 
     async def _apply(self, message: ApplyRetirement) -> None:
         with message.reply:
@@ -419,9 +342,3 @@ class RegistryWriter:
             for retired in outcome.result.get("retired") or []:
                 self._fencing.pop(str(retired.get("worker_identity")), None)
             message.reply.send(outcome)
-
-
-def _same_incarnation(old: Row, new: Mapping[str, Any]) -> bool:
-    """The same process registering again replaces its earlier row."""
-    keys = ("host_id", "pid", "process_start_time")
-    return all(canon(old.get(k)) and canon(old.get(k)) == canon(new.get(k)) for k in keys)

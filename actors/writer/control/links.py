@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import Any, assert_never
 
-from actors.messages import (
+from actors.replies import WriteAck
+from actors.writer.control.context import ControlContext, event
+from actors.writer.control.inbox import (
     GetIncidentLinks,
     LinkOp,
     NamespaceHealthGate,
     RecordNamespaceHealth,
     UpsertIncidentLink,
-    WriteAck,
 )
 from supervisor.errors import StoreError
 from supervisor.policy.control.namespace_health import (
@@ -20,17 +21,13 @@ from supervisor.policy.control.namespace_health import (
 )
 from supervisor.store.base import ControlTx, Row
 
-if TYPE_CHECKING:
-    # Type-only: control_writes imports this module and passes itself in.
-    from actors.control_writes import ControlWrites
-
 __all__ = ["handle_link_op", "namespace_gate"]
 
 
-async def handle_link_op(writes: ControlWrites, control: ControlTx, message: LinkOp) -> WriteAck:
+async def handle_link_op(ctx: ControlContext, control: ControlTx, message: LinkOp) -> WriteAck:
     match message:
         case RecordNamespaceHealth():
-            return await _record_health(writes, control, message)
+            return await _record_health(ctx, control, message)
         case NamespaceHealthGate():
             task = message.task
             reasons = await _gate_reasons(control, message.session_id, task)
@@ -44,7 +41,7 @@ async def handle_link_op(writes: ControlWrites, control: ControlTx, message: Lin
             }
             return WriteAck(ok=True, data=data)
         case UpsertIncidentLink():
-            return await _upsert_link(writes, control, message)
+            return await _upsert_link(ctx, control, message)
         case GetIncidentLinks():
             links = await control.incident_links_for_issue(
                 gitea_org=message.gitea_org,
@@ -79,9 +76,9 @@ async def namespace_gate(
 
 
 async def _record_health(
-    writes: ControlWrites, control: ControlTx, message: RecordNamespaceHealth
+    ctx: ControlContext, control: ControlTx, message: RecordNamespaceHealth
 ) -> WriteAck:
-    _, stamp = writes.now()
+    _, stamp = ctx.now()
     verdict = message.assessment
     namespace = str(verdict["namespace"])
     earlier = [
@@ -101,7 +98,7 @@ async def _record_health(
         "assessed_at": stamp,
     }
     await control.put_namespace_health(row)
-    await writes.event(
+    await event(
         control,
         stamp,
         "namespace_health_recorded",
@@ -123,9 +120,9 @@ def _comparable(value: Any) -> Any:
 
 
 async def _upsert_link(
-    writes: ControlWrites, control: ControlTx, message: UpsertIncidentLink
+    ctx: ControlContext, control: ControlTx, message: UpsertIncidentLink
 ) -> WriteAck:
-    _, stamp = writes.now()
+    _, stamp = ctx.now()
     spec = message.spec
     key = spec.key_row()
     found = await control.incident_link(key)
@@ -145,7 +142,7 @@ async def _upsert_link(
                 raise StoreError(f"incident link {link_id} vanished during its update")
         kind = "incident_link_changed" if changed else ""
     if kind:
-        await writes.event(
+        await event(
             control,
             stamp,
             kind,

@@ -5,21 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import assert_never
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
-from actors.liveness_answers import NO_SHORTCUTS, ProbeShortcuts, answer, reuse
-from actors.mailbox import Inbox
-from actors.messages import (
-    LivenessInbox,
-    LivenessStatus,
-    LivenessStatusQuery,
-    ProbeNow,
-    Verdict,
-    Watch,
-)
+from actors.liveness.answers import NO_SHORTCUTS, ProbeShortcuts, answer, reuse
+from actors.liveness.inbox import LivenessInbox, LivenessStatusQuery, ProbeNow, Watch
+from actors.mailbox import Actor, Inbox, serve
+from actors.replies import LivenessStatus, Verdict
 from supervisor import probes as os_probes
 from supervisor.clock import Clock
 from supervisor.exit_watch import ExitWatchSet, exit_watch_supported
@@ -31,7 +26,7 @@ from supervisor.probes import LocalProbes, ProbeBackend, ProcessEvidence
 from supervisor.proc_listing import listing_is_complete, visible_pids
 from supervisor.store.base import Store
 
-__all__ = ["LivenessActor", "LivenessSettings", "ProbeShortcuts", "judge"]
+__all__ = ["LivenessActor", "LivenessSettings", "judge"]
 
 _log = get_logger()
 
@@ -85,7 +80,7 @@ def _as_verdict(identity: str, record: _Record) -> Verdict:
     )
 
 
-class LivenessActor:
+class LivenessActor(Actor[LivenessInbox]):
     """Keeps a verdict per active registration; never writes the database."""
 
     def __init__(
@@ -132,35 +127,26 @@ class LivenessActor:
         return self._sweeps
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        await serve(self._inbox, self, task_status=task_status)
+
+    async def on_start(self, tg: TaskGroup) -> None:
         if self._pidfd_open is not None and exit_watch_supported():
             self._exits = ExitWatchSet()
-        try:
-            await self._serve(task_status)
-        finally:
-            if self._exits is not None:
-                self._exits.close()
-                self._exits = None
-            self._watched.clear()
-            self._vouch_key.clear()
-            self._vouched.clear()
-            self._exited.clear()
-            self._metrics.exit_watches.set(0)
+        tg.start_soon(self._sweeper)
+        if self._exits is not None:
+            tg.start_soon(self._exit_loop, self._exits)
 
-    async def _serve(self, task_status: TaskStatus[None]) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._sweeper)
-            if self._exits is not None:
-                tg.start_soon(self._exit_loop, self._exits)
-            task_status.started()
-            while True:
-                try:
-                    message = await self._inbox.receive()
-                except anyio.EndOfStream:
-                    break
-                await self._handle(message)
-            tg.cancel_scope.cancel()
+    async def on_stop(self) -> None:
+        if self._exits is not None:
+            self._exits.close()
+            self._exits = None
+        self._watched.clear()
+        self._vouch_key.clear()
+        self._vouched.clear()
+        self._exited.clear()
+        self._metrics.exit_watches.set(0)
 
-    async def _handle(self, message: LivenessInbox) -> None:
+    async def on_receive(self, message: LivenessInbox, tg: TaskGroup) -> None:
         match message:
             case Watch():
                 self._watch(message.worker_identity, message.pid, message.start_time)
@@ -172,6 +158,8 @@ class LivenessActor:
             case LivenessStatusQuery():
                 with message.reply:
                     message.reply.send(await self._status())
+            case _:
+                assert_never(message)
 
     async def _status(self) -> LivenessStatus:
         # One consistent snapshot, then the Verdict messages built a chunk at a time:

@@ -1,19 +1,16 @@
-"""Control-plane messages to the writer: sessions, items, leases, locks, links, allocation."""
+"""The writer's control-plane messages: sessions, items, leases, locks, links, allocation."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from actors.mailbox import Reply
+from actors.replies import WriteAck
 from supervisor.policy.control.allocation import Candidate
 from supervisor.policy.control.incident_links import IncidentLinkSpec
 from supervisor.policy.control.plane import WorkRef
-
-if TYPE_CHECKING:
-    # Type-only: actors.messages defines WriteAck and re-exports this module's classes.
-    from actors.messages import WriteAck
 
 __all__ = [
     "AllocateWork",
@@ -183,10 +180,10 @@ class GetIncidentLinks:
     reply: Reply[WriteAck]
 
 
-#: Namespace health and incident links (handled in actors/control_links.py).
+#: Namespace health and incident links (handled in links.py).
 LinkOp = RecordNamespaceHealth | NamespaceHealthGate | UpsertIncidentLink | GetIncidentLinks
 
-#: What ``ControlWrites.handle`` carries out; the allocator has a module of its own.
+#: What ``dispatch.handle_control`` carries out; the allocator has a module of its own.
 ControlOp = (
     UpsertSession
     | UpsertWorkItem

@@ -1,11 +1,13 @@
-"""Host lease writes inside the writer's transaction: renewal, and a dead host's retirement."""
+"""Host lease messages to the writer and their writes: renewal, and a dead host's retirement."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
-from actors.messages import WriteAck
-from actors.messages_hosts import HostWrite, RenewHostLease, RetireHostRows
+from actors.mailbox import Reply
+from actors.replies import WriteAck
 from supervisor.logs import get_logger
 from supervisor.policy.canonical import canon
 from supervisor.policy.retirement.host_leases import (
@@ -23,6 +25,9 @@ __all__ = [
     "HOST_NOT_IN_PLAN",
     "HOST_PERMISSION_DENIED",
     "HOST_ROW_CHANGED",
+    "HostWrite",
+    "RenewHostLease",
+    "RetireHostRows",
     "handle_host_write",
 ]
 
@@ -34,6 +39,46 @@ HOST_NOTHING_REQUESTED = "nothing_requested"
 HOST_PERMISSION_DENIED = "permission_denied"
 
 _log = get_logger()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenewHostLease:
+    """Register or renew this host's lease until now + ``lease_seconds``.
+
+    The ack's ``data`` says ``declared_dead`` (and by whom, how many rows) when another
+    host had retired this host's rows in the meantime; ``code`` is ``host_id_in_use``
+    when another live supervisor holds the host id.
+    """
+
+    host_id: str
+    boot_id: str | None
+    supervisor_id: str
+    lease_seconds: float
+    reply: Reply[WriteAck] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetireHostRows:
+    """Compare-and-swap retirement of a silent host's rows (from ``plan_host_retirement``).
+
+    Refused unless the host's lease still has ``host_token`` and the fresh plan still
+    has ``candidate_fingerprint``; every requested identity must be a candidate.
+    """
+
+    host_id: str
+    host_token: str
+    candidate_fingerprint: str
+    worker_identities: tuple[str, ...]
+    retired_by: str
+    local_host_id: str | None
+    retire_after_seconds: float
+    #: The caller's grant, re-read inside the transaction immediately before the first
+    #: write (None = still granted, else why not), so revoking it takes effect at once.
+    recheck_grant: Callable[[], str | None]
+    reply: Reply[WriteAck] | None = None
+
+
+HostWrite = RenewHostLease | RetireHostRows
 
 
 class _Moved(Exception):
