@@ -3,39 +3,70 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any, assert_never
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.mailbox import Inbox, ask
-from actors.messages import WriteAck, WriterInbox
-from actors.messages_hosts import (
-    ApplyHostRetirementRequest,
-    HostLeaseInbox,
-    HostLeaseStatus,
-    HostLeaseStatusQuery,
-    PlanHostRetirementRequest,
-    RenewHostLease,
-    RetireHostRows,
-)
-from actors.retirement import ProfileLookup
+from actors.mailbox import Actor, Inbox, Reply, ask, serve
+from actors.replies import HostLeaseStatus, WriteAck
+from actors.retirement.actor import ProfileLookup
+from actors.writer.hosts import RenewHostLease, RetireHostRows
+from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.logs import get_logger
 from supervisor.operations.registry import decide
 from supervisor.policy.canonical import canon
-from supervisor.policy.host_leases import (
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.render import decision_dict
+from supervisor.policy.retirement.host_leases import (
     HostRetirementPlan,
     lease_owner_keys,
     plan_host_retirement,
 )
-from supervisor.policy.permissions import Profile
-from supervisor.policy.render import decision_dict
 from supervisor.store.base import Store
 
-__all__ = ["HostLeaseKeeper", "HostLeaseSettings"]
+__all__ = [
+    "ApplyHostRetirementRequest",
+    "HostLeaseInbox",
+    "HostLeaseKeeper",
+    "HostLeaseSettings",
+    "HostLeaseStatusQuery",
+    "PlanHostRetirementRequest",
+]
 
 _log = get_logger()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostLeaseStatusQuery:
+    reply: Reply[HostLeaseStatus]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanHostRetirementRequest:
+    """Dry-run plan for a silent host's rows (read-only); needs the ``plan`` grant."""
+
+    profile: Profile | None
+    host_id: str
+    reply: Reply[Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyHostRetirementRequest:
+    """Apply a plan from ``PlanHostRetirementRequest`` (the writer runs the CAS); needs the
+    ``apply`` grant (operation gitea.worker_registry.retire)."""
+
+    profile: Profile | None
+    host_id: str
+    host_token: str
+    candidate_fingerprint: str
+    worker_identities: tuple[str, ...]
+    reply: Reply[WriteAck]
+
+
+HostLeaseInbox = HostLeaseStatusQuery | PlanHostRetirementRequest | ApplyHostRetirementRequest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,7 +80,7 @@ class HostLeaseSettings:
     retire_after_seconds: float = 600.0
 
 
-class HostLeaseKeeper:
+class HostLeaseKeeper(Actor[HostLeaseInbox]):
     """Keeps this host's lease row alive and answers host-retirement plans and applies.
 
     A renewal is a writer message like any other write, at ``renew_interval_seconds``
@@ -84,32 +115,28 @@ class HostLeaseKeeper:
         )
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with anyio.create_task_group() as tg:
-            if self._settings.enabled and self._host_id is not None:
-                # The first renewal happens before ready: a supervisor that starts is
-                # registered as this host's (or knows why not) before it serves.
-                await self.renew()
-                tg.start_soon(self._renewer)
-            task_status.started()
-            while True:
-                try:
-                    message = await self._inbox.receive()
-                except anyio.EndOfStream:
-                    break
-                with message.reply:
-                    await self._answer(message)
-            tg.cancel_scope.cancel()
+        await serve(self._inbox, self, task_status=task_status)
 
-    async def _answer(self, message: HostLeaseInbox) -> None:
-        match message:
-            case HostLeaseStatusQuery():
-                message.reply.send(self.status)
-            case PlanHostRetirementRequest():
-                denied = _denied(message.profile, "plan")
-                message.reply.send(denied or await self.plan(message.host_id))
-            case ApplyHostRetirementRequest():
-                denied = _denied(message.profile, "apply")
-                message.reply.send(denied or await self._apply(message))
+    async def on_start(self, tg: TaskGroup) -> None:
+        if self._settings.enabled and self._host_id is not None:
+            # The first renewal happens before ready: a supervisor that starts is
+            # registered as this host's (or knows why not) before it serves.
+            await self.renew()
+            tg.start_soon(self._renewer)
+
+    async def on_receive(self, message: HostLeaseInbox, tg: TaskGroup) -> None:
+        with message.reply:
+            match message:
+                case HostLeaseStatusQuery():
+                    message.reply.send(self.status)
+                case PlanHostRetirementRequest():
+                    denied = _denied(message.profile, "plan")
+                    message.reply.send(denied or await self.plan(message.host_id))
+                case ApplyHostRetirementRequest():
+                    denied = _denied(message.profile, "apply")
+                    message.reply.send(denied or await self._apply(message))
+                case _:
+                    assert_never(message)
 
     async def _renewer(self) -> None:
         interval = self._settings.renew_interval_seconds

@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import assert_never
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
-from actors.mailbox import Inbox, Outbox, ask
-from actors.messages import (
-    ExpireLeases,
-    LeaseOwners,
-    LeaseWatchInbox,
-    WriteAck,
-    WriterInbox,
-)
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve
+from actors.replies import LeaseOwners, WriteAck
+from actors.writer.inbox import ExpireLeases, WriterInbox
 from supervisor.clock import Clock
 from supervisor.logs import get_logger
-from supervisor.policy.eligibility import ProtectedOwners, protected_from_leases
-from supervisor.policy.fingerprints import lease_fingerprint
+from supervisor.policy.retirement.fingerprints import lease_fingerprint
+from supervisor.policy.retirement.plan import ProtectedOwners, protected_from_leases
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Store
 
-__all__ = ["LeaseWatch", "LeaseWatchSettings"]
+__all__ = ["LeaseOwnersQuery", "LeaseWatch", "LeaseWatchInbox", "LeaseWatchSettings"]
 
 _log = get_logger()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseOwnersQuery:
+    reply: Reply[LeaseOwners]
+
+
+LeaseWatchInbox = LeaseOwnersQuery
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +45,7 @@ _UNREADABLE = LeaseOwners(
 )
 
 
-class LeaseWatch:
+class LeaseWatch(Actor[LeaseWatchInbox]):
     """Answers "who owns an active lease" from a fresh read; unreadable is never "nobody"."""
 
     def __init__(
@@ -62,17 +66,18 @@ class LeaseWatch:
         self.expired_total = 0
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._expirer)
-            task_status.started()
-            while True:
-                try:
-                    message = await self._inbox.receive()
-                except anyio.EndOfStream:
-                    break
+        await serve(self._inbox, self, task_status=task_status)
+
+    async def on_start(self, tg: TaskGroup) -> None:
+        tg.start_soon(self._expirer)
+
+    async def on_receive(self, message: LeaseWatchInbox, tg: TaskGroup) -> None:
+        match message:
+            case LeaseOwnersQuery():
                 with message.reply:
                     message.reply.send(await self.refresh())
-            tg.cancel_scope.cancel()
+            case _:
+                assert_never(message)
 
     async def _expirer(self) -> None:
         while True:

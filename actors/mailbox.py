@@ -1,18 +1,19 @@
-"""Actor plumbing: reply channels, ``ask``, and how a stopped actor is reported to its caller."""
+"""Actor plumbing: reply slots, ``ask``, the one receive loop every actor runs (``serve``)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from supervisor.errors import ActorStopped
 
-__all__ = ["Inbox", "Outbox", "Reply", "ask", "post", "tell"]
+__all__ = ["Actor", "Inbox", "Outbox", "Reply", "ask", "post", "serve", "take_waiting", "tell"]
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -148,3 +149,104 @@ async def tell(outbox: MemoryObjectSendStream[M], message: M, *, actor: str) -> 
         await outbox.send(message)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
         raise ActorStopped(f"{actor} is not running") from exc
+
+
+class Actor(Generic[M]):
+    """The hooks ``serve`` calls, in pykka's shape: override what the actor needs.
+
+    Order: ``on_start`` (before ready), then ``on_receive`` per message (``on_idle``
+    whenever the inbox is empty, if overridden), ``on_end`` once every sender has closed
+    and every message was handled, and ``on_stop`` always, last and shielded: after the
+    end, a failure or a cancellation. A failure propagates (the supervisor restarts the
+    actor); the messages waiting in the inbox stay there for the next incarnation.
+    """
+
+    #: At the end of the stream, let tasks started on the actor's group finish (True: a
+    #: message handled in a task of its own is still answered) or cancel them (False:
+    #: background loops such as timers and sweepers).
+    finish_tasks: ClassVar[bool] = False
+
+    async def on_start(self, tg: TaskGroup) -> None:
+        """Before ready: start background tasks on ``tg``."""
+
+    async def on_receive(self, message: M, tg: TaskGroup) -> None:
+        """Handle one message (or start a task on ``tg`` that does)."""
+        raise NotImplementedError
+
+    async def on_idle(self) -> bool:
+        """The inbox is empty: do deferred work; True to look at the inbox again, False
+        to wait for the next message. Called only when an actor overrides it."""
+        return False
+
+    async def on_end(self) -> None:
+        """Every sender closed its end and every message was handled."""
+
+    async def on_stop(self) -> None:
+        """The actor is stopping, however: release what it holds."""
+
+
+async def serve(
+    inbox: MemoryObjectReceiveStream[M],
+    actor: Actor[M],
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """The receive loop every actor runs: until every sender has closed the inbox.
+
+    A message whose handling fails (or is cancelled) has its reply slot closed once the
+    actor has stopped, so its asker raises ``ActorStopped`` instead of waiting forever;
+    answered slots ignore the close.
+    """
+    idle = actor.on_idle if type(actor).on_idle is not Actor.on_idle else None
+    in_hand: list[M] = []
+    try:
+        async with anyio.create_task_group() as tg:
+            await actor.on_start(tg)
+            task_status.started()
+            while True:
+                try:
+                    message = await _next(inbox, idle)
+                except anyio.EndOfStream:
+                    break
+                in_hand.append(message)
+                await actor.on_receive(message, tg)
+                in_hand.clear()
+            await actor.on_end()
+            if not actor.finish_tasks:
+                tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await actor.on_stop()
+        for message in in_hand:
+            _close_reply(message)
+
+
+async def _next(
+    inbox: MemoryObjectReceiveStream[M], idle: Callable[[], Awaitable[bool]] | None
+) -> M:
+    """The next message; ``EndOfStream`` once every sender has closed and none is left."""
+    if idle is None:
+        return await inbox.receive()
+    while True:
+        try:
+            return inbox.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        if not await idle():
+            return await inbox.receive()
+
+
+def take_waiting(inbox: MemoryObjectReceiveStream[M], batch: list[M], limit: int) -> None:
+    """Add the messages already waiting to ``batch``, up to ``limit`` in all, without waiting."""
+    while len(batch) < limit:
+        try:
+            batch.append(inbox.receive_nowait())
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            return
+
+
+def _close_reply(message: object) -> None:
+    # Messages differ in whether they carry a slot (and of which answer type).
+    reply = getattr(message, "reply", None)
+    if isinstance(reply, Reply):
+        reply.close()

@@ -13,13 +13,14 @@ from typing import Any
 
 import anyio
 
-from actors.apply_tx import ApplySettings, run_apply
-from actors.liveness import LivenessSettings
+from actors.liveness.actor import LivenessSettings
 from actors.mailbox import Reply
-from actors.messages import ApplyOutcome, ApplyRetirement
-from actors.registry_writer import WriterSettings
-from actors.retirement import RetirementSettings
-from actors.retirement_records import audit_event
+from actors.replies import ApplyOutcome
+from actors.retirement.actor import RetirementSettings
+from actors.retirement.records import audit_event
+from actors.writer.actor import WriterSettings
+from actors.writer.apply_tx import ApplySettings, run_apply
+from actors.writer.inbox import ApplyRetirement
 from bench.fixtures import (
     READER,
     REPO,
@@ -33,8 +34,9 @@ from bench.processes import free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.app import AppSettings
 from supervisor.clock import MonotonicWall, SystemClock
-from supervisor.policy.eligibility import FencingContext, ProtectedOwners, plan_retirement
 from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners
+from supervisor.policy.retirement.planner import plan_retirement
 from supervisor.probes import LocalProbes
 from supervisor.service import freeze_startup_heap
 from supervisor.store.sqlite import open_sqlite_store

@@ -20,7 +20,7 @@ from bench.processes import Sleepers
 from supervisor.client import Client
 from supervisor.client.frames import fenced_args
 from supervisor.handle import SupervisorHandle
-from supervisor.policy.identity import mint_instance_id
+from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.wire import request_frame
 
 __all__ = [

@@ -14,12 +14,12 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
-from actors.liveness import LivenessSettings
+from actors.liveness.actor import LivenessSettings
 from bench.fixtures import REPO, local_supervisor
 from bench.processes import short_tempdir, sleeper_argv
 from bench.report import Figure, percentile
 from supervisor.app import AppSettings, Supervisor
-from supervisor.policy.identity import mint_instance_id
+from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.store.sqlite import open_sqlite_store
 
 __all__ = ["run", "worker_claims"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from actors.liveness import LivenessSettings
+from actors.liveness.actor import LivenessSettings
 from bench.exit_detect import worker_claims
 from bench.fixtures import READER, local_supervisor
 from bench.processes import short_tempdir, sleeper_argv

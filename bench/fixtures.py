@@ -14,9 +14,9 @@ import anyio
 
 from supervisor.app import AppSettings, Supervisor, running_supervisor
 from supervisor.clock import MonotonicWall, SystemClock
+from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
 from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.identity import mint_instance_id
-from supervisor.policy.permissions import OP_READ, OP_RETIRE, Profile
+from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import LocalProbes, ProbeBackend
 from supervisor.store.base import Store

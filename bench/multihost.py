@@ -31,7 +31,7 @@ from bench.report import Figure, percentile
 from supervisor.app import AppSettings, running_supervisor
 from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.logs import configure_logging
-from supervisor.policy.identity import mint_instance_id
+from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import LocalProbes
 from supervisor.store import sql

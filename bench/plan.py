@@ -29,13 +29,9 @@ from bench.processes import Sleepers, free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.app import AppSettings, Supervisor
 from supervisor.gc_pause import gc_paused
-from supervisor.policy.eligibility import (
-    FencingContext,
-    PlanMemo,
-    ProtectedOwners,
-    RetirementPlan,
-    plan_retirement,
-)
+from supervisor.policy.incremental.memo import PlanMemo
+from supervisor.policy.incremental.planner import plan_retirement
+from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners, RetirementPlan
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import LocalProbes
 from supervisor.store.sqlite import open_sqlite_store

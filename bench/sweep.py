@@ -11,8 +11,8 @@ from typing import Any
 
 import anyio
 
-from actors.liveness import LivenessActor, LivenessSettings
-from actors.messages import LivenessInbox
+from actors.liveness.actor import LivenessActor, LivenessSettings
+from actors.liveness.inbox import LivenessInbox
 from bench.fixtures import StallMeter, make_db, registration_row
 from bench.processes import Sleepers, free_pids, short_tempdir
 from bench.report import Figure

@@ -14,7 +14,7 @@ import anyio
 import asyncpg
 
 from bench.view import _rows
-from supervisor.policy.fingerprints import identity_keys
+from supervisor.policy.retirement.fingerprints import identity_keys
 from supervisor.store.base import CommitChain
 from supervisor.store.postgres import PostgresStore, open_postgres_store
 from supervisor.store.postgres_exec import coercer

@@ -15,8 +15,9 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.mailbox import Reply, ask, post
-from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats, WriterInbox
-from actors.registry_writer import RegistryWriter
+from actors.replies import HeartbeatResult
+from actors.writer.actor import RegistryWriter
+from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats, WriterInbox
 from bench.fixtures import live_rows, make_db, sqlite_connect
 from bench.processes import short_tempdir
 from bench.report import Figure

@@ -14,27 +14,23 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.heartbeat import HeartbeatActor, HeartbeatSettings
-from actors.host_lease import HostLeaseKeeper, HostLeaseSettings
-from actors.lease_watch import LeaseWatch, LeaseWatchSettings
-from actors.liveness import LivenessActor, LivenessSettings
-from actors.messages import (
-    HeartbeatInbox,
-    LeaseWatchInbox,
-    LivenessInbox,
-    RetirementInbox,
-    WriterInbox,
-)
-from actors.messages_hosts import HostLeaseInbox
-from actors.registry_writer import RegistryWriter, WriterSettings
-from actors.retirement import ProfileLookup, RetirementActor, RetirementSettings
+from actors.heartbeat.actor import HeartbeatActor, HeartbeatSettings
+from actors.heartbeat.inbox import HeartbeatInbox
+from actors.host_lease import HostLeaseInbox, HostLeaseKeeper, HostLeaseSettings
+from actors.lease_watch import LeaseWatch, LeaseWatchInbox, LeaseWatchSettings
+from actors.liveness.actor import LivenessActor, LivenessSettings
+from actors.liveness.inbox import LivenessInbox
+from actors.retirement.actor import ProfileLookup, RetirementActor, RetirementSettings
+from actors.retirement.inbox import RetirementInbox
 from actors.servers import ServerGuard, ServerGuardInbox, ServerGuardSettings
+from actors.writer.actor import RegistryWriter, WriterSettings
+from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.logs import bind_actor, get_logger
-from supervisor.metrics import Metrics, prometheus_metrics
+from supervisor.metrics import Metrics
 from supervisor.probes import ProbeBackend
 from supervisor.store.base import Store
 
@@ -94,7 +90,12 @@ class Supervisor:
         metrics: Metrics | None = None,
     ) -> None:
         self.store = store
-        self.metrics = metrics if metrics is not None else prometheus_metrics()
+        if metrics is None:
+            # Loaded only when asked for: a daemon without /metrics never imports the client.
+            from supervisor.metrics_prometheus import PrometheusMetrics  # noqa: PLC0415
+
+            metrics = PrometheusMetrics()
+        self.metrics = metrics
         # One per daemon launch: tells this supervisor's host lease from a second one
         # started with the same host id.
         self.supervisor_id = supervisor_id or f"sup-{secrets.token_hex(6)}"

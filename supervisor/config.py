@@ -9,14 +9,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from actors.apply_tx import ApplySettings
-from actors.control_writes import ControlSettings
-from actors.heartbeat import HeartbeatSettings
+from actors.heartbeat.actor import HeartbeatSettings
 from actors.host_lease import HostLeaseSettings
 from actors.lease_watch import LeaseWatchSettings
-from actors.liveness import LivenessSettings
-from actors.registry_writer import WriterSettings
+from actors.liveness.actor import LivenessSettings
 from actors.servers.guard import ServerGuardSettings
+from actors.writer.actor import WriterSettings
+from actors.writer.apply_tx import ApplySettings
+from actors.writer.control.context import ControlSettings
 from supervisor.config_checks import (
     CHECK_KEY,
     LOG_LEVELS,
@@ -37,7 +37,7 @@ from supervisor.config_checks import (
     text_check,
 )
 from supervisor.errors import ConfigError
-from supervisor.policy.exec_marker import daemon_key
+from supervisor.policy.identity.exec_marker import daemon_key
 
 __all__ = [
     "LOG_LEVELS",

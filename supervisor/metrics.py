@@ -1,4 +1,4 @@
-"""The metrics the actors bump: counting nothing unless exported (``prometheus_metrics``)."""
+"""The metrics the actors bump: counting nothing unless exported (``metrics_prometheus``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from actors.messages import HeartbeatResult
+    from actors.replies import HeartbeatResult
 
-__all__ = ["FleetGauges", "Metrics", "prometheus_metrics"]
+__all__ = ["FleetGauges", "Metrics"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,7 +49,8 @@ class Metrics:
 
     A daemon whose ``/metrics`` listener is off has nobody to show counters to,
     so it does not load the Prometheus client at all (about 2.5 MB of the
-    daemon's memory); ``prometheus_metrics`` gives the exported kind.
+    daemon's memory); ``metrics_prometheus.PrometheusMetrics`` is the exported kind
+    (it imports this module, never the other way round).
     """
 
     content_type = "text/plain; charset=utf-8"
@@ -73,10 +74,3 @@ class Metrics:
     def render(self, fleet: FleetGauges) -> bytes:
         """The text exposition format; nothing is kept here, so nothing is shown."""
         return b""
-
-
-def prometheus_metrics() -> Metrics:
-    """Metrics in a Prometheus registry of their own (imported only when asked for)."""
-    from supervisor.metrics_prometheus import PrometheusMetrics
-
-    return PrometheusMetrics()

@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 from supervisor.metrics import FleetGauges, Metrics
 
 if TYPE_CHECKING:
-    from actors.messages import HeartbeatResult
+    from actors.replies import HeartbeatResult
 
 __all__ = ["PrometheusMetrics"]
 

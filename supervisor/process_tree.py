@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from supervisor.policy.exec_marker import MARKER_ENV, ExecMarker, parse_marker
+from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, parse_marker
 from supervisor.probes import close_pidfd, pidfd_open, start_token, stat_fields
 
 __all__ = [

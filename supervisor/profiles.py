@@ -21,7 +21,7 @@ from supervisor.atomic_file import replace_atomically
 from supervisor.errors import ConfigError
 from supervisor.lockfile import exclusive
 from supervisor.logs import get_logger
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 
 __all__ = [
     "ROLE_KINDS",

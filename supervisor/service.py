@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import anyio
 
-from actors.retirement import RetirementSettings
+from actors.retirement.actor import RetirementSettings
 from supervisor.app import AppSettings, RestartBudgetExceeded, Supervisor, running_supervisor
 from supervisor.clock import Clock, MonotonicWall, SystemClock
 from supervisor.config import Settings

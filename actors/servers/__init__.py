@@ -1,6 +1,6 @@
 """The server guard: watches wrapped MCP servers and their clients, stops orphaned trees."""
 
 from actors.servers.guard import ServerGuard, ServerGuardSettings
-from actors.servers.messages import AdoptResult, AdoptServer, ServerGuardInbox
+from actors.servers.inbox import AdoptServer, ServerGuardInbox
 
-__all__ = ["AdoptResult", "AdoptServer", "ServerGuard", "ServerGuardInbox", "ServerGuardSettings"]
+__all__ = ["AdoptServer", "ServerGuard", "ServerGuardInbox", "ServerGuardSettings"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.servers.identity import ServerFacts
-from supervisor.policy.exec_marker import ExecMarker
+from supervisor.policy.identity.exec_marker import ExecMarker
 from supervisor.process_tree import stat_facts, ticks
 
 __all__ = ["Found", "inspect_found", "unwatched"]

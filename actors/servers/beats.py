@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterable
 import anyio
 
 from actors.mailbox import Outbox, ask
-from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats, WriterInbox
+from actors.replies import HeartbeatResult
 from actors.servers.watches import Watched
+from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats, WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger

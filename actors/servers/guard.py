@@ -16,26 +16,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from actors.mailbox import Inbox, Outbox, ask
-from actors.messages import (
-    AppendAudit,
-    HeartbeatInbox,
-    Register,
-    RegisterResult,
-    ReleaseRegistration,
-    WriteAck,
-    WriterInbox,
-)
+from actors.heartbeat.inbox import HeartbeatInbox, Register
+from actors.mailbox import Actor, Inbox, Outbox, ask, serve
+from actors.replies import AdoptResult, RegisterResult
 from actors.servers.adoption import Found, inspect_found, unwatched
 from actors.servers.beats import BeatSchedule
 from actors.servers.identity import ServerFacts, derive_claims
-from actors.servers.messages import AdoptResult, AdoptServer, ServerGuardInbox
-from actors.servers.records import exit_audit
+from actors.servers.inbox import AdoptServer, ServerGuardInbox
+from actors.servers.records import release_exited
 from actors.servers.stopping import LocalTree, StopOutcome, TreeOps, stop_tree
 from actors.servers.watches import (
     EXIT_CLIENT,
@@ -45,10 +38,11 @@ from actors.servers.watches import (
     Watched,
     Watches,
 )
+from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
-from supervisor.policy.liveness import STATUS_ACTIVE
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.stamps import format_stamp
 from supervisor.probes import ProbeBackend, close_pidfd, pidfd_open
 from supervisor.process_tree import (
@@ -88,7 +82,7 @@ class ServerGuardSettings:
     daemon_key: str | None = None
 
 
-class ServerGuard:
+class ServerGuard(Actor[ServerGuardInbox]):
     """Owns every pidfd and stdin duplicate of the wrapped servers; writes through the writer."""
 
     def __init__(
@@ -124,19 +118,26 @@ class ServerGuard:
         return self._watches.servers if self._watches is not None else {}
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        # Draining cancels what is in flight: running servers are left running, and the
+        # next guard adopts them.
+        await serve(self._inbox, self, task_status=task_status)
+
+    async def on_start(self, tg: TaskGroup) -> None:
         self._watches = Watches()
-        try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                tg.start_soon(self._watch)
-                tg.start_soon(self._beats.run)
-                tg.start_soon(self._rescan_loop)
-                task_status.started()
-                async for message in self._inbox:
-                    tg.start_soon(self._adopt_request, message)
-                # Draining: running servers are left running; the next guard adopts them.
-                tg.cancel_scope.cancel()
-        finally:
+        self._tg = tg
+        tg.start_soon(self._watch)
+        tg.start_soon(self._beats.run)
+        tg.start_soon(self._rescan_loop)
+
+    async def on_receive(self, message: ServerGuardInbox, tg: TaskGroup) -> None:
+        match message:
+            case AdoptServer():
+                tg.start_soon(self._adopt_request, message)
+            case _:
+                assert_never(message)
+
+    async def on_stop(self) -> None:
+        if self._watches is not None:
             self._watches.close()
             self._watches = None
 
@@ -291,48 +292,7 @@ class ServerGuard:
 
     async def _release(self, server: Watched, reason: str, outcome: StopOutcome) -> None:
         stamp = format_stamp(self._clock.now())
-        audit = exit_audit(server, reason, outcome, stamp=stamp)
-        _log.info(
-            "server_exit",
-            worker_identity=server.worker_identity,
-            pid=server.pid,
-            reason=reason,
-            signalled=len(outcome.signals),
-        )
-        if server.worker_identity is None:
-            await self._append_audit(audit)
-            return
-        identity = server.worker_identity
-        try:
-            ack: WriteAck = await ask(
-                self._writer,
-                lambda reply: ReleaseRegistration(
-                    worker_identity=identity,
-                    pid=server.pid,
-                    generation_id=server.generation_id,
-                    fencing_epoch=server.fencing_epoch,
-                    stamp=stamp,
-                    audit=audit,
-                    reply=reply,
-                ),
-                actor="registry_writer",
-            )
-        except SupervisorError as exc:
-            ack = WriteAck(ok=False, code=exc.code, detail=exc.detail)
-        if not ack.ok:
-            _log.warning(
-                "server_release_refused", worker_identity=identity, code=ack.code, detail=ack.detail
-            )
-
-    async def _append_audit(self, audit: Mapping[str, Any]) -> None:
-        try:
-            await ask(
-                self._writer,
-                lambda reply: AppendAudit(event=audit, reply=reply),
-                actor="registry_writer",
-            )
-        except SupervisorError as exc:
-            _log.warning("audit_write_failed", action="server_exit", detail=exc.detail)
+        await release_exited(self._writer, server, reason, outcome, stamp=stamp)
 
     def _forget(self, server: Watched) -> None:
         if self._watches is not None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.policy.identity import (
+from supervisor.policy.identity.instance import (
     CLIENT_ALIASES,
     NAMESPACES,
     UNKNOWN_CLIENT,
     normalize_client_name,
 )
-from supervisor.policy.launch_identity import (
+from supervisor.policy.identity.launch import (
     client_family_from_command,
     launch_instance_id,
     server_session_id,

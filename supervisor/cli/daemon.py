@@ -32,7 +32,7 @@ from supervisor.cli.launcher import (
 )
 from supervisor.config import Settings
 from supervisor.errors import ConfigError, SupervisorError
-from supervisor.policy.identity import UntrustedInstanceError
+from supervisor.policy.identity.instance import UntrustedInstanceError
 
 __all__ = ["run_daemon", "run_exec", "run_launch_config", "run_mcp", "run_migrate", "run_token"]
 

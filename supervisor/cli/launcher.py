@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.errors import ConfigError
-from supervisor.policy.exec_marker import safe_label
-from supervisor.policy.identity import (
+from supervisor.policy.identity.exec_marker import safe_label
+from supervisor.policy.identity.instance import (
     ENV_INSTANCE,
     ENV_PROVENANCE,
     ENV_SESSION,

@@ -7,12 +7,19 @@ import os
 import sys
 from collections.abc import Sequence
 
-from supervisor.cli import daemon
 from supervisor.cli.common import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     settings_of,
+)
+from supervisor.cli.daemon import (
+    run_daemon,
+    run_exec,
+    run_launch_config,
+    run_mcp,
+    run_migrate,
+    run_token,
 )
 from supervisor.cli.fleet import FLEET_COMMANDS, run_fleet_command
 from supervisor.cli.hosts import run_hosts
@@ -26,31 +33,31 @@ __all__ = ["main"]
 def _dispatch(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     if args.command == "run":
-        return daemon.run_daemon(settings)
+        return run_daemon(settings)
     if args.command in FLEET_COMMANDS:
         return run_fleet_command(args, settings)
     if args.command == "work":
         return run_work(args, settings)
     if args.command == "launch-config":
-        return daemon.run_launch_config(args, settings)
+        return run_launch_config(args, settings)
     if args.command == "namespace-probe":
         from supervisor.cli.namespace_probe import run_probe_command
 
         return run_probe_command(args)
     if args.command == "token":
-        return daemon.run_token(args, settings)
+        return run_token(args, settings)
     if args.command == "clients":
         from supervisor.clients.command import run_clients_command
 
         return run_clients_command(args, args.config, settings.socket.path)
     if args.command == "migrate":
-        return daemon.run_migrate(args)
+        return run_migrate(args)
     if args.command == "hosts":
         return run_hosts(args, settings)
     if args.command == "exec":
-        return daemon.run_exec(args, settings)
+        return run_exec(args, settings)
     if args.command == "mcp":
-        return daemon.run_mcp(args, settings)
+        return run_mcp(args, settings)
     return EXIT_USAGE
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from supervisor.clients.locations import CLIENTS
-from supervisor.policy.namespace_health import (
+from supervisor.policy.control.namespace_health import (
     DEFAULT_NAMESPACES,
     PROBE_SOURCE_OFFLINE,
     classify_namespace_probe,

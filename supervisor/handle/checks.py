@@ -8,18 +8,19 @@ from typing import Any
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.mailbox import Reply, ask
-from actors.messages import WriteAck, WriterInbox
+from actors.replies import WriteAck
+from actors.writer.inbox import WriterInbox
 from supervisor.operations.registry import decide, operation
-from supervisor.policy.allocation import OUTCOME_ROLE_INELIGIBLE
-from supervisor.policy.control_plane import (
+from supervisor.policy.control.allocation import OUTCOME_ROLE_INELIGIBLE
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import (
     MAX_LEASE_TTL_SECONDS,
     ControlPlaneRefusal,
     check_actions,
     check_ttl,
 )
-from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import OUTCOME_REFUSED
 from supervisor.policy.render import decision_dict
+from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 
 __all__ = [
     "WriterCalls",

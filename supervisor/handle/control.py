@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.messages import (
+from actors.writer.control.inbox import (
     AllocateWork,
     AssignAndLease,
     CheckAssignment,
@@ -26,8 +26,9 @@ from supervisor.handle.checks import (
     ttl_arg,
 )
 from supervisor.handle.links import HealthLinkCalls
-from supervisor.policy.allocation import candidates_from_mappings
-from supervisor.policy.control_plane import (
+from supervisor.policy.control.candidates import candidates_from_mappings
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import (
     ControlPlaneRefusal,
     check_actions,
     check_head_sha,
@@ -37,7 +38,6 @@ from supervisor.policy.control_plane import (
     check_state,
     work_ref,
 )
-from supervisor.policy.permissions import Profile
 
 __all__ = ["ControlPlaneCalls"]
 

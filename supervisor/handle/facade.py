@@ -8,39 +8,40 @@ from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.mailbox import Reply, ask, post
-from actors.messages import (
-    ApplyRequest,
-    AutoRetireTick,
+from actors.heartbeat.inbox import (
     BeatClaim,
-    FleetCounts,
-    FleetCountsQuery,
     Heartbeat,
     HeartbeatGroup,
     HeartbeatInbox,
+    Register,
+    Release,
+)
+from actors.lease_watch import LeaseOwnersQuery, LeaseWatchInbox
+from actors.liveness.inbox import LivenessInbox, LivenessStatusQuery
+from actors.mailbox import Reply, ask, post
+from actors.replies import (
+    FleetCounts,
     HeartbeatResult,
     LeaseOwners,
-    LeaseOwnersQuery,
-    LeaseWatchInbox,
-    LivenessInbox,
     LivenessStatus,
-    LivenessStatusQuery,
-    PlanRequest,
-    Register,
     RegisterResult,
-    Release,
+    WriteAck,
+)
+from actors.retirement.inbox import (
+    ApplyRequest,
+    AutoRetireTick,
+    FleetCountsQuery,
+    PlanRequest,
     RetirementInbox,
     SnapshotRequest,
-    UpsertLease,
-    WriteAck,
-    WriterInbox,
 )
-from actors.retirement_records import audit_event, write_audit
+from actors.retirement.records import audit_event, write_audit
+from actors.writer.inbox import UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
 from supervisor.handle.control import ControlPlaneCalls
 from supervisor.logs import get_logger
-from supervisor.policy.permissions import Profile
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.wire import PlanQuery
 
 __all__ = ["UNAUTHENTICATED_OUTCOME", "SupervisorHandle"]

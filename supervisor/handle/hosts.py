@@ -6,17 +6,16 @@ from collections.abc import Sequence
 
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.mailbox import ask
-from actors.messages import WriteAck
-from actors.messages_hosts import (
+from actors.host_lease import (
     ApplyHostRetirementRequest,
     HostLeaseInbox,
-    HostLeaseStatus,
     HostLeaseStatusQuery,
     PlanHostRetirementRequest,
 )
-from supervisor.policy.host_leases import HostRetirementPlan
-from supervisor.policy.permissions import Profile
+from actors.mailbox import ask
+from actors.replies import HostLeaseStatus, WriteAck
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.retirement.host_leases import HostRetirementPlan
 
 __all__ = ["HostLeaseCalls"]
 

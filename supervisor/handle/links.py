@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.messages import (
+from actors.writer.control.inbox import (
     GetIncidentLinks,
     NamespaceHealthGate,
     RecordNamespaceHealth,
     UpsertIncidentLink,
 )
 from supervisor.handle.checks import WriterCalls, WriterMessage, optional_text
-from supervisor.policy.control_plane import ControlPlaneRefusal, check_session_id
-from supervisor.policy.incident_links import check_incident_link, check_issue_target
-from supervisor.policy.namespace_health import classify_namespace_probe
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.incident_links import check_incident_link, check_issue_target
+from supervisor.policy.control.namespace_health import classify_namespace_probe
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import ControlPlaneRefusal, check_session_id
 
 __all__ = ["HealthLinkCalls"]
 

@@ -9,7 +9,7 @@ from supervisor.operations.fleet import FLEET_OPERATIONS
 from supervisor.operations.hosts import HOST_OPERATIONS
 from supervisor.operations.links import LINK_OPERATIONS
 from supervisor.operations.spec import Operation
-from supervisor.policy.permissions import Decision, Profile, TaskRule, decide_rule
+from supervisor.policy.control.permissions import Decision, Profile, TaskRule, decide_rule
 
 __all__ = [
     "CONTROL_OPS",

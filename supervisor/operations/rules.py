@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from supervisor.policy.permissions import OP_LEASE, OP_READ, OP_RETIRE, TaskRule
+from supervisor.policy.control.permissions import OP_LEASE, OP_READ, OP_RETIRE, TaskRule
 
 __all__ = [
     "ANY_LEASE",

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
-from supervisor.policy.permissions import TaskRule
+from supervisor.policy.control.permissions import TaskRule
 
 __all__ = [
     "BOOL",

@@ -7,15 +7,14 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
-from .eligibility import PlanEntry, ProtectedOwners, RetirementPlan
-from .identity import InstanceIdentity
-from .liveness import Liveness
-from .permissions import Decision
-from .plan_pages import PageQuery
-from .plan_types import Entries
-from .reasons import OUTCOME_PLANNED
-from .snapshot import Finding, FleetSnapshot, InstanceGroup
-from .worker_view import WorkerView
+from .control.permissions import Decision
+from .fleet.liveness import Liveness
+from .fleet.snapshot import Finding, FleetSnapshot, InstanceGroup
+from .fleet.worker_view import WorkerView
+from .identity.instance import InstanceIdentity
+from .retirement.pages import PageQuery
+from .retirement.plan import Entries, PlanEntry, ProtectedOwners, RetirementPlan
+from .retirement.reasons import OUTCOME_PLANNED
 
 __all__ = [
     "decision_dict",

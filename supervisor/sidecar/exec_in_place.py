@@ -28,7 +28,7 @@ if __package__ in (None, ""):
     # root is three levels up. Appended, never prepended, so nothing shadows the stdlib.
     sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from supervisor.policy.exec_marker import (  # noqa: E402 (the path is set up just above)
+from supervisor.policy.identity.exec_marker import (  # noqa: E402 (the path is set up just above)
     MARKER_ENV,
     ExecMarker,
     daemon_key,

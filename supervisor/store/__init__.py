@@ -1,4 +1,4 @@
-"""Database layer: schema, migrations, row mapping and SQL."""
+"""Database layer: the store interface, schema and stamps (backends: sqlite.py, postgres.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from supervisor.store.schema import (
     LEASE_COLUMNS,
     REGISTRATION_COLUMNS,
 )
-from supervisor.store.sqlite import SQLiteStore, migrate, open_sqlite_store, sqlite_store
 from supervisor.store.stamps import format_stamp
 
 __all__ = [
@@ -18,11 +17,7 @@ __all__ = [
     "LEASE_COLUMNS",
     "REGISTRATION_COLUMNS",
     "Row",
-    "SQLiteStore",
     "Store",
     "WriteTx",
     "format_stamp",
-    "migrate",
-    "open_sqlite_store",
-    "sqlite_store",
 ]

@@ -5,23 +5,51 @@ from __future__ import annotations
 from collections.abc import Awaitable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
-from supervisor.policy.history import HistorySummary
+from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store.control_base import ControlTx
 from supervisor.store.host_leases import HostLeases
 
-__all__ = ["CommitChain", "ControlTx", "HostLeases", "RegistryView", "Row", "Store", "WriteTx"]
+__all__ = [
+    "CommitChain",
+    "ControlTx",
+    "HostLeases",
+    "RegistryView",
+    "Row",
+    "RowVersions",
+    "Store",
+    "WriteTx",
+]
 
 Row = dict[str, Any]
 """A row as the store returns it: column name to value, numbers kept as stored."""
+
+RowVersions: TypeAlias = list[Row]
+"""Rows handed out as versions: the contract an incremental reader may build on.
+
+* Every dict is one version of its row and is never mutated once handed out: not
+  by the store, and not by a reader (copy before changing one). The list itself is
+  new on every read and belongs to the caller.
+* So a dict that is the very object (``is``) a reader was handed before holds what
+  it held then: identity proves "unchanged" without reading a column.
+* A changed row is always a new dict. A store may hand out the identical dict again
+  for a row unchanged since its previous read (SQLite's cached view does; that is
+  what makes comparing by identity cheap); a store that reads afresh hands out new
+  dicts every time (PostgreSQL), which keeps the contract trivially.
+
+Who builds on it: the retirement actor's ``PlanMemo(trust_identity=True)`` and its
+``RowColumn`` per-row caches (``supervisor.policy.incremental``).
+``tests/store/test_row_versions.py`` holds every store to it.
+"""
 
 
 @dataclass(frozen=True, slots=True)
 class RegistryView:
     """The active rows and the digest of every other row, read in one transaction."""
 
-    active: list[Row]
+    #: Under the ``RowVersions`` contract.
+    active: RowVersions
     history: HistorySummary
 
 
@@ -145,11 +173,11 @@ class Store(Protocol):
 
     dialect: str
 
-    async def read_registrations(self, *, status: str | None = None) -> list[Row]:
+    async def read_registrations(self, *, status: str | None = None) -> RowVersions:
         """Committed registration rows (never another transaction's pending writes),
         ordered by worker_identity. With ``status="active"`` the SQLite store answers
-        from the same cache as ``read_registry_view`` (same contract: the dicts are
-        shared and must not be mutated)."""
+        from the same cache as ``read_registry_view`` (same contract: ``RowVersions``,
+        the dicts are shared and must not be mutated)."""
         ...
 
     async def read_registry_view(self) -> RegistryView:
@@ -158,11 +186,12 @@ class Store(Protocol):
         ``active`` holds exactly what a fresh ``SELECT`` of the active rows returns
         (every column, values and types as the driver gives them), ordered by
         worker_identity (then rowid, which only matters for hand-inserted NULL
-        identities). The list is new on every call; the row dicts are not: on
-        SQLite a row unchanged since the previous call is the identical dict
-        object (``is``), and a changed row is a new dict. Rows handed out are
-        never mutated afterwards, by the store or by callers (copy before
-        changing one). PostgreSQL reads afresh and promises no identity.
+        identities), under the ``RowVersions`` contract: the list is new on every
+        call; the row dicts are not: on SQLite a row unchanged since the previous
+        call is the identical dict object (``is``), and a changed row is a new
+        dict. Rows handed out are never mutated afterwards, by the store or by
+        callers (copy before changing one). PostgreSQL reads afresh and hands out
+        new dicts every call.
 
         The digest is maintained with every change to a historical row (schema v6's
         change log, fed on PostgreSQL from v9), so reading it costs the changes since

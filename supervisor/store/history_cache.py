@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from supervisor.policy.fingerprints import identity_keys, row_digest, row_unit
-from supervisor.policy.history import HistoryFold, HistorySummary
+from supervisor.policy.retirement.fingerprints import identity_keys, row_digest, row_unit
+from supervisor.policy.retirement.history import HistoryFold, HistorySummary
 from supervisor.store.base import Row
 from supervisor.store.schema_history import CHANGE_COLUMNS
 

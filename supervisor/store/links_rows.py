@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from supervisor.errors import StoreError
-from supervisor.policy.incident_links import INCIDENT_SCOPE_FIELDS, decode_pr_numbers
+from supervisor.policy.control.incident_links import INCIDENT_SCOPE_FIELDS, decode_pr_numbers
 from supervisor.store.control_base import Row
 from supervisor.store.schema_links import INCIDENT_LINK_COLUMNS, NAMESPACE_HEALTH_COLUMNS
 

@@ -6,7 +6,7 @@ from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from supervisor.errors import StoreError
-from supervisor.policy.history import HistorySummary
+from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store import rows as rowmap
 from supervisor.store.base import Row
 from supervisor.store.history_cache import (

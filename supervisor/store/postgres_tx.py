@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 
 from supervisor.errors import StoreError
-from supervisor.policy.history import HistorySummary
+from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import Row

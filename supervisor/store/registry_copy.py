@@ -13,7 +13,7 @@ import anyio.to_thread
 
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon, digest
-from supervisor.policy.fingerprints import registry_fingerprint
+from supervisor.policy.retirement.fingerprints import registry_fingerprint
 from supervisor.store.postgres import migrate_postgres
 from supervisor.store.postgres_exec import PgConnection, coercer, connect, redact_url
 from supervisor.store.schema import CURRENT_VERSION

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from supervisor.errors import StoreError
-from supervisor.policy.fingerprints import FINGERPRINT_FIELDS
+from supervisor.policy.retirement.fingerprints import FINGERPRINT_FIELDS
 from supervisor.store.schema_links import MigrationConn
 
 __all__ = [

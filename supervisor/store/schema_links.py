@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from supervisor.errors import StoreError
-from supervisor.policy.incident_links import (
+from supervisor.policy.control.incident_links import (
     INCIDENT_LINK_COLUMNS,
     INCIDENT_SCOPE_FIELDS,
     plan_legacy_collapse,

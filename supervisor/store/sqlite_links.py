@@ -8,7 +8,7 @@ from typing import Any
 import aiosqlite
 
 from supervisor.errors import StoreError
-from supervisor.policy.incident_links import INCIDENT_KEY_FIELDS, INCIDENT_TARGET_FIELDS
+from supervisor.policy.control.incident_links import INCIDENT_KEY_FIELDS, INCIDENT_TARGET_FIELDS
 from supervisor.store import control_sql, links_sql
 from supervisor.store.control_base import Row
 from supervisor.store.dialect import SQLITE

@@ -11,7 +11,7 @@ import aiosqlite
 import anyio
 
 from supervisor.errors import StoreError
-from supervisor.policy.history import HistorySummary
+from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import Row

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from actors.liveness import LivenessSettings
-from actors.retirement import RetirementSettings
+from actors.liveness.actor import LivenessSettings
+from actors.retirement.actor import RetirementSettings
 from supervisor.app import AppSettings, Supervisor, running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.handle import SupervisorHandle
-from supervisor.policy.identity import mint_instance_id
-from supervisor.policy.permissions import OP_READ, OP_RETIRE, Profile
+from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
+from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.store.base import Store
 from supervisor.store.sqlite import SQLiteStore, open_sqlite_store
 from tests.fakes import ScriptedProbes

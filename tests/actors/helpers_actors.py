@@ -12,13 +12,15 @@ from typing import Any, Generic, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.heartbeat import HeartbeatActor, HeartbeatSettings
-from actors.liveness import LivenessActor, LivenessSettings
+from actors.heartbeat.actor import HeartbeatActor, HeartbeatSettings
+from actors.heartbeat.inbox import HeartbeatInbox
+from actors.liveness.actor import LivenessActor, LivenessSettings
+from actors.liveness.inbox import LivenessInbox
 from actors.mailbox import Reply
-from actors.messages import HeartbeatInbox, LivenessInbox, WriterInbox
-from actors.registry_writer import RegistryWriter, WriterSettings
+from actors.writer.actor import RegistryWriter, WriterSettings
+from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock, FakeClock, MonotonicWall
-from supervisor.policy.identity import assess_instance_identity
+from supervisor.policy.identity.instance import assess_instance_identity
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Store
 from tests.actors.harness import INSTANCE, REPO, START

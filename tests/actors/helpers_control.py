@@ -7,7 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from supervisor.policy.permissions import OP_LEASE, OP_READ, Profile
+from supervisor.policy.control.permissions import OP_LEASE, OP_READ, Profile
 from supervisor.policy.stamps import format_stamp
 from tests.actors.harness import START, Harness
 from tests.store.rowdata import raw_query

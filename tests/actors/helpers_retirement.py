@@ -10,8 +10,8 @@ from typing import Any, Literal
 import anyio
 import pytest
 
-from supervisor.policy.identity import mint_instance_id
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.probes import ProcessEvidence
 from supervisor.store.base import WriteTx
 from supervisor.store.stamps import format_stamp

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from supervisor.policy.history import HistorySummary
+from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store.base import (
     CommitChain,
     ControlTx,

@@ -14,9 +14,9 @@ import anyio
 import pytest
 from anyio.abc import TaskStatus
 
-from actors.heartbeat import HeartbeatSettings
+from actors.heartbeat.actor import HeartbeatSettings
 from actors.lease_watch import LeaseWatch
-from actors.messages import HeartbeatResult
+from actors.replies import HeartbeatResult
 from supervisor import app as app_module
 from supervisor.app import RestartBudgetExceeded, Supervisor
 from supervisor.errors import ActorStopped

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.actors.helpers_control import (
     AUTHOR_P,

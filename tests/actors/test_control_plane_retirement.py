@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.policy.reasons import (
+from supervisor.policy.retirement.reasons import (
     OUTCOME_APPLIED,
     OUTCOME_CANDIDATES_MOVED,
     REASON_ELIGIBLE,

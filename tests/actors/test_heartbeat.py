@@ -11,8 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.heartbeat import HeartbeatSettings
-from actors.messages import Heartbeat, HeartbeatGroup, HeartbeatResult, Register, RegisterResult
+from actors.heartbeat.actor import HeartbeatSettings
+from actors.heartbeat.inbox import Heartbeat, HeartbeatGroup, Register
+from actors.replies import HeartbeatResult, RegisterResult
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.sqlite import open_sqlite_store

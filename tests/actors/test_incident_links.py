@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.permissions import OP_LEASE
+from supervisor.policy.control.permissions import OP_LEASE
 from tests.actors.harness import Harness
 from tests.actors.helpers_app import harness
 from tests.actors.helpers_control import (

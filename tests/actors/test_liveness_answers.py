@@ -16,9 +16,10 @@ from anyio.streams.memory import MemoryObjectSendStream
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from actors.liveness import LivenessActor, LivenessSettings, ProbeShortcuts
+from actors.liveness.actor import LivenessActor, LivenessSettings
+from actors.liveness.answers import ProbeShortcuts
+from actors.liveness.inbox import LivenessInbox, ProbeNow, Watch
 from actors.mailbox import ask
-from actors.messages import LivenessInbox, ProbeNow, Watch
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.exit_watch import exit_watch_supported
 from supervisor.policy.evidence import PidEvidence

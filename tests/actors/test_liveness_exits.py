@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from actors.liveness import LivenessSettings
+from actors.liveness.actor import LivenessSettings
+from actors.liveness.inbox import ProbeNow
 from actors.mailbox import ask
-from actors.messages import ProbeNow
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.evidence import PidEvidence
 from tests.actors.harness import START

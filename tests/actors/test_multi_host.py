@@ -13,7 +13,7 @@ import pytest
 from actors.host_lease import HostLeaseSettings
 from supervisor.app import running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
-from supervisor.policy.host_leases import (
+from supervisor.policy.retirement.host_leases import (
     REASON_HOST_ID_IN_USE,
     REASON_HOST_IS_LOCAL,
     REASON_HOST_LEASE_EXPIRED,
@@ -21,7 +21,7 @@ from supervisor.policy.host_leases import (
     REASON_HOST_LEASE_RECENT,
     HostRetirementPlan,
 )
-from supervisor.policy.reasons import OUTCOME_APPLIED
+from supervisor.policy.retirement.reasons import OUTCOME_APPLIED
 from supervisor.store.postgres import open_postgres_store
 from supervisor.store.sqlite import SQLiteStore
 from tests.actors.harness import AUTHOR, READER, RETIRER, START, Profiles, default_settings

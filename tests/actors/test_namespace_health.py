@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.permissions import OP_READ, Profile
+from supervisor.policy.control.permissions import OP_READ, Profile
 from tests.actors.harness import Harness
 from tests.actors.helpers_app import harness
 from tests.actors.helpers_control import (

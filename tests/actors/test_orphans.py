@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.policy.orphans import REASON_CLIENT_EXITED, REASON_CLIENT_PID_REUSED
+from supervisor.policy.fleet.orphans import REASON_CLIENT_EXITED, REASON_CLIENT_PID_REUSED
 from tests.actors.harness import READER
 from tests.actors.helpers_app import SettledHarness, harness
 

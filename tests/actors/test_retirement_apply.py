@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from actors.apply_tx import ApplySettings
-from actors.beat_commits import NOT_ACTIVE
-from actors.liveness import LivenessActor
-from actors.registry_writer import WriterSettings
+from actors.liveness.actor import LivenessActor
+from actors.writer.actor import WriterSettings
+from actors.writer.apply_tx import ApplySettings
+from actors.writer.beats import NOT_ACTIVE
 from supervisor.app import AppSettings
 from supervisor.errors import StoreError
-from supervisor.policy.reasons import (
+from supervisor.policy.fleet.snapshot import CLASS_LEGACY_INCOMPLETE
+from supervisor.policy.retirement.reasons import (
     OUTCOME_ALREADY_RETIRED,
     OUTCOME_APPLIED,
     OUTCOME_CANDIDATE_SUBSET,
@@ -33,7 +34,6 @@ from supervisor.policy.reasons import (
     REASON_ROW_MISSING,
     REASON_WORKER_LIVE,
 )
-from supervisor.policy.snapshot import CLASS_LEGACY_INCOMPLETE
 from supervisor.probes import ProcessEvidence
 from supervisor.store.stamps import format_stamp
 from tests.actors.harness import READER, RETIRER, START, Harness, default_settings, harness

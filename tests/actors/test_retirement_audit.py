@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.policy.reasons import OUTCOME_APPLIED, OUTCOME_REFUSED
+from supervisor.policy.retirement.reasons import OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.store.base import WriteTx
 from tests.actors.harness import READER, RETIRER, Harness, harness
 from tests.actors.helpers_retirement import (

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.fingerprints import registry_fingerprint
-from supervisor.policy.reasons import (
+from supervisor.policy.retirement.fingerprints import registry_fingerprint
+from supervisor.policy.retirement.reasons import (
     OUTCOME_APPLIED,
     REASON_ALREADY_TERMINAL,
     REASON_ELIGIBLE,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.identity import NAMESPACES
-from supervisor.policy.permissions import OP_READ, OP_RETIRE, Profile
-from supervisor.policy.reasons import OUTCOME_APPLIED, OUTCOME_REFUSED
+from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
+from supervisor.policy.identity.instance import NAMESPACES
+from supervisor.policy.retirement.reasons import OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.store.base import Row
 from tests.actors.harness import READER, RETIRER, Harness, default_settings, harness
 from tests.actors.helpers_retirement import (

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.policy.fingerprints import registry_fingerprint
-from supervisor.policy.reasons import (
+from supervisor.policy.retirement.fingerprints import registry_fingerprint
+from supervisor.policy.retirement.reasons import (
     REASON_ELIGIBLE,
     REASON_FOREIGN_REPOSITORY,
     REASON_PID_ALIVE,

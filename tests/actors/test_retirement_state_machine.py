@@ -31,8 +31,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from actors.beat_commits import NOT_ACTIVE
-from supervisor.policy.reasons import (
+from actors.writer.beats import NOT_ACTIVE
+from supervisor.policy.retirement.reasons import (
     OUTCOME_ALREADY_RETIRED,
     OUTCOME_APPLIED,
     OUTCOME_CANDIDATE_SUBSET,

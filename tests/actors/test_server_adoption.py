@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from actors.servers.adoption import unwatched
-from supervisor.policy.exec_marker import ExecMarker
+from supervisor.policy.identity.exec_marker import ExecMarker
 
 KEY = "0123456789abcdef"
 BOOT = "51830653-4c84-4df4-a9c5-a54cc7513577"

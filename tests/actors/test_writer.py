@@ -10,15 +10,14 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.messages import (
+from actors.replies import HeartbeatResult, WriteAck
+from actors.writer.inbox import (
     AppendAudit,
-    HeartbeatResult,
     HeartbeatWrite,
     InsertRegistration,
     ReleaseRegistration,
     TouchHeartbeats,
     UpsertLease,
-    WriteAck,
 )
 from supervisor.errors import StoreError
 from supervisor.policy.stamps import format_stamp

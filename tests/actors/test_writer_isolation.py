@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from actors.messages import HeartbeatResult, TouchHeartbeats, UpsertLease, WriteAck
-from actors.registry_writer import WriterSettings
+from actors.replies import HeartbeatResult, WriteAck
+from actors.writer.actor import WriterSettings
+from actors.writer.inbox import TouchHeartbeats, UpsertLease
 from supervisor.errors import StoreError
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import CommitChain, Store, WriteTx

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats, WriterInbox
-from actors.registry_writer import WriterSettings
+from actors.replies import HeartbeatResult
+from actors.writer.actor import WriterSettings
+from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats, WriterInbox
 from supervisor.errors import StoreError
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import CommitChain, WriteTx

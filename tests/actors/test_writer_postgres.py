@@ -10,8 +10,9 @@ import asyncpg
 import pytest
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.messages import HeartbeatResult, HeartbeatWrite, TouchHeartbeats, WriterInbox
-from actors.registry_writer import WriterSettings
+from actors.replies import HeartbeatResult
+from actors.writer.actor import WriterSettings
+from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats, WriterInbox
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.postgres import PostgresStore, postgres_store
 from tests.actors.harness import START

@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 import pytest
 
-from supervisor.policy.exec_marker import MARKER_ENV, parse_marker
-from supervisor.policy.identity import assess_instance_identity
+from supervisor.policy.identity.exec_marker import MARKER_ENV, parse_marker
+from supervisor.policy.identity.instance import assess_instance_identity
 from supervisor.sidecar import exec_in_place
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
 from tests.spawned import Spawned

@@ -15,8 +15,8 @@ import anyio
 import pytest
 from anyio.abc import Process
 
-from actors.liveness import LivenessSettings
-from actors.messages import LivenessStatus, Verdict
+from actors.liveness.actor import LivenessSettings
+from actors.replies import LivenessStatus, Verdict
 from supervisor.app import Supervisor, running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.probes import LocalProbes, pidfd_supported

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import REASON_ELIGIBLE
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.retirement.reasons import REASON_ELIGIBLE
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL, TOOL_NAMES
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from tests.actors.harness import AUTHOR, READER, REPO, RETIRER, Harness, harness

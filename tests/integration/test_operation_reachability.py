@@ -21,7 +21,7 @@ from supervisor.errors import ProtocolError
 from supervisor.operations import spec
 from supervisor.operations.registry import CONTROL_OPS, HOST_OPS, OPERATIONS, TOOLS
 from supervisor.operations.spec import Operation
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 from supervisor.profiles import ProfileBook, create_token
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.tools import build_mcp_server

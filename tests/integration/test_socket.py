@@ -22,7 +22,7 @@ from supervisor.client import (
     RemoteUnauthenticated,
 )
 from supervisor.operations.fleet import OPERATOR_OPS, WORKER_OPS
-from supervisor.policy.permissions import OP_RETIRE
+from supervisor.policy.control.permissions import OP_RETIRE
 from tests.actors.harness import INSTANCE
 from tests.integration.socket_helpers import Served, claims, served, short_dir
 

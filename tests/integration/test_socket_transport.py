@@ -18,7 +18,7 @@ from supervisor.client import AsyncClient
 from supervisor.config import SocketConfig
 from supervisor.errors import ConfigError
 from supervisor.handle import SupervisorHandle
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.socket.bind import SocketInUse, lock_path_for
 from supervisor.surfaces.socket.server import serve_socket
 from supervisor.unix_stream import UnixStream, connect_unix_stream

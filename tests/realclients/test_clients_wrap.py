@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from supervisor.policy.identity import normalize_client_name
+from supervisor.policy.identity.instance import normalize_client_name
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
 from tests.realclients.harness import (
     CLIENTS_DIR,

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store import SQLiteStore, sqlite_store
+from supervisor.store.sqlite import SQLiteStore, sqlite_store
 from tests.store.rowdata import registration
 
 pytestmark = pytest.mark.anyio

@@ -17,17 +17,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy.fingerprints import (
+from supervisor.policy.retirement.fingerprints import (
     history_summary,
     identity_keys,
     is_history,
     row_digest,
     row_unit,
 )
-from supervisor.store import sqlite_store
 from supervisor.store.base import Store
 from supervisor.store.postgres import open_postgres_store
-from supervisor.store.sqlite import migrate, open_sqlite_store
+from supervisor.store.sqlite import migrate, open_sqlite_store, sqlite_store
 from tests.pg_server import PgServer
 from tests.store.rowdata import STAMP_2, registration
 

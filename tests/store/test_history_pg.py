@@ -10,7 +10,7 @@ import anyio
 import asyncpg
 import pytest
 
-from supervisor.policy.fingerprints import (
+from supervisor.policy.retirement.fingerprints import (
     history_summary,
     identity_keys,
     is_history,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.fingerprints import (
+from supervisor.policy.retirement.fingerprints import (
     history_summary,
     identity_keys,
     is_history,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store import SQLiteStore
+from supervisor.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store import GUARD_COLUMNS, SQLiteStore, Store
+from supervisor.store import GUARD_COLUMNS, Store
+from supervisor.store.sqlite import SQLiteStore
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, registration
 
 pytestmark = pytest.mark.anyio

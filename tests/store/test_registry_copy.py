@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from supervisor.cli import EXIT_OK, EXIT_REFUSED, main
-from supervisor.store import sqlite_store
 from supervisor.store.base import Store
 from supervisor.store.postgres import postgres_store
+from supervisor.store.sqlite import sqlite_store
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, lease, registration
 
 RETIRE = {"retired_at": STAMP_3, "retired_by": "operator", "reason": "eligible_stale_orphan"}

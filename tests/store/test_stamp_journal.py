@@ -9,10 +9,10 @@ from typing import Any, cast
 
 import pytest
 
-from supervisor.store import migrate, sqlite_active, sqlite_active_reads, sqlite_store
+from supervisor.store import sqlite_active, sqlite_active_reads
 from supervisor.store.base import CommitChain
 from supervisor.store.schema_stamps import stamp_trigger_sql
-from supervisor.store.sqlite import SQLiteStore
+from supervisor.store.sqlite import SQLiteStore, migrate, sqlite_store
 from supervisor.store.stamp_journal import StampJournal
 from tests.store.rowdata import STAMP_2, STAMP_3, raw_query, registration
 from tests.store.test_active_cache import fresh_active, typed

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store import SQLiteStore, sqlite_beats
+from supervisor.store import sqlite_beats
 from supervisor.store.base import CommitChain, Store
+from supervisor.store.sqlite import SQLiteStore
 from supervisor.store.sqlite_exec import check_submit_support
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, registration
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from supervisor.cli.format import format_snapshot
+from supervisor.policy.fleet.snapshot import snapshot_fleet
 from supervisor.policy.render import snapshot_dict
-from supervisor.policy.snapshot import snapshot_fleet
 from tests.unit.policy.rows import HOST, NOW, REPO, live_row, probes, row
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from actors.apply_tx import ApplySettings
-from actors.heartbeat import HeartbeatSettings
+from actors.heartbeat.actor import HeartbeatSettings
 from actors.lease_watch import LeaseWatchSettings
-from actors.liveness import LivenessSettings
-from actors.registry_writer import WriterSettings
+from actors.liveness.actor import LivenessSettings
+from actors.writer.actor import WriterSettings
+from actors.writer.apply_tx import ApplySettings
 from supervisor.config import (
     Settings,
     default_database_path,

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from actors.control_writes import ControlSettings
+from actors.writer.control.context import ControlSettings
 from supervisor.config import load_settings
 from supervisor.errors import ConfigError
-from supervisor.policy.control_plane import DEFAULT_LEASE_TTL_SECONDS, MAX_LEASE_TTL_SECONDS
+from supervisor.policy.control.plane import DEFAULT_LEASE_TTL_SECONDS, MAX_LEASE_TTL_SECONDS
 from supervisor.service import app_settings
 
 

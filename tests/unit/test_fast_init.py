@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from actors.messages import Heartbeat, HeartbeatResult, HeartbeatWrite, TouchHeartbeats
+from actors.heartbeat.inbox import Heartbeat
+from actors.replies import HeartbeatResult
+from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats
 from supervisor.policy.fast_init import fast_init
-from supervisor.policy.plan_types import PlanEntry
+from supervisor.policy.retirement.plan import PlanEntry
 from supervisor.surfaces.socket.fleet_args import FencedArgs
 from supervisor.surfaces.socket.request import Request
 

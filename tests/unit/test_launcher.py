@@ -20,7 +20,7 @@ from supervisor.cli.launcher import (
     resolve_server_command,
 )
 from supervisor.errors import ConfigError
-from supervisor.policy.identity import (
+from supervisor.policy.identity.instance import (
     NAMESPACES,
     UntrustedInstanceError,
     assess_instance_identity,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.exec_marker import MARKER_ENV, ExecMarker, format_marker
+from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, format_marker
 from supervisor.probes import process_start_time
 from supervisor.process_tree import (
     Member,

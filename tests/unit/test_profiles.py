@@ -15,7 +15,7 @@ import pytest
 import supervisor.profiles as profiles_module
 from supervisor.errors import ConfigError
 from supervisor.operations.registry import decide
-from supervisor.policy.permissions import OP_READ, OP_RETIRE
+from supervisor.policy.control.permissions import OP_READ, OP_RETIRE
 from supervisor.profiles import (
     ROLE_KINDS,
     ProfileBook,

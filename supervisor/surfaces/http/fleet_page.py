@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
-from supervisor.policy.permissions import OP_READ, Profile
+from supervisor.policy.control.permissions import OP_READ, Profile
 from supervisor.surfaces.http.fleet_page_html import PAGE_HTML
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.dispatch import ProfileLookupWithAuth

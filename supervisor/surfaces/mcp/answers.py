@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from supervisor.errors import PermissionDenied, ProtocolError, SupervisorError
-from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 
 __all__ = ["OUTCOME_FAILED", "OUTCOME_UNKNOWN", "tool_answer"]
 

@@ -13,8 +13,8 @@ import anyio
 
 from supervisor.client import AsyncClient
 from supervisor.logs import configure_logging, get_logger
-from supervisor.policy.permissions import Profile
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls, unanswered_as_unavailable
 from supervisor.surfaces.mcp.fleet_tools import ToolBackend
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES

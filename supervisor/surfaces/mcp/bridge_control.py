@@ -8,7 +8,7 @@ from typing import Any
 
 from supervisor.client import AsyncClient, RemoteError
 from supervisor.errors import ProtocolError, Unavailable
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 
 __all__ = ["SocketOperationCalls", "unanswered_as_unavailable"]
 

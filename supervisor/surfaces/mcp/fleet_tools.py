@@ -12,8 +12,8 @@ from mcp.types import ToolAnnotations
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import tool_name
-from supervisor.policy.permissions import Profile
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.surfaces.mcp.answers import tool_answer
 from supervisor.surfaces.mcp.size import fit_result
 from supervisor.surfaces.socket.fleet_args import (

@@ -12,7 +12,7 @@ from mcp.types import ToolAnnotations
 from supervisor.operations import spec
 from supervisor.operations.registry import OPERATIONS, tool_name
 from supervisor.operations.spec import Operation, describe
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.mcp.answers import tool_answer
 
 __all__ = [

@@ -7,7 +7,7 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 from supervisor.surfaces.mcp.answers import OUTCOME_FAILED, OUTCOME_UNKNOWN
 
 __all__ = ["FAILED_OUTCOMES", "answer_is_error", "flag_error"]

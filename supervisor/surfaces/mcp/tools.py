@@ -20,7 +20,11 @@ from pydantic import AnyHttpUrl, ValidationError
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import TOOLS
-from supervisor.policy.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED, OUTCOME_REFUSED
+from supervisor.policy.retirement.reasons import (
+    OUTCOME_ALREADY_RETIRED,
+    OUTCOME_APPLIED,
+    OUTCOME_REFUSED,
+)
 from supervisor.surfaces.mcp.fleet_tools import (
     APPLY_TOOL,
     ProfileResolver,

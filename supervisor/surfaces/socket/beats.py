@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from actors.messages import HeartbeatResult
+from actors.replies import HeartbeatResult
 from supervisor.surfaces.socket.fleet_args import MAX_TEXT, FencedArgs
 from supervisor.surfaces.socket.request import MAX_ID, Request
 from supervisor.wire import PROTOCOL_VERSION, encode

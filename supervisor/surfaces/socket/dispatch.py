@@ -13,7 +13,7 @@ from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.logs import get_logger
 from supervisor.operations.registry import CONTROL_OPS, HOST_OPS, OPERATIONS
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
 from supervisor.probes import ProbeBackend
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.fleet_args import (

@@ -19,10 +19,11 @@ import anyio
 from anyio.abc import TaskStatus
 
 from actors.mailbox import Outbox, Reply, post
-from actors.servers import AdoptResult, AdoptServer, ServerGuardInbox
+from actors.replies import AdoptResult
+from actors.servers import AdoptServer, ServerGuardInbox
 from supervisor.errors import SupervisorError
 from supervisor.logs import get_logger
-from supervisor.policy.exec_marker import safe_label
+from supervisor.policy.identity.exec_marker import safe_label
 from supervisor.probes import peer_credentials
 from supervisor.unix_stream import accept_socket
 

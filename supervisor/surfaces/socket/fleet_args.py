@@ -12,8 +12,8 @@ from typing import Any
 from supervisor.errors import ProtocolError
 from supervisor.operations.fleet import FLEET_OPERATIONS
 from supervisor.policy.fast_init import fast_init
-from supervisor.policy.reasons import PLAN_REASON_CODES
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.fleet.snapshot import ManifestEntry
+from supervisor.policy.retirement.reasons import PLAN_REASON_CODES
 from supervisor.wire import DEFAULT_EXAMPLES, DEFAULT_PAGE, MAX_EXAMPLES, MAX_PAGE, PlanQuery
 
 __all__ = [

@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from actors.messages import WriteAck
+from actors.replies import WriteAck
 from supervisor.errors import ProtocolError, Unavailable
 from supervisor.handle.hosts import HostLeaseCalls
-from supervisor.policy.host_leases import HostEntry, HostRetirementPlan
-from supervisor.policy.permissions import Profile
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.retirement.host_leases import HostEntry, HostRetirementPlan
 from supervisor.surfaces.socket.protocol_hosts import HostArgs
 
 __all__ = ["ack_view", "dispatch_hosts", "plan_view"]

@@ -11,10 +11,10 @@ from typing import Any
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.operations.registry import decide
-from supervisor.policy.liveness import STATUS_ACTIVE
-from supervisor.policy.permissions import Profile
-from supervisor.policy.reasons import OUTCOME_REFUSED
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.render import decision_dict
+from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 from supervisor.wire import PROTOCOL_VERSION
 
 __all__ = ["ServerFigures", "status_report"]

@@ -9,22 +9,23 @@ from datetime import datetime
 from typing import Any
 
 from supervisor.policy.canonical import canon
-from supervisor.policy.eligibility import (
-    FencingContext,
-    PlanEntry,
-    ProtectedOwners,
-    RetirementPlan,
-)
 from supervisor.policy.evidence import EvidenceMap, PidEvidence, evidence_for
-from supervisor.policy.fingerprints import (
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
+from supervisor.policy.fleet.worker_view import OWNERSHIP_STALE, WorkerView, build_worker_view
+from supervisor.policy.retirement.fingerprints import (
     candidate_token,
     registry_fingerprint,
     row_digest,
     scope_indices,
     scope_token,
 )
-from supervisor.policy.liveness import STATUS_ACTIVE
-from supervisor.policy.reasons import (
+from supervisor.policy.retirement.plan import (
+    FencingContext,
+    PlanEntry,
+    ProtectedOwners,
+    RetirementPlan,
+)
+from supervisor.policy.retirement.reasons import (
     REASON_ALREADY_TERMINAL,
     REASON_AMBIGUOUS_OWNERSHIP,
     REASON_BOOT_UNKNOWN,
@@ -44,7 +45,6 @@ from supervisor.policy.reasons import (
     REASON_WORKER_LIVE,
 )
 from supervisor.policy.stamps import parse_stamp
-from supervisor.policy.worker_view import OWNERSHIP_STALE, WorkerView, build_worker_view
 
 __all__ = ["reference_plan"]
 

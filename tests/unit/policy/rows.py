@@ -12,13 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from supervisor.policy.eligibility import (
-    FencingContext,
-    ProtectedOwners,
-    RetirementPlan,
-    plan_retirement,
-)
 from supervisor.policy.evidence import PidEvidence, row_pid
+from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners, RetirementPlan
+from supervisor.policy.retirement.planner import plan_retirement
 from supervisor.policy.stamps import format_stamp
 
 __all__ = [

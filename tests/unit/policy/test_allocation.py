@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.policy.allocation import (
+from supervisor.policy.control.allocation import (
     CANDIDATE_FIELDS,
     OUTCOME_ASSIGNED,
     OUTCOME_BLOCKED_TERMINAL,
@@ -33,7 +33,7 @@ from supervisor.policy.allocation import (
     route,
     skip_reason,
 )
-from supervisor.policy.control_plane import ControlPlaneRefusal
+from supervisor.policy.control.plane import ControlPlaneRefusal
 
 SHA = "a" * 40
 

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy import reasons as R
-from supervisor.policy.apply_rules import (
+from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.retirement import reasons as R
+from supervisor.policy.retirement.apply_rules import (
     TokenMode,
     check_mass_guard,
     precheck_apply,
     reprobe_verdict,
 )
-from supervisor.policy.eligibility import ProtectedOwners, RetirementPlan
-from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.fingerprints import candidate_fingerprint, scope_fingerprint
+from supervisor.policy.retirement.fingerprints import candidate_fingerprint, scope_fingerprint
+from supervisor.policy.retirement.plan import ProtectedOwners, RetirementPlan
 
 from .rows import HOST, OTHER_HOST, ago, live_row, make_plan, probes, row, start_of
 

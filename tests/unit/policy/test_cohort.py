@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.cohort import (
+from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.identity.instance import NAMESPACES
+from supervisor.policy.retirement.cohort import (
     BLOCKER_CONTESTED_GENERATION,
     BLOCKER_REUSED_IDENTITY,
     classify_cohort,
 )
-from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.identity import NAMESPACES
 
 from .rows import live_row, probes, row, trusted_instance
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.control_decisions import (
+from supervisor.policy.control.decisions import (
     ASSIGN_GRANT,
     ASSIGN_NO_SAFE_WORK,
     ASSIGN_REFUSED,
@@ -25,7 +25,7 @@ from supervisor.policy.control_decisions import (
     decide_assign,
     split_due,
 )
-from supervisor.policy.control_plane import (
+from supervisor.policy.control.plane import (
     ROLE_ACTIONS,
     ControlPlaneRefusal,
     check_actions,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from supervisor.policy import reasons as R
-from supervisor.policy.eligibility import ProtectedOwners, protected_from_leases
+from supervisor.policy.retirement import reasons as R
+from supervisor.policy.retirement.plan import ProtectedOwners, protected_from_leases
 
 from .rows import (
     BOOT,

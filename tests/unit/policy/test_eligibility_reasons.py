@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy import reasons as R
-from supervisor.policy.eligibility import (
-    REQUIRED_IDENTITY_FIELDS,
+from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.retirement import reasons as R
+from supervisor.policy.retirement.facts import REQUIRED_IDENTITY_FIELDS
+from supervisor.policy.retirement.plan import (
     FencingContext,
     ProtectedOwners,
     protected_from_leases,
 )
-from supervisor.policy.evidence import PidEvidence
 
 from .rows import (
     BOOT,

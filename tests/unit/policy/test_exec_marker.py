@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.policy.exec_marker import (
+from supervisor.policy.identity.exec_marker import (
     MARKER_VERSION,
     ExecMarker,
     format_marker,

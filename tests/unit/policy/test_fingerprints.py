@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from supervisor.policy.canonical import canon, digest
-from supervisor.policy.fingerprints import (
+from supervisor.policy.retirement.fingerprints import (
     FINGERPRINT_FIELDS,
     LEASE_FINGERPRINT_FIELDS,
     candidate_fingerprint,

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy.fingerprints import (
+from supervisor.policy.retirement.fingerprints import (
     FINGERPRINT_FIELDS,
     history_summary,
     is_history,
     registry_fingerprint,
     row_unit,
 )
-from supervisor.policy.history import EMPTY_HISTORY, HistoryFold, identity_irregular
+from supervisor.policy.retirement.history import EMPTY_HISTORY, HistoryFold, identity_irregular
 
 from .rows import row
 

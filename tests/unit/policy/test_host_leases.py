@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy.host_leases import (
+from supervisor.policy.retirement.host_leases import (
     REASON_HOST_ALREADY_TERMINAL,
     REASON_HOST_ID_IN_USE,
     REASON_HOST_IS_LOCAL,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy.identity import (
+from supervisor.policy.identity.instance import (
     ENV_CLIENT,
     ENV_FLEET_RUN,
     ENV_INSTANCE,

@@ -9,14 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor.operations.registry import TASKS
-from supervisor.policy.control_plane import ControlPlaneRefusal
-from supervisor.policy.incident_links import (
+from supervisor.policy.control.incident_links import (
     INCIDENT_OBSERVATION_FIELDS,
     check_incident_link,
     normalize_scope,
     plan_legacy_collapse,
 )
-from supervisor.policy.permissions import OP_LEASE, OP_READ
+from supervisor.policy.control.permissions import OP_LEASE, OP_READ
+from supervisor.policy.control.plane import ControlPlaneRefusal
 
 BASE: dict[str, Any] = {
     "provider": " Sentry ",

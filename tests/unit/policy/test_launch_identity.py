@@ -11,13 +11,13 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from supervisor.policy.exec_marker import safe_label
-from supervisor.policy.identity import (
+from supervisor.policy.identity.exec_marker import safe_label
+from supervisor.policy.identity.instance import (
     CLIENT_ALIASES,
     UNKNOWN_CLIENT,
     assess_instance_identity,
 )
-from supervisor.policy.launch_identity import (
+from supervisor.policy.identity.launch import (
     client_family_from_command,
     launch_instance_id,
     server_session_id,

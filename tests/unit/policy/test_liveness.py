@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from supervisor.policy.evidence import UNKNOWN, PidEvidence, evidence_for, row_pid
-from supervisor.policy.liveness import assess_liveness, pid_evidence_applies, ttl_seconds
+from supervisor.policy.fleet.liveness import assess_liveness, pid_evidence_applies, ttl_seconds
 from supervisor.policy.stamps import format_stamp, parse_stamp
 
 from .rows import FRESH_AGE, HOST, NOW, OTHER_HOST, STALE_AGE, TTL, ago, row

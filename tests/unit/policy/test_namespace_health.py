@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy.namespace_health import (
+from supervisor.policy.control.namespace_health import (
     ACTION_GATE_TASKS,
     EOF_PATTERNS,
     REQUIRED_NAMESPACE_TOOLS,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.orphans import (
+from supervisor.policy.fleet.orphans import (
     REASON_CLIENT_EXITED,
     REASON_CLIENT_PID_REUSED,
     client_pids,

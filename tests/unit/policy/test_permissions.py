@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from supervisor.operations.registry import TASKS, decide
-from supervisor.policy.identity import NAMESPACES
-from supervisor.policy.permissions import OP_READ, OP_RETIRE, Profile
+from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
+from supervisor.policy.identity.instance import NAMESPACES
 
 OPERATOR_ROLES = {"controller", "reconciler"}
 

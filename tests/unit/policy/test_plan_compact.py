@@ -7,13 +7,17 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.policy.eligibility import plan_retirement
-from supervisor.policy.fingerprints import history_summary, is_history, registry_fingerprint
-from supervisor.policy.history import identity_irregular
-from supervisor.policy.plan_pages import page_of, terminal_entries
-from supervisor.policy.plan_scope import with_history_scope
-from supervisor.policy.reasons import REASON_ALREADY_TERMINAL
 from supervisor.policy.render import entry_dict, plan_dict, plan_view_dict
+from supervisor.policy.retirement.fingerprints import (
+    history_summary,
+    is_history,
+    registry_fingerprint,
+)
+from supervisor.policy.retirement.history import identity_irregular
+from supervisor.policy.retirement.pages import page_of, terminal_entries
+from supervisor.policy.retirement.planner import plan_retirement
+from supervisor.policy.retirement.reasons import REASON_ALREADY_TERMINAL
+from supervisor.policy.retirement.scope import with_history_scope
 from supervisor.wire import PlanQuery
 
 from .rows import NOW, REPO

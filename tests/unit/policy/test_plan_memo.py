@@ -13,18 +13,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy import reasons as R
-from supervisor.policy.eligibility import (
+from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.incremental.memo import KEY_FIELDS, PlanMemo
+from supervisor.policy.incremental.planner import plan_retirement
+from supervisor.policy.incremental.rebeat import with_beat
+from supervisor.policy.retirement import reasons as R
+from supervisor.policy.retirement.derive import row_facts
+from supervisor.policy.retirement.plan import (
     FencingContext,
     PlanEntry,
-    PlanMemo,
     ProtectedOwners,
     RetirementPlan,
-    plan_retirement,
 )
-from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.plan_facts import FactsContext, row_facts, with_beat
-from supervisor.policy.plan_memo import KEY_FIELDS
+from supervisor.policy.retirement.planner import plan_retirement as plain_plan
+from supervisor.policy.retirement.seen import FactsContext
 
 from .reference_plan import reference_plan
 from .rows import FENCE, NOW, REPO, all_dead, probes, row
@@ -87,7 +89,7 @@ def _both(
     }
     memoized = plan_retirement(rows, memo=memo, **kwargs)
     _same(memoized, reference_plan(rows, **kwargs))
-    _same(plan_retirement(rows, **kwargs), memoized)
+    _same(plain_plan(rows, **kwargs), memoized)
     return memoized
 
 

@@ -9,10 +9,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy import reasons as R
-from supervisor.policy.eligibility import FencingContext, ProtectedOwners, RetirementPlan
 from supervisor.policy.evidence import PidEvidence, evidence_for
-from supervisor.policy.fingerprints import registry_fingerprint, scope_fingerprint
+from supervisor.policy.retirement import reasons as R
+from supervisor.policy.retirement.fingerprints import registry_fingerprint, scope_fingerprint
+from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners, RetirementPlan
 
 from .rows import (
     BOOT,

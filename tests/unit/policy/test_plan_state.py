@@ -8,15 +8,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor.policy.eligibility import (
-    FencingContext,
-    PlanMemo,
-    ProtectedOwners,
-    RetirementPlan,
-    plan_retirement,
-)
 from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.plan_facts import NO_FRESHNESS, FactsContext, epoch_us, row_facts
+from supervisor.policy.incremental.memo import PlanMemo
+from supervisor.policy.incremental.planner import plan_retirement
+from supervisor.policy.retirement.derive import row_facts
+from supervisor.policy.retirement.freshness import NO_FRESHNESS, epoch_us
+from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners, RetirementPlan
+from supervisor.policy.retirement.planner import plan_retirement as plain_plan
+from supervisor.policy.retirement.seen import FactsContext
 from supervisor.policy.stamps import parse_stamp
 
 from .reference_plan import reference_plan
@@ -78,6 +77,8 @@ def _check(
     }
     incremental = plan_retirement(fleet, memo=memo, **kwargs)
     _same(incremental, reference_plan(fleet, **kwargs))
+    # And the plain planner itself, the one the incremental planner wraps.
+    _same(incremental, plain_plan(fleet, **kwargs))
     return incremental
 
 

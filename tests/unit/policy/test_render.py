@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from supervisor.operations.registry import decide
-from supervisor.policy.permissions import OP_READ, Profile
+from supervisor.policy.control.permissions import OP_READ, Profile
+from supervisor.policy.fleet.snapshot import observation_stamp, snapshot_fleet
 from supervisor.policy.render import decision_dict, plan_dict, snapshot_dict
-from supervisor.policy.snapshot import observation_stamp, snapshot_fleet
 
 from .rows import HOST, NOW, REPO, live_row, make_plan, probes, row
 

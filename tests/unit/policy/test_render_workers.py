@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.fleet.snapshot import snapshot_fleet
+from supervisor.policy.fleet.worker_view import WorkerView
 from supervisor.policy.render import snapshot_dict, worker_dict
-from supervisor.policy.snapshot import snapshot_fleet
-from supervisor.policy.worker_view import WorkerView
 
 from .rows import HOST, NOW, REPO
 from .test_plan_properties import evidence_maps, fleet_rows

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from supervisor.policy import snapshot as S
 from supervisor.policy.evidence import PidEvidence, row_pid
-from supervisor.policy.identity import NAMESPACES
-from supervisor.policy.snapshot import FleetSnapshot, ManifestEntry, snapshot_fleet
+from supervisor.policy.fleet import snapshot as S
+from supervisor.policy.fleet.snapshot import FleetSnapshot, ManifestEntry, snapshot_fleet
+from supervisor.policy.identity.instance import NAMESPACES
 
 from .rows import HOST, NOW, OTHER_HOST, REPO, live_row, probes, row, trusted_instance
 

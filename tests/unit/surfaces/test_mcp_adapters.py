@@ -11,8 +11,8 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from supervisor.errors import ActorStopped, PermissionDenied, SupervisorError, Unavailable
-from supervisor.policy.permissions import Profile
-from supervisor.policy.snapshot import ManifestEntry
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.version import package_version

@@ -10,7 +10,7 @@ import pytest
 from supervisor.cli.format import format_plan
 from supervisor.client.frames import snapshot_args
 from supervisor.errors import ProtocolError
-from supervisor.policy.reasons import REASON_ALREADY_TERMINAL
+from supervisor.policy.retirement.reasons import REASON_ALREADY_TERMINAL
 from supervisor.surfaces.mcp.size import fit_result
 from supervisor.surfaces.socket.fleet_args import PlanArgs, SnapshotArgs, parse_plan_query
 from supervisor.surfaces.socket.protocol import decode_request

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.messages import HeartbeatResult
+from actors.replies import HeartbeatResult
 from supervisor.errors import ProtocolError
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.beats import beat_answer

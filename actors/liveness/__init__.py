@@ -1,0 +1,5 @@
+"""The liveness actor: verdicts per registration, exit watches and probe-now answers."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,399 @@
+"""Snapshot, plan and apply: permission gates, fresh evidence and the audit trail."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, assert_never
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from actors.lease_watch import LeaseWatchInbox
+from actors.liveness.inbox import LivenessInbox
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve
+from actors.replies import ApplyOutcome, FleetCounts
+from actors.retirement.apply_gates import plan_actions, token_of
+from actors.retirement.evidence import Facts
+from actors.retirement.inbox import (
+    ApplyRequest,
+    AutoRetireTick,
+    FleetCountsQuery,
+    PlanRequest,
+    RetirementInbox,
+    SnapshotRequest,
+)
+from actors.retirement.plan_columns import PlanColumns
+from actors.retirement.plan_reads import (
+    HistoryReads,
+    PlanInputs,
+    entry_builder,
+    list_entries,
+    read_plan_inputs,
+    rescope,
+)
+from actors.retirement.records import Refused as _Refused
+from actors.retirement.records import (
+    audit_event,
+    count_fleet_rows,
+    mark_unrecorded,
+    orphan_fields,
+    post_apply_view,
+    write_audit,
+)
+from actors.retirement.records import refusal as _refusal
+from actors.writer.inbox import ApplyRetirement, WriterInbox
+from supervisor.clock import Clock
+from supervisor.errors import SupervisorError
+from supervisor.gc_pause import gc_paused
+from supervisor.logs import get_logger
+from supervisor.metrics import Metrics
+from supervisor.operations.registry import decide
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.evidence import PidEvidence
+from supervisor.policy.fleet.snapshot import FleetSnapshot, snapshot_fleet
+from supervisor.policy.incremental.memo import PlanMemo
+from supervisor.policy.incremental.planner import plan_retirement
+from supervisor.policy.render import (
+    decision_dict,
+    plan_view_dict,
+    snapshot_dict,
+)
+from supervisor.policy.retirement.fingerprints import registry_fingerprint
+from supervisor.probes import ProbeBackend
+from supervisor.store.base import Store
+from supervisor.wire import PlanQuery
+
+__all__ = ["ProfileLookup", "RetirementActor", "RetirementSettings"]
+
+_log = get_logger()
+
+
+class ProfileLookup(Protocol):
+    """Re-reads a profile's grants from their source of truth on every call."""
+
+    def get(self, name: str) -> Profile | None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetirementSettings:
+    canonical_repository: str | None = None
+    auto_enabled: bool = False
+    auto_interval_seconds: float = 300.0
+    auto_profile: str = "supervisor"
+
+
+class RetirementActor(Actor[RetirementInbox]):
+    """Answers snapshot, plan and apply; the writer runs apply's transaction."""
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox[RetirementInbox],
+        writer: Outbox[WriterInbox],
+        liveness: Outbox[LivenessInbox],
+        lease_watch: Outbox[LeaseWatchInbox],
+        store: Store,
+        clock: Clock,
+        probes: ProbeBackend,
+        profiles: ProfileLookup,
+        settings: RetirementSettings | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._inbox = inbox
+        self._metrics = metrics or Metrics()
+        self._writer = writer
+        self._facts = Facts(liveness=liveness, lease_watch=lease_watch, store=store, probes=probes)
+        self._store = store
+        self._clock = clock
+        self._probes = probes
+        self._profiles = profiles
+        self._settings = settings or RetirementSettings()
+        # Row facts from earlier plans: rows unchanged since then are not re-derived.
+        # Identity is trusted: the store hands out a new mapping for every new row
+        # version and nothing here edits one (Store.read_registry_view).
+        self._plan_memo = PlanMemo(trust_identity=True)
+        # Per-row inputs of the evidence request, kept between plans the same way.
+        self._plan_columns = PlanColumns()
+        self._history_reads = HistoryReads()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        await serve(self._inbox, self, task_status=task_status)
+
+    async def on_start(self, tg: TaskGroup) -> None:
+        if self._settings.auto_enabled:
+            tg.start_soon(self._auto_timer)
+
+    async def on_receive(self, message: RetirementInbox, tg: TaskGroup) -> None:
+        match message:
+            case SnapshotRequest():
+                with message.reply:
+                    message.reply.send(await self._guarded(self.snapshot(message)))
+            case PlanRequest():
+                with message.reply:
+                    result = await self._guarded(self.plan(message))
+                    self._metrics.count_outcome("plan", result.get("outcome"))
+                    message.reply.send(result)
+            case ApplyRequest():
+                with message.reply:
+                    result = await self._guarded(self.apply(message))
+                    self._metrics.count_outcome("apply", result.get("outcome"))
+                    message.reply.send(result)
+            case FleetCountsQuery():
+                with message.reply:
+                    try:
+                        counts = await self.fleet_counts()
+                    except Exception as exc:
+                        # A scrape must not crash the actor: unanswered, the asker
+                        # gets ActorStopped and renders the gauges as unavailable.
+                        _log.warning("fleet_counts_failed", error=repr(exc))
+                    else:
+                        message.reply.send(counts)
+            case AutoRetireTick():
+                result = await self._guarded(self.auto_retire())
+                # A round that stopped at its plan is counted as a plan, else as an apply.
+                kind = "plan" if "candidate_count" in result else "apply"
+                self._metrics.count_outcome(kind, result.get("outcome"))
+                if message.reply is not None:
+                    with message.reply:
+                        message.reply.send(result)
+            case _:
+                assert_never(message)
+
+    @staticmethod
+    async def _guarded(work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
+        try:
+            result = await work
+        except _Refused as refused:
+            return refused.result
+        except SupervisorError as exc:
+            return _refusal(f"{exc.code}: {exc.detail}")
+        return result
+
+    def _authorize(self, profile: Profile | None, task: str) -> None:
+        decision = decide(profile, task)
+        if not decision.allowed:
+            raise _Refused(
+                _refusal(
+                    f"{task} refused: {decision.reason}",
+                    permission=decision_dict(decision),
+                    denied=True,
+                )
+            )
+
+    async def _audit(
+        self, profile: Profile | None, action: str, result: Mapping[str, Any]
+    ) -> str | None:
+        """Write one audit event; None once committed, else why it could not be."""
+        event = audit_event(profile, action, result, at=self._clock.now())
+        detail = event["detail"]
+        _log.info("audit", **{**detail, **{k: v for k, v in event.items() if k != "detail"}})
+        return await write_audit(self._writer, event)
+
+    async def _audit_refusal(self, profile: Profile | None, action: str, refused: _Refused) -> None:
+        failure = await self._audit(profile, action, refused.result)
+        if failure is not None:
+            mark_unrecorded(refused.result, "refusal", failure)
+
+    # --- requests -------------------------------------------------------------------
+
+    async def snapshot(self, request: SnapshotRequest) -> Mapping[str, Any]:
+        try:
+            self._authorize(request.profile, "snapshot")
+        except _Refused as refused:
+            await self._audit_refusal(request.profile, "snapshot", refused)
+            raise
+        if request.include_history:
+            # Every row, so historical_workers lists them; history=None says so.
+            inputs = PlanInputs(rows=await self._store.read_registrations(), history=None)
+        else:
+            inputs = await read_plan_inputs(self._store)
+        evidence = await self._facts.for_rows(inputs.rows)
+        snap = await self._snapshot(
+            inputs,
+            canonical_repository=request.canonical_repository,
+            expected_live_revision=request.expected_live_revision,
+            manifest=request.expected_manifest,
+            evidence=evidence,
+        )
+        result = snapshot_dict(snap)
+        result.update(orphan_fields(self._facts.orphans(inputs.rows, evidence)))
+        result["registry_fingerprint"] = registry_fingerprint(inputs.rows, inputs.history)
+        return result
+
+    async def fleet_counts(self) -> FleetCounts:
+        """Registrations by status, ownership and namespace: the metrics gauges' source."""
+        # The same reads as a snapshot: active rows plus the history digest, so a scrape
+        # does not grow with history either.
+        inputs = await read_plan_inputs(self._store)
+        evidence = await self._facts.for_rows(inputs.rows)
+        # One worker view at a time: a status call or scrape must not hold a whole
+        # snapshot of the fleet at its peak (a third of the daemon's memory at 10k rows).
+        with gc_paused():
+            return count_fleet_rows(
+                inputs.rows,
+                now=self._clock.now(),
+                evidence=evidence,
+                current_host_id=self._probes.host_id(),
+                canonical_repository=self._settings.canonical_repository,
+                historical_count=inputs.history.count if inputs.history else 0,
+                orphans=self._facts.orphans(inputs.rows, evidence),
+            )
+
+    async def _snapshot(
+        self,
+        inputs: PlanInputs,
+        *,
+        canonical_repository: str | None,
+        expected_live_revision: str | None = None,
+        manifest: Sequence[Any] = (),
+        evidence: Mapping[int, PidEvidence] | None = None,
+    ) -> FleetSnapshot:
+        if evidence is None:
+            evidence = await self._facts.for_rows(inputs.rows)
+        with gc_paused():
+            return snapshot_fleet(
+                inputs.rows,
+                now=self._clock.now(),
+                evidence=evidence,
+                current_host_id=self._probes.host_id(),
+                canonical_repository=canonical_repository or self._settings.canonical_repository,
+                expected_live_revision=expected_live_revision,
+                expected_manifest=manifest,
+                historical_count=inputs.history.count if inputs.history else 0,
+            )
+
+    async def plan(self, request: PlanRequest) -> Mapping[str, Any]:
+        try:
+            self._authorize(request.profile, "plan")
+            result = await self._plan(request.canonical_repository, request.query or PlanQuery())
+        except _Refused as refused:
+            await self._audit_refusal(request.profile, "plan", refused)
+            raise
+        result["profile"] = request.profile.name if request.profile else None
+        result["role_kind"] = request.profile.role_kind if request.profile else None
+        failure = await self._audit(request.profile, "plan", result)
+        if failure is not None:
+            # Every plan is in the trail; one that cannot be is not handed out.
+            raise _Refused(
+                _refusal(
+                    f"the plan could not be written to the audit trail (fail closed): {failure}",
+                    audit_recorded=False,
+                )
+            )
+        return result
+
+    async def _plan(self, canonical_repository: str | None, query: PlanQuery) -> dict[str, Any]:
+        owners = await self._facts.owners()
+        inputs = await read_plan_inputs(self._store, self._plan_columns.irregular)
+        canon_repo = canonical_repository or self._settings.canonical_repository
+        pids, clients = self._plan_columns.probe_list(inputs.rows, self._probes.host_id())
+        evidence = await self._facts.probe(pids)
+        now, fencing = self._clock.now(), self._facts.fencing()
+        with gc_paused():
+            plan = plan_retirement(
+                inputs.rows,
+                now=now,
+                evidence=evidence,
+                fencing=fencing,
+                canonical_repository=canon_repo,
+                protected=owners.owners,
+                memo=self._plan_memo,
+                history=inputs.history,
+            )
+        plan = await rescope(self._store, plan, inputs, self._plan_memo, self._history_reads)
+        build = entry_builder(
+            now=now, evidence=evidence, fencing=fencing, canonical_repository=canon_repo
+        )
+        reads = None if inputs.history is None else (self._history_reads, inputs.history)
+        listing = await list_entries(self._store, plan, query, build, reads)
+        with gc_paused():
+            result = plan_view_dict(
+                plan,
+                query,
+                listed=listing.listed,
+                next_cursor=listing.next_cursor,
+                extra_examples=listing.extra_examples,
+            )
+        # A finding, not a retirement: a live orphan stays preserved by its live pid.
+        result.update(orphan_fields(self._facts.orphans(inputs.rows, evidence, clients)))
+        result.update(plan_actions(plan, owners))
+        return result
+
+    async def apply(self, request: ApplyRequest) -> Mapping[str, Any]:
+        try:
+            self._authorize(request.profile, "apply")
+            mode, token = token_of(request)
+            await self._facts.gates()
+        except _Refused as refused:
+            await self._audit_refusal(request.profile, "apply", refused)
+            raise
+        profile_name = request.profile.name if request.profile else ""
+        profile = request.profile
+        outcome: ApplyOutcome = await ask(
+            self._writer,
+            lambda reply: ApplyRetirement(
+                mode=mode,
+                expected_token=token,
+                expected_candidate_fingerprint=request.candidate_fingerprint,
+                worker_identities=request.worker_identities,
+                canonical_repository=request.canonical_repository
+                or self._settings.canonical_repository,
+                retired_by=profile_name or "unknown",
+                recheck_grant=lambda: self._recheck(profile_name),
+                audit=lambda result: audit_event(profile, "apply", result, at=self._clock.now()),
+                reply=reply,
+            ),
+            actor="registry_writer",
+        )
+        result = dict(outcome.result)
+        result["profile"] = profile_name or None
+        result["role_kind"] = request.profile.role_kind if request.profile else None
+        if not outcome.audited:
+            # Nothing committed, so the trail has no row of this apply yet: add one.
+            failure = await self._audit(request.profile, "apply", result)
+            if failure is not None:
+                mark_unrecorded(result, "apply", failure)
+        result["post_apply"] = await self._post_apply(result, request.canonical_repository)
+        return result
+
+    def _recheck(self, profile_name: str) -> str | None:
+        decision = decide(self._profiles.get(profile_name), "apply")
+        return None if decision.allowed else decision.reason
+
+    async def _post_apply(
+        self, result: Mapping[str, Any], canonical_repository: str | None
+    ) -> dict[str, Any]:
+        try:
+            inputs = await read_plan_inputs(self._store)
+            snap = await self._snapshot(inputs, canonical_repository=canonical_repository)
+        except Exception as exc:
+            return {"available": False, "reasons": [f"post-apply view unavailable: {exc}"]}
+        return post_apply_view(registry_fingerprint(inputs.rows, inputs.history), snap, result)
+
+    # --- automatic retirement -----------------------------------------------------
+
+    async def _auto_timer(self) -> None:
+        while True:
+            await self._clock.sleep(self._settings.auto_interval_seconds)
+            await self._guarded(self.auto_retire())
+
+    async def auto_retire(self) -> Mapping[str, Any]:
+        """Plan then apply under the supervisor's own profile: same gates, same guard."""
+        profile = self._profiles.get(self._settings.auto_profile)
+        plan = await self.plan(PlanRequest(profile=profile, reply=Reply.discarding()))
+        if not plan.get("success") or not plan.get("candidate_count"):
+            return plan
+        # Scoped: in a fleet that heartbeats, the whole-registry token moves
+        # between any plan and apply, so a strict automatic apply would almost
+        # never pass.
+        return await self.apply(
+            ApplyRequest(
+                profile=profile,
+                registry_fingerprint=None,
+                scope_fingerprint=str(plan["scope_fingerprint"]),
+                candidate_fingerprint=str(plan["candidate_fingerprint"]),
+                worker_identities=tuple(plan["candidate_worker_identities"]),
+                reply=Reply.discarding(),
+            )
+        )

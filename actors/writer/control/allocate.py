@@ -1,0 +1,155 @@
+"""allocate_next_work in the writer: route on fresh rows, then reserve in the same transaction."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from actors.replies import WriteAck
+from actors.writer.control.assign import AssignSpec, assign_in
+from actors.writer.control.context import ControlContext
+from actors.writer.control.inbox import AllocateWork
+from actors.writer.control.steps import ensure_session, put_item
+from supervisor.policy.canonical import canon
+from supervisor.policy.control.allocation import (
+    OUTCOME_ASSIGNED,
+    OUTCOME_NO_SAFE,
+    OUTCOME_PREVIEW,
+    OUTCOME_WAIT,
+    Candidate,
+    route,
+)
+from supervisor.policy.control.decisions import split_due
+from supervisor.policy.control.plane import TERMINAL_STATES, ControlPlaneRefusal, work_ref
+from supervisor.policy.control.render import (
+    ASSIGN_OUTCOME_ASSIGNED,
+    ASSIGN_OUTCOME_WAIT,
+    allocation_view,
+)
+from supervisor.store.base import ControlTx, WriteTx
+
+__all__ = ["allocate"]
+
+_DRY_RUN = "dry run: nothing was reserved; call again with apply=true to take the item"
+
+
+async def allocate(ctx: ControlContext, tx: WriteTx, message: AllocateWork) -> WriteAck:
+    """Answer one allocation request; with ``apply`` the pick is leased before the commit.
+
+    Routing and reservation happen in one writer transaction, so the item chosen is
+    still free when its lease is written: no other grant can land in between.
+    """
+    try:
+        return await _allocate(ctx, tx.control(), message)
+    except ControlPlaneRefusal as refused:
+        return WriteAck(ok=False, code=refused.code, detail=refused.detail, data={"success": False})
+
+
+async def _allocate(ctx: ControlContext, control: ControlTx, m: AllocateWork) -> WriteAck:
+    now, stamp = ctx.now()
+    ttl = ctx.ttl(m.ttl_seconds)
+    refs = {c.key: work_ref(m.remote, m.org, m.repo, c.kind, c.number) for c in m.candidates}
+    by_item_key = {ref.key: key for key, ref in refs.items()}
+    stored = {
+        str(row["work_item_key"]): row
+        for row in await control.work_items([ref.key for ref in refs.values()])
+    }
+    candidates = tuple(_with_stored_state(c, stored.get(refs[c.key].key)) for c in m.candidates)
+    live, _ = split_due(await control.item_leases(list(by_item_key)), stamp)
+    holders = {
+        by_item_key[str(lease["work_item_key"])]: canon(lease["session_id"]) for lease in live
+    }
+    lock = await control.active_terminal_lock(remote=m.remote, org=m.org, repo=m.repo)
+    terminal_pr = int(lock["terminal_pr"]) if lock is not None else None
+    routing = route(
+        candidates,
+        role=m.role,
+        session_id=m.session_id,
+        terminal_pr=terminal_pr,
+        holders=holders,
+    )
+
+    def answer(outcome: str, reasons: list[str], **extra: Any) -> WriteAck:
+        data = allocation_view(
+            outcome=outcome,
+            apply=m.apply,
+            role=m.role,
+            session_id=m.session_id,
+            remote=m.remote,
+            org=m.org,
+            repo=m.repo,
+            selected=extra.pop("selected", routing.selected),
+            skipped=routing.skipped,
+            reasons=reasons,
+            terminal_pr=terminal_pr,
+            **extra,
+        )
+        return WriteAck(ok=True, code=outcome, detail="; ".join(reasons), data=data)
+
+    if routing.kind == "none":
+        return answer(routing.outcome, list(routing.reasons))
+    if routing.kind == "wait":
+        return answer(
+            OUTCOME_WAIT, list(routing.reasons), owner_session_id=routing.owner_session_id
+        )
+    if not m.apply:
+        return answer(OUTCOME_PREVIEW, [*routing.reasons, _DRY_RUN])
+    session = await ensure_session(
+        control,
+        session_id=m.session_id,
+        role=m.role,
+        profile=m.profile,
+        pid=m.owner_pid,
+        stamp=stamp,
+    )
+    if session is None:
+        return WriteAck(
+            ok=False,
+            code="session_ended",
+            detail=f"session {m.session_id} has ended",
+            data={"success": False},
+        )
+    selected = routing.selected
+    assert selected is not None
+    ref = refs[selected.key]
+    # The caller's inventory is what Gitea says now: the item's head follows it.
+    put = await put_item(
+        control,
+        ref,
+        stamp=stamp,
+        current_head_sha=selected.head_sha,
+        title=selected.title or None,
+        priority=selected.priority,
+    )
+    if not put.ok:
+        return answer(OUTCOME_NO_SAFE, [put.detail], selected=None)
+    spec = AssignSpec(
+        session_id=m.session_id,
+        role=m.role,
+        ref=ref,
+        expected_head_sha=selected.head_sha,
+        allowed_actions=None,
+        forbidden_actions=None,
+        phase="allocated",
+        ttl_seconds=ttl,
+        owner_pid=m.owner_pid,
+    )
+    assigned = await assign_in(ctx, control, spec, session=session, now=now, stamp=stamp)
+    outcome = {
+        ASSIGN_OUTCOME_ASSIGNED: OUTCOME_ASSIGNED,
+        ASSIGN_OUTCOME_WAIT: OUTCOME_WAIT,
+    }.get(str(assigned["outcome"]), OUTCOME_NO_SAFE)
+    return answer(
+        outcome,
+        [*routing.reasons, str(assigned["reason"])],
+        assignment=assigned,
+        owner_session_id=assigned.get("owner_session_id"),
+    )
+
+
+def _with_stored_state(candidate: Candidate, row: dict[str, Any] | None) -> Candidate:
+    """A terminal state already recorded wins over an inventory that still says open."""
+    state = canon(row.get("state")) if row is not None else ""
+    if state in TERMINAL_STATES and candidate.state not in TERMINAL_STATES:
+        return replace(candidate, state=state)
+    return candidate

@@ -1,0 +1,286 @@
+"""Assign-and-lease inside the writer's transaction: grant, owner-resume, and the mutation gate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, assert_never
+
+from actors.replies import WriteAck
+from actors.writer.control.context import ControlContext, event, refusal
+from actors.writer.control.inbox import AssignAndLease, CheckAssignment
+from actors.writer.control.links import namespace_gate
+from actors.writer.control.steps import ensure_session, expire_one, item_row, put_item
+from supervisor.errors import StoreError
+from supervisor.policy.canonical import canon
+from supervisor.policy.control.decisions import GateVerdict, check_mutation, decide_assign
+from supervisor.policy.control.namespace_health import GATE_NAMESPACE_UNHEALTHY
+from supervisor.policy.control.plane import WorkRef, role_actions
+from supervisor.policy.control.render import (
+    ASSIGN_OUTCOME_ASSIGNED,
+    ASSIGN_OUTCOME_NO_SAFE_WORK,
+    ASSIGN_OUTCOME_REFUSED,
+    ASSIGN_OUTCOME_WAIT,
+    assignment_view,
+    gate_view,
+)
+from supervisor.policy.stamps import format_stamp
+from supervisor.store.base import ControlTx, Row
+
+__all__ = ["AssignSpec", "actions_for", "assign", "assign_in", "check_gate"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssignSpec:
+    """One assign-and-lease, whether asked for directly or chosen by the allocator."""
+
+    session_id: str
+    role: str
+    ref: WorkRef
+    expected_head_sha: str | None
+    allowed_actions: tuple[str, ...] | None
+    forbidden_actions: tuple[str, ...] | None
+    phase: str
+    ttl_seconds: float
+    owner_pid: int | None
+
+
+async def assign_in(
+    ctx: ControlContext,
+    control: ControlTx,
+    spec: AssignSpec,
+    *,
+    session: Row,
+    now: datetime,
+    stamp: str,
+) -> dict[str, Any]:
+    """Decide and write one assignment; the allocator calls this too."""
+    ref = spec.ref
+    item = await item_row(control, ref.key)
+    leases = await control.item_leases([ref.key])
+    decision = decide_assign(
+        session_id=spec.session_id,
+        role=spec.role,
+        ref=ref,
+        expected_head_sha=spec.expected_head_sha,
+        item=item,
+        leases=leases,
+        now_stamp=stamp,
+    )
+    by_id = {str(lease["lease_id"]): lease for lease in leases}
+    for lease_id in decision.expire_lease_ids:
+        await expire_one(control, by_id[lease_id], stamp)
+
+    def view(outcome: str, **extra: Any) -> dict[str, Any]:
+        return assignment_view(
+            outcome=outcome,
+            code=decision.code,
+            reason=decision.reason,
+            ref=ref,
+            session_id=spec.session_id,
+            role=spec.role,
+            **extra,
+        )
+
+    match decision.kind:
+        case "refused":
+            return view(ASSIGN_OUTCOME_REFUSED)
+        case "no_safe_work":
+            return view(ASSIGN_OUTCOME_NO_SAFE_WORK)
+        case "wait":
+            return view(ASSIGN_OUTCOME_WAIT, owner_session_id=decision.owner_session_id)
+        case "resume":
+            assert decision.lease is not None
+            lease, assignment = await _resume(
+                ctx, control, spec, dict(decision.lease), now=now, stamp=stamp
+            )
+            return view(ASSIGN_OUTCOME_ASSIGNED, lease=lease, assignment=assignment, resumed=True)
+        case "grant":
+            lease, assignment = await _grant(
+                ctx, control, spec, item=item, session=session, now=now, stamp=stamp
+            )
+            return view(ASSIGN_OUTCOME_ASSIGNED, lease=lease, assignment=assignment)
+        case _:
+            assert_never(decision.kind)
+
+
+def actions_for(spec: AssignSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    default_allowed, default_forbidden = role_actions(spec.role)
+    allowed = spec.allowed_actions if spec.allowed_actions is not None else default_allowed
+    forbidden = spec.forbidden_actions if spec.forbidden_actions is not None else default_forbidden
+    # Forbidden wins, as for operation grants: an action named in both is not allowed.
+    return tuple(a for a in allowed if a not in forbidden), forbidden
+
+
+def _assignment_row(ctx: ControlContext, spec: AssignSpec, lease_id: str, stamp: str) -> Row:
+    allowed, forbidden = actions_for(spec)
+    return {
+        "assignment_id": ctx.make_id("asn"),
+        "lease_id": lease_id,
+        "work_item_key": spec.ref.key,
+        "session_id": spec.session_id,
+        "role": spec.role,
+        "phase": spec.phase,
+        "expected_head_sha": spec.expected_head_sha,
+        "allowed_actions": allowed,
+        "forbidden_actions": forbidden,
+        "ttl_seconds": spec.ttl_seconds,
+        "status": "active",
+        "created_at": stamp,
+        "updated_at": stamp,
+    }
+
+
+async def _grant(
+    ctx: ControlContext,
+    control: ControlTx,
+    spec: AssignSpec,
+    *,
+    item: Row | None,
+    session: Row,
+    now: datetime,
+    stamp: str,
+) -> tuple[Row, Row]:
+    ref = spec.ref
+    if item is None or (spec.expected_head_sha and not item.get("current_head_sha")):
+        # First sight of the item, or its first pin: the caller read this head.
+        await put_item(control, ref, stamp=stamp, current_head_sha=spec.expected_head_sha)
+    deadline = format_stamp(now + timedelta(seconds=spec.ttl_seconds))
+    pid = spec.owner_pid if spec.owner_pid is not None else session.get("pid")
+    lease: Row = {
+        "lease_id": ctx.make_id("lease"),
+        "work_item_key": ref.key,
+        "session_id": spec.session_id,
+        # The retirement planner protects the registration owning this pid and session.
+        "owner_pid": pid if isinstance(pid, int) else None,
+        "role": spec.role,
+        "phase": spec.phase,
+        "status": "active",
+        "acquired_at": stamp,
+        "heartbeat_at": stamp,
+        "expires_at": deadline,
+    }
+    assignment = _assignment_row(ctx, spec, str(lease["lease_id"]), stamp)
+    await control.insert_lease(lease)
+    await control.insert_assignment(assignment)
+    await event(
+        control,
+        stamp,
+        "lease_granted",
+        work_item_key=ref.key,
+        session_id=spec.session_id,
+        lease_id=str(lease["lease_id"]),
+        assignment_id=assignment["assignment_id"],
+        role=spec.role,
+        expires_at=deadline,
+        expected_head_sha=spec.expected_head_sha,
+    )
+    return lease, assignment
+
+
+async def _resume(
+    ctx: ControlContext,
+    control: ControlTx,
+    spec: AssignSpec,
+    held: Row,
+    *,
+    now: datetime,
+    stamp: str,
+) -> tuple[Row, Row]:
+    lease_id = str(held["lease_id"])
+    refresh = {
+        "expires_at": format_stamp(now + timedelta(seconds=spec.ttl_seconds)),
+        "heartbeat_at": stamp,
+    }
+    if not await control.update_lease(lease_id, expected_status="active", changes=refresh):
+        raise StoreError(f"lease {lease_id} changed during owner-resume")
+    lease = {**held, **refresh}
+    assignment = await control.assignment_by_lease(lease_id)
+    changes: Row = {"updated_at": stamp, "ttl_seconds": spec.ttl_seconds}
+    if spec.expected_head_sha is not None:
+        changes["expected_head_sha"] = spec.expected_head_sha
+    if spec.allowed_actions is not None or spec.forbidden_actions is not None:
+        changes["allowed_actions"], changes["forbidden_actions"] = actions_for(spec)
+    if assignment is None or canon(assignment.get("status")) != "active":
+        # A lease written without one (UpsertLease): give it its assignment now.
+        assignment = _assignment_row(ctx, spec, lease_id, stamp)
+        await control.insert_assignment(assignment)
+    else:
+        await control.update_assignments([lease_id], expected_status="active", changes=changes)
+        assignment = {**assignment, **changes}
+    await event(
+        control,
+        stamp,
+        "lease_resumed",
+        work_item_key=spec.ref.key,
+        session_id=spec.session_id,
+        lease_id=lease_id,
+        expires_at=lease["expires_at"],
+    )
+    return lease, assignment
+
+
+async def check_gate(ctx: ControlContext, control: ControlTx, message: CheckAssignment) -> WriteAck:
+    """require_valid_assignment: reads only, so a refusal leaves no trace but its answer."""
+    _, stamp = ctx.now()
+    ref = message.ref
+    item = await item_row(control, ref.key)
+    assignment = await control.assignment(work_item_key=ref.key, session_id=message.session_id)
+    lease = await control.lease(str(assignment["lease_id"])) if assignment else None
+    verdict = check_mutation(
+        session_id=message.session_id,
+        action=message.action,
+        ref=ref,
+        item=item,
+        assignment=assignment,
+        lease=lease,
+        now_stamp=stamp,
+    )
+    gated: dict[str, Any] = {}
+    if verdict.allowed:
+        # Review and merge also need the namespace they go through to be proven healthy
+        # for this session; read in the same serialized step as the lease.
+        task, reasons = await namespace_gate(control, message.session_id, message.action)
+        if reasons:
+            verdict = GateVerdict(allowed=False, code=GATE_NAMESPACE_UNHEALTHY, reason=reasons[0])
+            gated = {"reasons": reasons, "gate_task": task}
+    data = gate_view(
+        verdict,
+        ref=ref,
+        session_id=message.session_id,
+        action=message.action,
+        assignment=assignment,
+        lease=lease,
+        item=item,
+    )
+    return WriteAck(
+        ok=verdict.allowed, code=verdict.code, detail=verdict.reason, data={**data, **gated}
+    )
+
+
+async def assign(ctx: ControlContext, control: ControlTx, message: AssignAndLease) -> WriteAck:
+    now, stamp = ctx.now()
+    spec = AssignSpec(
+        session_id=message.session_id,
+        role=message.role,
+        ref=message.ref,
+        expected_head_sha=message.expected_head_sha,
+        allowed_actions=message.allowed_actions,
+        forbidden_actions=message.forbidden_actions,
+        phase=message.phase,
+        ttl_seconds=ctx.ttl(message.ttl_seconds),
+        owner_pid=message.owner_pid,
+    )
+    session = await ensure_session(
+        control,
+        session_id=spec.session_id,
+        role=spec.role,
+        profile=message.profile,
+        pid=spec.owner_pid,
+        stamp=stamp,
+    )
+    if session is None:
+        return refusal("session_ended", f"session {spec.session_id} has ended")
+    view = await assign_in(ctx, control, spec, session=session, now=now, stamp=stamp)
+    ok = view["outcome"] != ASSIGN_OUTCOME_REFUSED
+    return WriteAck(ok=ok, code=str(view["code"]), detail=str(view["reason"]), data=view)

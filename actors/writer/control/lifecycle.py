@@ -1,0 +1,159 @@
+"""Lease heartbeats and releases, and terminal-review locks, inside the writer's transaction."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from actors.replies import WriteAck
+from actors.writer.control.context import ControlContext, event, refusal
+from actors.writer.control.inbox import HeartbeatLease, ReleaseLease, SetTerminalLock
+from actors.writer.control.steps import expire_one
+from supervisor.errors import StoreError
+from supervisor.policy.canonical import canon
+from supervisor.policy.control.render import lease_view
+from supervisor.policy.stamps import format_stamp
+from supervisor.store.base import ControlTx, Row
+
+__all__ = ["heartbeat", "release", "set_lock"]
+
+
+async def _owned(
+    control: ControlTx, lease_id: str, session_id: str
+) -> tuple[Row | None, WriteAck | None]:
+    lease = await control.lease(lease_id)
+    if lease is None:
+        return None, refusal("unknown_lease", f"no lease {lease_id!r}")
+    if canon(lease.get("session_id")) != session_id:
+        return None, refusal("lease_not_owned", f"lease {lease_id} belongs to another session")
+    return lease, None
+
+
+async def heartbeat(ctx: ControlContext, control: ControlTx, message: HeartbeatLease) -> WriteAck:
+    now, stamp = ctx.now()
+    requested = ctx.ttl(message.ttl_seconds) if message.ttl_seconds is not None else None
+    lease, refused = await _owned(control, message.lease_id, message.session_id)
+    if lease is None:
+        assert refused is not None
+        return refused
+    status = canon(lease.get("status"))
+    if status != "active":
+        return refusal("lease_not_active", f"lease {message.lease_id} is {status}")
+    deadline = lease.get("expires_at")
+    if isinstance(deadline, str) and deadline <= stamp:
+        # Past its deadline but not yet swept: it is over, and saying so now is a
+        # transition like any other.
+        await expire_one(control, lease, stamp)
+        return refusal(
+            "lease_expired", f"lease {message.lease_id} expired at {lease['expires_at']}"
+        )
+    assignment = await control.assignment_by_lease(message.lease_id)
+    stored_ttl = assignment.get("ttl_seconds") if assignment else None
+    ttl = requested or (float(stored_ttl) if stored_ttl else ctx.ttl(None))
+    refresh = {"expires_at": format_stamp(now + timedelta(seconds=ttl)), "heartbeat_at": stamp}
+    if not await control.update_lease(message.lease_id, expected_status="active", changes=refresh):
+        raise StoreError(f"lease {message.lease_id} changed during its heartbeat")
+    session = await control.session(message.session_id)
+    if session is not None:
+        await control.put_session(
+            {
+                "session_id": message.session_id,
+                "status": session["status"],
+                "last_heartbeat_at": stamp,
+            }
+        )
+    await event(
+        control,
+        stamp,
+        "lease_heartbeat",
+        work_item_key=canon(lease.get("work_item_key")) or None,
+        session_id=message.session_id,
+        lease_id=message.lease_id,
+        expires_at=refresh["expires_at"],
+    )
+    return WriteAck(ok=True, data={"success": True, **lease_view({**lease, **refresh})})
+
+
+async def release(ctx: ControlContext, control: ControlTx, message: ReleaseLease) -> WriteAck:
+    _, stamp = ctx.now()
+    lease, refused = await _owned(control, message.lease_id, message.session_id)
+    if lease is None:
+        assert refused is not None
+        return refused
+    status = canon(lease.get("status"))
+    if status != "active":
+        # Releasing twice is not an error: the lease is not held either way.
+        return WriteAck(
+            ok=True, code=f"already_{status}", data={"success": True, **lease_view(lease)}
+        )
+    changes = {"status": "released", "released_at": stamp}
+    if not await control.update_lease(message.lease_id, expected_status="active", changes=changes):
+        raise StoreError(f"lease {message.lease_id} changed during its release")
+    await control.update_assignments(
+        [message.lease_id],
+        expected_status="active",
+        changes={"status": "released", "updated_at": stamp},
+    )
+    await event(
+        control,
+        stamp,
+        "lease_released",
+        work_item_key=canon(lease.get("work_item_key")) or None,
+        session_id=message.session_id,
+        lease_id=message.lease_id,
+    )
+    return WriteAck(ok=True, data={"success": True, **lease_view({**lease, **changes})})
+
+
+async def set_lock(ctx: ControlContext, control: ControlTx, message: SetTerminalLock) -> WriteAck:
+    _, stamp = ctx.now()
+    where = {"remote": message.remote, "org": message.org, "repo": message.repo}
+    active = await control.active_terminal_lock(**where)
+    repo_key = f"{message.remote}/{message.org}/{message.repo}"
+    same = active is not None and (
+        active.get("terminal_pr"),
+        active.get("decision"),
+        active.get("review_id"),
+    ) == (message.terminal_pr, message.decision, message.review_id)
+    if same or (active is None and message.terminal_pr is None):
+        return WriteAck(ok=True, code="unchanged", data={"success": True, "terminal_lock": active})
+    if active is not None:
+        ended = "cleared" if message.terminal_pr is None else "superseded"
+        await control.update_terminal_lock(
+            str(active["lock_id"]),
+            expected_status="active",
+            changes={"status": ended, "updated_at": stamp},
+        )
+        await event(
+            control,
+            stamp,
+            f"terminal_lock_{ended}",
+            repository=repo_key,
+            lock_id=active["lock_id"],
+            terminal_pr=active["terminal_pr"],
+            by=message.set_by,
+        )
+    if message.terminal_pr is None:
+        return WriteAck(ok=True, data={"success": True, "terminal_lock": None})
+    lock: Row = {
+        "lock_id": ctx.make_id("tlock"),
+        **where,
+        "terminal_pr": message.terminal_pr,
+        "review_id": message.review_id,
+        "decision": message.decision,
+        "status": "active",
+        "set_by": message.set_by,
+        "created_at": stamp,
+        "updated_at": stamp,
+    }
+    await control.insert_terminal_lock(lock)
+    await event(
+        control,
+        stamp,
+        "terminal_lock_set",
+        repository=repo_key,
+        lock_id=lock["lock_id"],
+        terminal_pr=message.terminal_pr,
+        decision=message.decision,
+        by=message.set_by,
+    )
+    return WriteAck(ok=True, data={"success": True, "terminal_lock": lock})

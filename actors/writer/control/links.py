@@ -1,0 +1,155 @@
+"""Namespace health verdicts and incident links inside the writer's transaction."""
+
+from __future__ import annotations
+
+from typing import Any, assert_never
+
+from actors.replies import WriteAck
+from actors.writer.control.context import ControlContext, event
+from actors.writer.control.inbox import (
+    GetIncidentLinks,
+    LinkOp,
+    NamespaceHealthGate,
+    RecordNamespaceHealth,
+    UpsertIncidentLink,
+)
+from supervisor.errors import StoreError
+from supervisor.policy.control.namespace_health import (
+    gate_task_for_action,
+    mutation_gate_from_session,
+    required_namespace_for_task,
+)
+from supervisor.store.base import ControlTx, Row
+
+__all__ = ["handle_link_op", "namespace_gate"]
+
+
+async def handle_link_op(ctx: ControlContext, control: ControlTx, message: LinkOp) -> WriteAck:
+    match message:
+        case RecordNamespaceHealth():
+            return await _record_health(ctx, control, message)
+        case NamespaceHealthGate():
+            task = message.task
+            reasons = await _gate_reasons(control, message.session_id, task)
+            data = {
+                "success": True,
+                "allowed": not reasons,
+                "task": task,
+                "namespace": required_namespace_for_task(task),
+                "reasons": reasons,
+                "session_id": message.session_id,
+            }
+            return WriteAck(ok=True, data=data)
+        case UpsertIncidentLink():
+            return await _upsert_link(ctx, control, message)
+        case GetIncidentLinks():
+            links = await control.incident_links_for_issue(
+                gitea_org=message.gitea_org,
+                gitea_repo=message.gitea_repo,
+                gitea_issue_number=message.gitea_issue_number,
+            )
+            data = {
+                "success": True,
+                "incident_link": links[0] if links else None,
+                "incident_links": links,
+            }
+            return WriteAck(ok=True, data=data)
+        case _:
+            assert_never(message)
+
+
+async def _gate_reasons(control: ControlTx, session_id: str, task: str) -> list[str]:
+    if required_namespace_for_task(task) is None:
+        return []  # no read for a task no namespace gates
+    rows = await control.namespace_health(session_id)
+    return mutation_gate_from_session(task, {str(r["namespace"]): r for r in rows})
+
+
+async def namespace_gate(
+    control: ControlTx, session_id: str, action: str
+) -> tuple[str | None, list[str]]:
+    """The gated task ``action`` performs (if any) and why the session may not do it now."""
+    task = gate_task_for_action(action)
+    if task is None:
+        return None, []
+    return task, await _gate_reasons(control, session_id, task)
+
+
+async def _record_health(
+    ctx: ControlContext, control: ControlTx, message: RecordNamespaceHealth
+) -> WriteAck:
+    _, stamp = ctx.now()
+    verdict = message.assessment
+    namespace = str(verdict["namespace"])
+    earlier = [
+        r for r in await control.namespace_health(message.session_id) if r["namespace"] == namespace
+    ]
+    row: Row = {
+        "session_id": message.session_id,
+        "namespace": namespace,
+        "required_tool": verdict["required_tool"],
+        "probe_source": verdict["probe_source"],
+        "healthy": verdict["healthy"],
+        "ide_namespace_proven": verdict["ide_namespace_proven"],
+        "blocks_merge_workflow": verdict["blocks_merge_workflow"],
+        "error_type": verdict["error_type"],
+        "assessment": dict(verdict),
+        "profile": message.profile,
+        "assessed_at": stamp,
+    }
+    await control.put_namespace_health(row)
+    await event(
+        control,
+        stamp,
+        "namespace_health_recorded",
+        session_id=message.session_id,
+        namespace=namespace,
+        required_tool=verdict["required_tool"],
+        probe_source=verdict["probe_source"],
+        healthy=verdict["healthy"],
+        ide_namespace_proven=verdict["ide_namespace_proven"],
+        error_type=verdict["error_type"],
+        replaced=bool(earlier),
+    )
+    data = {**verdict, "session_id": message.session_id, "assessed_at": stamp}
+    return WriteAck(ok=True, data=data)
+
+
+def _comparable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+async def _upsert_link(
+    ctx: ControlContext, control: ControlTx, message: UpsertIncidentLink
+) -> WriteAck:
+    _, stamp = ctx.now()
+    spec = message.spec
+    key = spec.key_row()
+    found = await control.incident_link(key)
+    given: Row = {**spec.target_row(), **dict(spec.observations)}
+    if found is None:
+        row: Row = {**key, **given, "created_at": stamp, "updated_at": stamp}
+        row.setdefault("status", "open")
+        link_id = await control.insert_incident_link(row)
+        changed = sorted(given)
+        kind = "incident_link_created"
+    else:
+        link_id = int(found["link_id"])
+        changed = sorted(k for k, v in given.items() if found.get(k) != _comparable(v))
+        if changed:
+            changes = {k: given[k] for k in changed}
+            if not await control.update_incident_link(link_id, {**changes, "updated_at": stamp}):
+                raise StoreError(f"incident link {link_id} vanished during its update")
+        kind = "incident_link_changed" if changed else ""
+    if kind:
+        await event(
+            control,
+            stamp,
+            kind,
+            link_id=link_id,
+            **key,
+            **spec.target_row(),
+            fields=changed,
+        )
+    link = await control.incident_link(key)
+    return WriteAck(ok=True, data={"success": True, "incident_link": link})

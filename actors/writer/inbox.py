@@ -1,0 +1,123 @@
+"""The registry writer's inbox: registrations, beats, releases, leases, audit and apply."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from actors.mailbox import Reply
+from actors.replies import (
+    ApplyOutcome,
+    HeartbeatResult,
+    WriteAck,
+)
+from actors.writer.control.inbox import ControlWrite
+from actors.writer.hosts import HostWrite
+from supervisor.policy.fast_init import fast_init
+from supervisor.policy.retirement.apply_rules import TokenMode
+
+__all__ = [
+    "AppendAudit",
+    "ApplyRetirement",
+    "ExpireLeases",
+    "HeartbeatWrite",
+    "InsertRegistration",
+    "ReleaseRegistration",
+    "TouchHeartbeats",
+    "UpsertLease",
+    "WriterInbox",
+]
+
+
+@fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatWrite:
+    """One coalesced beat: the identity it claims and the stamp to record."""
+
+    worker_identity: str
+    pid: int
+    generation_id: str
+    fencing_epoch: int
+    stamp: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InsertRegistration:
+    row: Mapping[str, Any]
+    reply: Reply[WriteAck]
+
+
+@fast_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TouchHeartbeats:
+    beats: tuple[HeartbeatWrite, ...]
+    #: One result per beat, in the order of ``beats``.
+    reply: Reply[tuple[HeartbeatResult, ...]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseRegistration:
+    worker_identity: str
+    pid: int
+    generation_id: str
+    fencing_epoch: int
+    stamp: str
+    reply: Reply[WriteAck]
+    #: Written in the release's own transaction (the server guard's exit record), so the
+    #: row never leaves ``active`` without the reason being on file.
+    audit: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpireLeases:
+    now_stamp: str
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpsertLease:
+    lease: Mapping[str, Any]
+    reply: Reply[WriteAck]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendAudit:
+    event: Mapping[str, Any]
+    reply: Reply[WriteAck] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyRetirement:
+    """Run the whole compare-and-swap apply in one writer transaction."""
+
+    mode: TokenMode
+    expected_token: str
+    expected_candidate_fingerprint: str
+    worker_identities: tuple[str, ...]
+    canonical_repository: str | None
+    retired_by: str
+    #: Re-reads the caller's grant; returns a denial reason or ``None``. Called
+    #: inside the transaction immediately before the first write, so revoking
+    #: the grant mid-call still denies.
+    recheck_grant: Callable[[], str | None]
+    #: Builds the apply's audit event from its result. The writer appends it inside the
+    #: apply's own transaction, so the trail records the retirements exactly when they
+    #: commit, and an audit write that fails rolls them back.
+    audit: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    reply: Reply[ApplyOutcome]
+
+
+#: Control-plane messages (control/inbox.py) are part of the writer's inbox: every
+#: lease grant is serialized with every other write, retirement applies included.
+WriterInbox = (
+    InsertRegistration
+    | TouchHeartbeats
+    | ReleaseRegistration
+    | ExpireLeases
+    | UpsertLease
+    | AppendAudit
+    | ApplyRetirement
+    | ControlWrite
+    | HostWrite
+)
