@@ -12,20 +12,23 @@ from supervisor.operations.spec import (
     OBJECT,
     OBJECTS,
     TEXT,
+    TEXT_OR_TEXTS,
     TEXTS,
     Arg,
     Command,
     Flag,
     Operation,
+    Tool,
 )
+from supervisor.policy.retirement.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED
 from supervisor.wire import DEFAULT_PAGE
 
 __all__ = ["FLEET_OPERATIONS", "OPERATOR_OPS", "WORKER_OPS"]
 
 # Their wire arguments are checked by parsers of their own (``surfaces.socket.fleet_args``,
-# named by op; every worker heartbeat takes a fast path there) and their MCP tools are
-# written by hand (``surfaces.mcp.fleet_tools``): the argument lists here name what the
-# wire carries, and the surfaces take names, order and CLI flags from them.
+# keyed by op; every worker heartbeat takes a fast path there) and their MCP tools answer
+# through hooks (``surfaces.mcp.fleet_tools``): the declarations here name what the wire
+# carries, and the surfaces take names, order, tools and CLI flags from them.
 _FENCED = (
     Arg("worker_identity", TEXT, required=True),
     Arg("pid", INT, required=True),
@@ -39,6 +42,19 @@ HEARTBEAT = Operation("heartbeat", "heartbeat", {}, args=_FENCED)
 RELEASE = Operation("release", "release", {}, args=_FENCED)
 
 _REPOSITORY = Arg("canonical_repository", TEXT, cli=Flag("--canonical-repository"))
+#: Where the caller says it is working: recorded with a plan or apply answer, never used.
+_CONTEXT = (
+    Arg("remote", TEXT, default="dadeschools"),
+    Arg("host", TEXT),
+    Arg("org", TEXT),
+    Arg("repo", TEXT),
+)
+_CONTEXT_DOCS = (
+    ("remote", "Instance name, recorded as audit context only."),
+    ("host", "Host override, recorded as audit context only."),
+    ("org", "Organisation, recorded as audit context only."),
+    ("repo", "Repository name, recorded as audit context only."),
+)
 
 
 def _fleet_safe(result: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
@@ -89,7 +105,46 @@ SNAPSHOT = Operation(
             ),
         ),
     ),
-    alias="gitea_snapshot_instance_fleet",
+    tool=Tool(
+        "gitea_snapshot_instance_fleet",
+        "snapshot_tool",
+        """\
+Read-only: classify every worker registration and the live fleet.
+
+Returns live, stale and historical counts, each worker's classification
+(in workers and again in live_workers, stale_workers, historical_workers),
+instance groups, identity collisions and the active blockers that make the
+live fleet unsafe. registry_revision / consistency_token are observation
+stamps that move on every call: never pass them to apply. Needs gitea.read
+and a controller or reconciler role.""",
+        (
+            (
+                "canonical_repository",
+                """\
+Repository the workers should be bound to
+(defaults to the supervisor's configured repository).""",
+            ),
+            (
+                "expected_manifest",
+                """\
+Approved instances, each an object with
+client_instance_id (required), client_type, fleet_run_id and
+namespaces; live instances off the list and listed instances that
+are not live become blockers.""",
+            ),
+            ("expected_live_revision", "Revision live workers are expected to run."),
+            (
+                "include_history",
+                """\
+Also list every released, superseded and retired
+registration in workers and historical_workers (otherwise history
+is only counted); costs a read of the whole registry.""",
+            ),
+        ),
+        "",
+        read_only=True,
+        hooked=True,
+    ),
     command=Command("", "snapshot", "classified fleet snapshot", succeeded=_fleet_safe),
 )
 # By default a plan lists candidates in full and preserved rows only as counts per reason
@@ -129,7 +184,39 @@ PLAN = Operation(
             cli=Flag("--examples", "examples per reason code (default 3)", type=int),
         ),
     ),
-    alias="gitea_plan_stale_worker_retirement",
+    tool=Tool(
+        "gitea_plan_stale_worker_retirement",
+        "plan_tool",
+        """\
+Read-only: which worker registrations are conclusively stale, with tokens to retire them.
+
+Every registration is either a candidate or preserved with the first
+reason it cannot be proven stale. Returns registry_fingerprint,
+scope_fingerprint, candidate_fingerprint and candidate_worker_identities
+for the apply tool, the candidates in full, and preserved rows as counts
+per reason code with a few examples (preserved_summary); pass reason,
+namespace or instance for full preserved entries, a page at a time.
+Retires nothing. Needs gitea.read and a controller or reconciler role.""",
+        (
+            *_CONTEXT_DOCS,
+            (
+                "canonical_repository",
+                """\
+Repository binding workers must have to be
+retired (defaults to the supervisor's configured repository).""",
+            ),
+            ("reason", "List the preserved entries with this reason code."),
+            ("namespace", "List the preserved entries of this namespace."),
+            ("instance", "List the preserved entries of this client_instance_id."),
+            ("limit", "Entries per page (default 50)."),
+            ("cursor", "The next_cursor of the previous page."),
+            ("full", "List every preserved entry (large; the answer is cut to size)."),
+        ),
+        "",
+        read_only=True,
+        own=_CONTEXT,
+        hooked=True,
+    ),
     command=Command("", "plan", "dry-run retirement plan"),
 )
 APPLY = Operation(
@@ -155,7 +242,41 @@ APPLY = Operation(
         ),
         _REPOSITORY,
     ),
-    alias="gitea_apply_stale_worker_retirement",
+    tool=Tool(
+        "gitea_apply_stale_worker_retirement",
+        "apply_tool",
+        """\
+Retire the plan's stale worker registrations under compare-and-swap.
+
+Give the plan's candidate_fingerprint, its exact
+candidate_worker_identities, and exactly one of registry_fingerprint
+(whole registry unchanged) or scope_fingerprint (only the rows that share
+an identity with a candidate unchanged). The supervisor re-reads the
+registry, re-plans, re-probes each process and retires nothing if
+anything moved. Rows are marked retired, never deleted. Needs
+gitea.worker_registry.retire and a controller or reconciler role.""",
+        (
+            ("candidate_fingerprint", "The plan's candidate_fingerprint."),
+            (
+                "worker_identities",
+                """\
+The plan's candidate_worker_identities (a list, a
+JSON list, or a comma-separated string).""",
+            ),
+            ("registry_fingerprint", "The plan's registry_fingerprint (strict mode)."),
+            ("scope_fingerprint", "The plan's scope_fingerprint (scoped mode)."),
+            *_CONTEXT_DOCS,
+            ("canonical_repository", "Must be the value the plan used."),
+        ),
+        # It may have retired rows.
+        "no answer came back, so whether anything was retired is unknown; "
+        "plan again to see the registry as it is now",
+        own=(*_CONTEXT, Arg("worker_identities", TEXT_OR_TEXTS, required=True)),
+        destructive=True,
+        hooked=True,
+        ok_outcomes=frozenset({OUTCOME_APPLIED, OUTCOME_ALREADY_RETIRED}),
+        refused_extra=(("retired_count", 0),),
+    ),
     command=Command(
         "",
         "apply",

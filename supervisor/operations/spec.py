@@ -99,6 +99,27 @@ class Tool:
     #: ``success`` is the tool's verdict, not whether it worked (an unhealthy namespace
     #: is still recorded): only a refused or lost call is flagged ``isError``.
     success_is_verdict: bool = False
+    #: Parameters the tool has beyond the wire arguments (audit context), or where its
+    #: shape differs from the wire's (a string as well as a list); looked up first.
+    own: tuple[Arg, ...] = ()
+    #: Whether a call may destroy (the MCP ``destructiveHint``).
+    destructive: bool = False
+    #: Answered by a hook of its own (``surfaces.mcp.fleet_tools``: the socket's parsers,
+    #: size cuts, audit context) rather than by forwarding every argument; its name,
+    #: description and parameters are still these.
+    hooked: bool = False
+    #: Outcomes that alone mean the call did its job (``success`` may be true for a
+    #: compare-and-swap that moved and wrote nothing; see ``mcp.results.flag_error``).
+    ok_outcomes: frozenset[str] | None = None
+    #: Added to a refusal of the call (what it did not do), as (key, value) pairs.
+    refused_extra: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, op: Operation, name: str) -> Arg:
+        """The parameter ``name``: the tool's own, else the op's wire argument."""
+        for arg in self.own:
+            if arg.name == name:
+                return arg
+        return op.arg(name)
 
     def mutating(self, arguments: Mapping[str, Any]) -> bool:
         """Whether a call with ``arguments`` may have changed something."""
@@ -144,15 +165,13 @@ class Operation:
     command: Command | None = None
     #: CLI flags that belong to the command but not to any argument of this op.
     extra_flags: tuple[Flag, ...] = field(default=())
-    #: The seed's MCP tool name of an op whose tool is written by hand (``mcp_tools``).
-    alias: str | None = None
     #: When ops share a command: the flags that select this op (otherwise the other).
     when: tuple[str, ...] = ()
 
     @property
     def tool_name(self) -> str | None:
         """The MCP tool this op is served as, if any."""
-        return self.tool.name if self.tool is not None else self.alias
+        return self.tool.name if self.tool is not None else None
 
     def arg(self, name: str) -> Arg:
         for arg in self.args:

@@ -53,7 +53,7 @@ WRONG: dict[str, Any] = {
     spec.OBJECT: "x",
     spec.INT_OR_NULL: "x",
 }
-#: Arguments of hand-written tools that the tool does not offer (the CLI and socket do).
+#: Wire arguments a tool does not offer (the CLI and socket do).
 NOT_ON_MCP = {"plan": {"examples"}}
 BYSTANDER = Profile(name="r-bystander", role_kind="reviewer")
 PROFILES = '[profiles.r-bystander]\nrole_kind = "reviewer"\nallowed_operations = []\n'
@@ -63,7 +63,13 @@ def _minimal(op: Operation) -> dict[str, Any]:
     return {arg.name: SAMPLES[arg.shape] for arg in op.args if arg.required}
 
 
-def _generated() -> list[Operation]:
+def _tool_minimal(op: Operation) -> dict[str, Any]:
+    assert op.tool is not None
+    params = (op.tool.param(op, name) for name, _ in op.tool.params)
+    return {arg.name: SAMPLES[arg.shape] for arg in params if arg.required}
+
+
+def _served() -> list[Operation]:
     return [op for op in OPERATIONS.values() if op.tool is not None]
 
 
@@ -107,12 +113,15 @@ async def test_every_tool_is_listed_on_both_mcp_surfaces_with_the_declared_argum
             schema = listed[name].input_schema
             properties = set(schema["properties"])
             declared = {arg.name for arg in op.args}
-            if op.tool is None:
-                # Hand-written: every wire argument is a tool argument of the same name.
+            assert op.tool is not None
+            assert properties == {p for p, _ in op.tool.params}, name
+            if op.tool.own:
+                # Parameters of its own (audit context): every wire argument is still a
+                # tool argument of the same name.
                 assert declared - NOT_ON_MCP.get(op.name, set()) <= properties, name
-                continue
-            assert properties == declared == {p for p, _ in op.tool.params}, name
-            required = [p for p, _ in op.tool.params if op.arg(p).required]
+            else:
+                assert properties == declared, name
+            required = [p for p, _ in op.tool.params if op.tool.param(op, p).required]
             assert schema.get("required", []) == required, name
 
 
@@ -160,22 +169,26 @@ async def _tool(client: McpClient, name: str, args: dict[str, Any]) -> dict[str,
 @pytest.mark.anyio
 async def test_every_tool_refuses_as_its_socket_op_does(tmp_path: Path, sock_dir: Path) -> None:
     async with _surfaces(tmp_path, sock_dir) as s:
-        for op in _generated():
+        for op in _served():
             assert op.tool is not None
-            args = _minimal(op)
+            args, tool_args = _minimal(op), _tool_minimal(op)
             # A profile without the grant: the same denial, naming the same permission.
             socket = (await _socket(s["path"], op.name, s["token"], args))["result"]
             assert socket["denied"] is True, op.name
             for side in ("daemon", "bridge"):
-                tool = await _tool(s[side], op.tool.name, args)
+                tool = await _tool(s[side], op.tool.name, tool_args)
                 assert (tool["denied"], tool["permission"]) == (True, socket["permission"])
-            # A wrong-shaped argument: bad_request on every surface.
-            wrong = next(a for a in op.args if a.required and a.shape in WRONG)
-            bad = {**args, wrong.name: WRONG[wrong.shape]}
-            refused = await _socket(s["path"], op.name, s["token"], bad)
-            assert refused["error"]["code"] == "bad_request", op.name
-            for side in ("daemon", "bridge"):
-                assert (await _tool(s[side], op.tool.name, bad))["error"] == "bad_request"
+            # A wrong-shaped argument: bad_request on every surface (snapshot and plan
+            # require no argument to get wrong).
+            wrong = next((a for a in op.args if a.required and a.shape in WRONG), None)
+            assert wrong is not None or op.name in ("snapshot", "plan"), op.name
+            if wrong is not None:
+                bad = {**args, wrong.name: WRONG[wrong.shape]}
+                refused = await _socket(s["path"], op.name, s["token"], bad)
+                assert refused["error"]["code"] == "bad_request", op.name
+                for side in ("daemon", "bridge"):
+                    bad_tool = {**tool_args, wrong.name: WRONG[wrong.shape]}
+                    assert (await _tool(s[side], op.tool.name, bad_tool))["error"] == "bad_request"
             # No token: unauthenticated on the socket, and through the bridge that forwards it.
             unauthenticated = await _socket(s["path"], op.name, None, args)
             assert unauthenticated["error"]["code"] == "unauthenticated", op.name

@@ -12,15 +12,16 @@ from typing import Any, Self
 import anyio
 
 from supervisor.client import AsyncClient
-from supervisor.logs import configure_logging, get_logger
+from supervisor.client.frames import apply_args, snapshot_args
+from supervisor.logs import configure_logging
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
-from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls, unanswered_as_unavailable
-from supervisor.surfaces.mcp.fleet_tools import ToolBackend
+from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls
+from supervisor.surfaces.mcp.fleet_tools import APPLY, PLAN, SNAPSHOT, ToolBackend
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.stdio import serve_stdio
 from supervisor.surfaces.mcp.tools import build_mcp_server
-from supervisor.wire import PlanQuery
+from supervisor.wire import PlanQuery, query_args
 
 __all__ = [
     "TOKEN_ENV",
@@ -33,8 +34,6 @@ __all__ = [
 TOKEN_ENV = "FLEET_SUPERVISOR_TOKEN"
 #: How long open HTTP streams get to finish when the daemon stops.
 _HTTP_DRAIN_SECONDS = 5
-
-_log = get_logger(surface="mcp")
 
 
 # --- stdio: forward to the daemon -------------------------------------------------------
@@ -74,6 +73,10 @@ class SocketToolBackend(SocketOperationCalls):
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    # The fleet ops take typed arguments in-process (the handle's own signatures); here
+    # each becomes the same frame the client library sends, through ``invoke`` like
+    # every other declared op.
+
     async def snapshot(
         self,
         profile: Profile | None,
@@ -83,14 +86,11 @@ class SocketToolBackend(SocketOperationCalls):
         expected_live_revision: str | None,
         include_history: bool = False,
     ) -> Mapping[str, Any]:
-        del profile  # the daemon authenticates the token instead
-        with unanswered_as_unavailable():
-            return await self._client.snapshot(
-                canonical_repository=canonical_repository,
-                expected_manifest=[_manifest_frame(e) for e in expected_manifest],
-                expected_live_revision=expected_live_revision,
-                include_history=include_history,
-            )
+        manifest = [_manifest_frame(e) for e in expected_manifest]
+        args = snapshot_args(
+            canonical_repository, manifest, expected_live_revision, include_history
+        )
+        return await self.invoke(SNAPSHOT.name, profile, args)
 
     async def plan(
         self,
@@ -99,9 +99,8 @@ class SocketToolBackend(SocketOperationCalls):
         canonical_repository: str | None,
         query: PlanQuery | None = None,
     ) -> Mapping[str, Any]:
-        del profile
-        with unanswered_as_unavailable():
-            return await self._client.plan(canonical_repository=canonical_repository, query=query)
+        args = {"canonical_repository": canonical_repository, **query_args(query)}
+        return await self.invoke(PLAN.name, profile, args)
 
     async def apply(
         self,
@@ -113,15 +112,14 @@ class SocketToolBackend(SocketOperationCalls):
         scope_fingerprint: str | None,
         canonical_repository: str | None,
     ) -> Mapping[str, Any]:
-        del profile
-        with unanswered_as_unavailable():
-            return await self._client.apply(
-                candidate_fingerprint=candidate_fingerprint,
-                worker_identities=worker_identities,
-                registry_fingerprint=registry_fingerprint,
-                scope_fingerprint=scope_fingerprint,
-                canonical_repository=canonical_repository,
-            )
+        args = apply_args(
+            candidate_fingerprint,
+            worker_identities,
+            registry_fingerprint,
+            scope_fingerprint,
+            canonical_repository,
+        )
+        return await self.invoke(APPLY.name, profile, args)
 
 
 async def serve_mcp_stdio(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from mcp.server.mcpserver import MCPServer
@@ -27,6 +27,7 @@ __all__ = [
     "RELEASE_TOOL",
     "UPSERT_LINK_TOOL",
     "OperationBackend",
+    "add_declared_tool",
     "register_operation_tools",
 ]
 
@@ -72,7 +73,7 @@ def _signature(op: Operation) -> inspect.Signature:
     assert op.tool is not None
     params = []
     for name, _doc in op.tool.params:
-        arg = op.arg(name)
+        arg = op.tool.param(op, name)
         kind = _TYPES[arg.shape]
         if arg.required:
             annotation, default = kind, inspect.Parameter.empty
@@ -88,9 +89,30 @@ def _signature(op: Operation) -> inspect.Signature:
     return inspect.Signature(params, return_annotation=dict[str, Any])
 
 
-def _tool_function(
+def add_declared_tool(
+    server: MCPServer[Any], op: Operation, call: Callable[..., Awaitable[dict[str, Any]]]
+) -> None:
+    """Serve ``call`` as the tool ``op`` declares: its name, description, parameters and
+    hints; ``call`` gets every parameter by keyword (defaults filled in)."""
+    tool = op.tool
+    assert tool is not None
+    # The SDK reads the parameters from the signature and names the schemas after the
+    # function, so both are set as the hand-written tools had them.
+    call.__name__ = call.__qualname__ = tool.function
+    call.__signature__ = _signature(op)  # type: ignore[attr-defined]
+    server.add_tool(
+        call,
+        name=tool.name,
+        description=describe(tool),
+        annotations=ToolAnnotations(
+            read_only_hint=tool.read_only, destructive_hint=tool.destructive
+        ),
+    )
+
+
+def _forward(
     op: Operation, backend: OperationBackend, profile_resolver: Callable[[], Profile | None]
-) -> Callable[..., Any]:
+) -> Callable[..., Awaitable[dict[str, Any]]]:
     tool = op.tool
     assert tool is not None
 
@@ -102,10 +124,6 @@ def _tool_function(
             lost=tool.lost,
         )
 
-    # The SDK reads the parameters from the signature and names the schemas after the
-    # function, so both are set as the hand-written tools had them.
-    call.__name__ = call.__qualname__ = tool.function
-    call.__signature__ = _signature(op)  # type: ignore[attr-defined]
     return call
 
 
@@ -115,13 +133,9 @@ def register_operation_tools(
     *,
     profile_resolver: Callable[[], Profile | None],
 ) -> None:
-    """Add every declared operation tool to ``server``; every decision is the backend's."""
+    """Add every declared operation tool without a hook of its own to ``server`` (the fleet
+    tools are ``fleet_tools``'); every decision is the backend's."""
     for op in OPERATIONS.values():
-        if op.tool is None:
+        if op.tool is None or op.tool.hooked:
             continue
-        server.add_tool(
-            _tool_function(op, backend, profile_resolver),
-            name=op.tool.name,
-            description=describe(op.tool),
-            annotations=ToolAnnotations(read_only_hint=op.tool.read_only, destructive_hint=False),
-        )
+        add_declared_tool(server, op, _forward(op, backend, profile_resolver))

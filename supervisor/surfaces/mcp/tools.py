@@ -20,13 +20,11 @@ from pydantic import AnyHttpUrl, ValidationError
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import TOOLS
+from supervisor.operations.spec import Tool
 from supervisor.policy.retirement.reasons import (
-    OUTCOME_ALREADY_RETIRED,
-    OUTCOME_APPLIED,
     OUTCOME_REFUSED,
 )
 from supervisor.surfaces.mcp.fleet_tools import (
-    APPLY_TOOL,
     ProfileResolver,
     ToolArgumentError,
     ToolBackend,
@@ -39,9 +37,11 @@ from supervisor.version import package_version
 
 __all__ = ["build_mcp_server"]
 
-#: Apply can answer ``success: true`` for a compare-and-swap that moved and wrote
-#: nothing; only these outcomes mean it did its job (see mcp_results).
-_APPLY_DONE = frozenset({OUTCOME_APPLIED, OUTCOME_ALREADY_RETIRED})
+
+def _declared(name: str) -> Tool | None:
+    """The tool ``name`` as its operation declares it (None for a name no op serves)."""
+    op = TOOLS.get(name)
+    return op.tool if op is not None else None
 
 
 def _text_block(body: Mapping[str, Any]) -> list[ContentBlock]:
@@ -58,8 +58,9 @@ def _argument_refusal(tool: str, reasons: Sequence[str]) -> CallToolResult:
         "mutation_performed": False,
         "reasons": list(reasons),
     }
-    if tool == APPLY_TOOL:
-        body["retired_count"] = 0
+    declared = _declared(tool)
+    if declared is not None:
+        body.update(declared.refused_extra)
     return CallToolResult(content=_text_block(body), structured_content=body, is_error=True)
 
 
@@ -69,11 +70,6 @@ def _validation_reasons(error: ValidationError) -> list[str]:
         f"{'.'.join(str(part) for part in item['loc']) or 'arguments'}: {item['msg']}"
         for item in error.errors()
     ]
-
-
-def _success_is_verdict(name: str) -> bool:
-    declared = TOOLS.get(name)
-    return declared is not None and declared.tool is not None and declared.tool.success_is_verdict
 
 
 class _FleetServer(MCPServer[Any]):
@@ -86,10 +82,11 @@ class _FleetServer(MCPServer[Any]):
         try:
             result = await super().call_tool(name, arguments, context)
             if isinstance(result, CallToolResult):
+                declared = _declared(name)
                 return flag_error(
                     result,
-                    ok_outcomes=_APPLY_DONE if name == APPLY_TOOL else None,
-                    success_is_verdict=_success_is_verdict(name),
+                    ok_outcomes=declared.ok_outcomes if declared is not None else None,
+                    success_is_verdict=declared is not None and declared.success_is_verdict,
                 )
             return result
         except ToolError as exc:
