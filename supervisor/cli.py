@@ -18,7 +18,6 @@ from supervisor.cli_format import format_apply, format_plan, format_snapshot, fo
 from supervisor.cli_operations import add_operation_commands, operation_request
 from supervisor.cli_work import add_work_parser, format_work, succeeded, work_request
 from supervisor.clients.arguments import add_clients_parser
-from supervisor.config import Settings, default_config_path, load_settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.launcher import (
     absolute_path,
@@ -30,6 +29,7 @@ from supervisor.launcher import (
 )
 from supervisor.namespace_probe import add_probe_parser
 from supervisor.policy.identity.instance import UntrustedInstanceError
+from supervisor.settings.config import Settings, default_config_path, load_settings
 from supervisor.version import package_version
 from supervisor.wire import DEFAULT_EXAMPLES, DEFAULT_PAGE, PlanQuery
 
@@ -372,7 +372,7 @@ def _launch_config(args: argparse.Namespace, settings: Settings) -> int:
 
 def _token_create(args: argparse.Namespace, settings: Settings) -> int:
     from supervisor.defaults import PROFILES, read_default
-    from supervisor.profiles import create_token, ensure_profiles_file
+    from supervisor.settings.profiles import create_token, ensure_profiles_file
 
     path = settings.auth.profiles_path
     # First use: start the operator's own profiles file from the shipped example
@@ -388,7 +388,7 @@ def _token_create(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run(settings: Settings) -> int:
     """The daemon; a start-up failure is one line on stderr (a bad setting exits 2, else 1)."""
-    from supervisor.service import run_service
+    from supervisor.daemon.service import run_service
 
     try:
         return anyio.run(run_service, settings)
@@ -447,7 +447,7 @@ def _format_hosts(result: Mapping[str, Any]) -> str:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from supervisor.config_checks import Invalid, postgres_url_check
+    from supervisor.settings.config_checks import Invalid, postgres_url_check
     from supervisor.store.registry_copy import copy_sqlite_to_postgres, parse_sqlite_source
 
     try:

@@ -22,10 +22,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.client import AsyncClient
 from supervisor.errors import ConfigError, Unavailable
-from supervisor.logs import configure_logging, get_logger
+from supervisor.observe.logs import configure_logging, get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
-from supervisor.profiles import ProfileBook
+from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp_bridge_control import SocketOperationCalls, unanswered_as_unavailable
 from supervisor.surfaces.mcp_size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp_stdio import serve_stdio

@@ -13,13 +13,12 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from supervisor.config import SocketConfig
 from supervisor.errors import ProfilesUnreadable, ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle_hosts import HostLeaseCalls
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
-from supervisor.probes import ProbeBackend, peer_credentials
+from supervisor.settings.config import SocketConfig
 from supervisor.surfaces.frame_channel import FrameChannel, Oversized, open_frame_channel
 from supervisor.surfaces.peer_auth import Conversation, authorize_pid
 from supervisor.surfaces.protocol import (
@@ -40,7 +39,8 @@ from supervisor.surfaces.protocol_hosts import HostArgs
 from supervisor.surfaces.socket_bind import SocketInUse, bound_listener
 from supervisor.surfaces.socket_hosts import dispatch_hosts
 from supervisor.surfaces.socket_status import ServerFigures, status_report
-from supervisor.unix_stream import UnixStream, accept_socket
+from supervisor.system.probes import ProbeBackend, peer_credentials
+from supervisor.system.unix_stream import UnixStream, accept_socket
 from supervisor.wire import (
     BAD_REQUEST,
     FRAME_TOO_LARGE,

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from mcp import Client as McpClient
 
-from supervisor.config import SocketConfig
-from supervisor.profiles import ProfileBook, create_token
+from supervisor.settings.config import SocketConfig
+from supervisor.settings.profiles import ProfileBook, create_token
 from supervisor.surfaces.mcp_bridge import SocketToolBackend
 from supervisor.surfaces.mcp_tools import build_mcp_server
 from supervisor.surfaces.protocol import CONTROL_OPS, OPERATOR_OPS, WORKER_OPS

@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from supervisor.errors import ConfigError
 from supervisor.policy.control.permissions import Profile
-from supervisor.profiles import ProfileBook, hash_token
+from supervisor.settings.profiles import ProfileBook, hash_token
 from supervisor.surfaces.mcp_bridge import serve_mcp_http
 from supervisor.surfaces.mcp_tools import APPLY_TOOL, PLAN_TOOL, TOOL_NAMES
 from tests.actors.harness import AUTHOR, READER, RETIRER, Harness, harness

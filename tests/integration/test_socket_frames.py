@@ -15,7 +15,7 @@ import pytest
 from mcp import Client as McpClient
 
 from supervisor.client import AsyncClient, Client, RemoteProtocolError
-from supervisor.profiles import ProfileBook, create_token
+from supervisor.settings.profiles import ProfileBook, create_token
 from supervisor.surfaces.mcp_bridge import SocketToolBackend
 from supervisor.surfaces.mcp_tools import APPLY_TOOL, build_mcp_server
 from supervisor.wire import encode
