@@ -15,7 +15,7 @@ from actors.retirement.actor import ProfileLookup
 from actors.writer.hosts import RenewHostLease, RetireHostRows
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.operations.registry import decide
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.permissions import Profile

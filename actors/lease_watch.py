@@ -12,7 +12,7 @@ from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve
 from actors.replies import LeaseOwners, WriteAck
 from actors.writer.inbox import ExpireLeases, WriterInbox
 from supervisor.clock import Clock
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.retirement.fingerprints import lease_fingerprint
 from supervisor.policy.retirement.plan import ProtectedOwners, protected_from_leases
 from supervisor.policy.stamps import format_stamp

@@ -32,14 +32,14 @@ from bench.fixtures import (
 )
 from bench.processes import free_pids, short_tempdir
 from bench.report import Figure
-from supervisor.app import AppSettings
 from supervisor.clock import MonotonicWall, SystemClock
+from supervisor.daemon.app import AppSettings
+from supervisor.daemon.service import freeze_startup_heap
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners
 from supervisor.policy.retirement.planner import plan_retirement
-from supervisor.probes import LocalProbes
-from supervisor.service import freeze_startup_heap
 from supervisor.store.sqlite import open_sqlite_store
+from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]
 
@@ -112,7 +112,7 @@ async def _handle_apply(db: Path) -> tuple[float, Mapping[str, Any]]:
     )
     try:
         async with local_supervisor(store, settings) as supervisor:
-            # As the daemon does once it is up (supervisor/service.py); undone below so
+            # As the daemon does once it is up (supervisor/daemon/service.py); undone below so
             # later benchmarks in this process start from an ordinary heap.
             freeze_startup_heap()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from bench.report import Figure
-from supervisor.logs import configure_logging
+from supervisor.observe.logs import configure_logging
 
 __all__ = ["LIMIT_SECONDS", "BenchmarkTimeout", "main"]
 

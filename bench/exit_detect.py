@@ -18,7 +18,7 @@ from actors.liveness.actor import LivenessSettings
 from bench.fixtures import REPO, local_supervisor
 from bench.processes import short_tempdir, sleeper_argv
 from bench.report import Figure, percentile
-from supervisor.app import AppSettings, Supervisor
+from supervisor.daemon.app import AppSettings, Supervisor
 from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.store.sqlite import open_sqlite_store
 

@@ -18,7 +18,7 @@ from bench.exit_detect import worker_claims
 from bench.fixtures import READER, local_supervisor
 from bench.processes import short_tempdir, sleeper_argv
 from bench.report import Figure, percentile
-from supervisor.app import AppSettings, Supervisor
+from supervisor.daemon.app import AppSettings, Supervisor
 from supervisor.store.sqlite import open_sqlite_store
 
 __all__ = ["run"]

@@ -12,16 +12,16 @@ from typing import Any, Literal
 
 import anyio
 
-from supervisor.app import AppSettings, Supervisor, running_supervisor
 from supervisor.clock import MonotonicWall, SystemClock
+from supervisor.daemon.app import AppSettings, Supervisor, running_supervisor
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.policy.stamps import format_stamp
-from supervisor.probes import LocalProbes, ProbeBackend
 from supervisor.store.base import Store
 from supervisor.store.schema import REGISTRATION_COLUMNS
 from supervisor.store.sqlite import migrate
+from supervisor.system.probes import LocalProbes, ProbeBackend
 
 __all__ = [
     "READER",

@@ -28,15 +28,15 @@ from bench.beat_load import beat_through_handle
 from bench.fixtures import READER, REPO, StaticProfiles
 from bench.processes import Sleepers, cpu_seconds, short_tempdir
 from bench.report import Figure, percentile
-from supervisor.app import AppSettings, running_supervisor
 from supervisor.clock import MonotonicWall, SystemClock
-from supervisor.logs import configure_logging
+from supervisor.daemon.app import AppSettings, running_supervisor
+from supervisor.observe.logs import configure_logging
 from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.policy.stamps import format_stamp
-from supervisor.probes import LocalProbes
 from supervisor.store import sql
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.postgres import migrate_postgres, open_postgres_store
+from supervisor.system.probes import LocalProbes
 from tests.pg_server import find_pg_bindir, start_pg_server
 
 __all__ = ["run"]

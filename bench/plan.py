@@ -27,14 +27,14 @@ from bench.fixtures import (
 )
 from bench.processes import Sleepers, free_pids, short_tempdir
 from bench.report import Figure
-from supervisor.app import AppSettings, Supervisor
-from supervisor.gc_pause import gc_paused
+from supervisor.daemon.app import AppSettings, Supervisor
 from supervisor.policy.incremental.memo import PlanMemo
 from supervisor.policy.incremental.planner import plan_retirement
 from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners, RetirementPlan
 from supervisor.policy.stamps import format_stamp
-from supervisor.probes import LocalProbes
 from supervisor.store.sqlite import open_sqlite_store
+from supervisor.system.gc_pause import gc_paused
+from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]
 

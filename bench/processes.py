@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from supervisor.probes import process_start_time
+from supervisor.system.probes import process_start_time
 
 __all__ = [
     "Daemon",

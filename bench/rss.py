@@ -14,8 +14,8 @@ from bench.fixtures import make_db, registration_row
 from bench.processes import Daemon, Sleepers, free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.client import Client
-from supervisor.probes import LocalProbes
-from supervisor.profiles import create_token
+from supervisor.settings.profiles import create_token
+from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]
 

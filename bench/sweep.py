@@ -17,9 +17,9 @@ from bench.fixtures import StallMeter, make_db, registration_row
 from bench.processes import Sleepers, free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.clock import MonotonicWall, SystemClock
-from supervisor.probes import LocalProbes
-from supervisor.service import freeze_startup_heap
+from supervisor.daemon.service import freeze_startup_heap
 from supervisor.store.sqlite import open_sqlite_store
+from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]
 

@@ -23,11 +23,11 @@ from bench.processes import short_tempdir
 from bench.report import Figure
 from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.policy.stamps import format_stamp
-from supervisor.probes import LocalProbes
 from supervisor.store import sql
 from supervisor.store.dialect import SQLITE
 from supervisor.store.sqlite import open_sqlite_store
 from supervisor.store.sqlite_tx import begin_immediate, commit, executemany
+from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]
 

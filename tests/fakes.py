@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from supervisor.probes import ProcessEvidence
+from supervisor.system.probes import ProcessEvidence
 
 __all__ = ["ScriptedProbes"]
 

@@ -31,12 +31,12 @@ from actors.writer.inbox import (
 )
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
-from supervisor.logs import get_logger
-from supervisor.metrics import Metrics
+from supervisor.observe.logs import get_logger
+from supervisor.observe.metrics import Metrics
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.identity.instance import NAMESPACES, assess_instance_identity
 from supervisor.policy.stamps import format_stamp
-from supervisor.probes import ProbeBackend
+from supervisor.system.probes import ProbeBackend
 
 __all__ = ["CLAIM_FIELDS", "HeartbeatActor", "HeartbeatSettings"]
 

@@ -15,16 +15,16 @@ from actors.liveness.answers import NO_SHORTCUTS, ProbeShortcuts, answer, reuse
 from actors.liveness.inbox import LivenessInbox, LivenessStatusQuery, ProbeNow, Watch
 from actors.mailbox import Actor, Inbox, serve
 from actors.replies import LivenessStatus, Verdict
-from supervisor import probes as os_probes
 from supervisor.clock import Clock
-from supervisor.exit_watch import ExitWatchSet, exit_watch_supported
-from supervisor.logs import get_logger
-from supervisor.metrics import Metrics
+from supervisor.observe.logs import get_logger
+from supervisor.observe.metrics import Metrics
 from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import PidEvidence, row_pid
-from supervisor.probes import LocalProbes, ProbeBackend, ProcessEvidence
-from supervisor.proc_listing import listing_is_complete, visible_pids
 from supervisor.store.base import Store
+from supervisor.system import probes as os_probes
+from supervisor.system.exit_watch import ExitWatchSet, exit_watch_supported
+from supervisor.system.probes import LocalProbes, ProbeBackend, ProcessEvidence
+from supervisor.system.proc_listing import listing_is_complete, visible_pids
 
 __all__ = ["LivenessActor", "LivenessSettings", "judge"]
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, S
 from dataclasses import dataclass
 
 from supervisor.policy.evidence import UNKNOWN, PidEvidence
-from supervisor.probes import ProcessEvidence
+from supervisor.system.probes import ProcessEvidence
 
 __all__ = ["NO_SHORTCUTS", "ProbeShortcuts", "answer", "reuse"]
 

@@ -45,9 +45,8 @@ from actors.retirement.records import refusal as _refusal
 from actors.writer.inbox import ApplyRetirement, WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
-from supervisor.gc_pause import gc_paused
-from supervisor.logs import get_logger
-from supervisor.metrics import Metrics
+from supervisor.observe.logs import get_logger
+from supervisor.observe.metrics import Metrics
 from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import PidEvidence
@@ -60,8 +59,9 @@ from supervisor.policy.render import (
     snapshot_dict,
 )
 from supervisor.policy.retirement.fingerprints import registry_fingerprint
-from supervisor.probes import ProbeBackend
 from supervisor.store.base import Store
+from supervisor.system.gc_pause import gc_paused
+from supervisor.system.probes import ProbeBackend
 from supervisor.wire import PlanQuery
 
 __all__ = ["ProfileLookup", "RetirementActor", "RetirementSettings"]

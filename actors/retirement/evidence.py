@@ -15,8 +15,8 @@ from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.fleet.orphans import OrphanFinding, client_pids, find_orphans
 from supervisor.policy.retirement.plan import FencingContext
-from supervisor.probes import ProbeBackend
 from supervisor.store.base import Row, Store
+from supervisor.system.probes import ProbeBackend
 
 __all__ = ["Facts", "OrphanList"]
 

@@ -10,7 +10,7 @@ from actors.mailbox import Outbox, ask
 from actors.replies import FleetCounts, WriteAck
 from actors.writer.inbox import AppendAudit, WriterInbox
 from supervisor.errors import SupervisorError
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import EvidenceMap
 from supervisor.policy.fleet.orphans import OrphanFinding, orphan_dict

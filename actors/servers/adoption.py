@@ -8,7 +8,7 @@ from typing import Any
 
 from actors.servers.identity import ServerFacts
 from supervisor.policy.identity.exec_marker import ExecMarker
-from supervisor.process_tree import stat_facts, ticks
+from supervisor.system.process_tree import stat_facts, ticks
 
 __all__ = ["Found", "inspect_found", "unwatched"]
 

@@ -12,7 +12,7 @@ from actors.servers.watches import Watched
 from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats, WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.stamps import format_stamp
 
 __all__ = ["BeatSchedule"]

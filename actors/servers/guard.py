@@ -41,18 +41,18 @@ from actors.servers.watches import (
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.stamps import format_stamp
-from supervisor.probes import ProbeBackend, close_pidfd, pidfd_open
-from supervisor.process_tree import (
+from supervisor.store.base import Store
+from supervisor.system.probes import ProbeBackend, close_pidfd, pidfd_open
+from supervisor.system.process_tree import (
     dedicated_cgroup,
     duplicate_fd,
     owner_uid,
     scan_markers,
     stat_facts,
 )
-from supervisor.store.base import Store
 
 __all__ = [
     "EXIT_CLIENT",

@@ -16,8 +16,8 @@ from supervisor.policy.identity.launch import (
     launch_instance_id,
     server_session_id,
 )
-from supervisor.probes import ProbeBackend
-from supervisor.process_tree import client_argv, start_epoch
+from supervisor.system.probes import ProbeBackend
+from supervisor.system.process_tree import client_argv, start_epoch
 
 __all__ = ["ServerFacts", "derive_claims"]
 

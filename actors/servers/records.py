@@ -11,7 +11,7 @@ from actors.servers.stopping import StopOutcome
 from actors.servers.watches import Watched
 from actors.writer.inbox import AppendAudit, ReleaseRegistration, WriterInbox
 from supervisor.errors import SupervisorError
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 
 __all__ = ["exit_audit", "release_exited"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from supervisor.clock import Clock
-from supervisor.process_tree import Member, find_members, signal_verified
+from supervisor.system.process_tree import Member, find_members, signal_verified
 
 __all__ = ["LocalTree", "StopOutcome", "TreeOps", "stop_tree"]
 

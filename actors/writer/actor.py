@@ -56,11 +56,11 @@ from actors.writer.isolation import Single as _Single
 from actors.writer.isolation import isolate_failure
 from actors.writer.registrations import register, release
 from supervisor.clock import Clock
-from supervisor.logs import get_logger
-from supervisor.metrics import Metrics
+from supervisor.observe.logs import get_logger
+from supervisor.observe.metrics import Metrics
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
-from supervisor.probes import ProbeBackend
 from supervisor.store.base import Row, Store, WriteTx
+from supervisor.system.probes import ProbeBackend
 
 __all__ = ["RegistryWriter", "WriterSettings"]
 

@@ -10,7 +10,6 @@ from actors.replies import ApplyOutcome
 from actors.writer.apply_reads import reread_for_apply
 from actors.writer.inbox import ApplyRetirement
 from supervisor.clock import Clock
-from supervisor.gc_pause import gc_paused
 from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.retirement.apply_rules import (
@@ -35,8 +34,9 @@ from supervisor.policy.retirement.reasons import (
     REASON_ROW_CHANGED,
 )
 from supervisor.policy.stamps import format_stamp
-from supervisor.probes import ProbeBackend
 from supervisor.store.base import Store, WriteTx
+from supervisor.system.gc_pause import gc_paused
+from supervisor.system.probes import ProbeBackend
 
 __all__ = ["ApplySettings", "LeaseFenceMoved", "run_apply"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from actors.replies import HeartbeatResult
 from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.canonical import canon
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.store.base import CommitChain, Store

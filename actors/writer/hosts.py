@@ -8,7 +8,7 @@ from datetime import datetime
 
 from actors.mailbox import Reply
 from actors.replies import WriteAck
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.canonical import canon
 from supervisor.policy.retirement.host_leases import (
     REASON_HOST_LEASE_EXPIRED,

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from supervisor.config import Settings, default_config_path, load_settings
+from supervisor.settings.config import Settings, default_config_path, load_settings
 
 __all__ = [
     "EXIT_OK",

@@ -30,16 +30,16 @@ from supervisor.cli.launcher import (
     exec_command,
     resolve_server_command,
 )
-from supervisor.config import Settings
 from supervisor.errors import ConfigError, SupervisorError
 from supervisor.policy.identity.instance import UntrustedInstanceError
+from supervisor.settings.config import Settings
 
 __all__ = ["run_daemon", "run_exec", "run_launch_config", "run_mcp", "run_migrate", "run_token"]
 
 
 def run_daemon(settings: Settings) -> int:
     """The daemon; a start-up failure is one line on stderr (a bad setting exits 2, else 1)."""
-    from supervisor.service import run_service
+    from supervisor.daemon.service import run_service
 
     try:
         return anyio.run(run_service, settings)
@@ -104,7 +104,7 @@ def run_mcp(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_token(args: argparse.Namespace, settings: Settings) -> int:
     from supervisor.defaults import PROFILES, read_default
-    from supervisor.profiles import create_token, ensure_profiles_file
+    from supervisor.settings.profiles import create_token, ensure_profiles_file
 
     path = settings.auth.profiles_path
     # First use: start the operator's own profiles file from the shipped example
@@ -119,7 +119,7 @@ def run_token(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    from supervisor.config_checks import Invalid, postgres_url_check
+    from supervisor.settings.config_checks import Invalid, postgres_url_check
     from supervisor.store.registry_copy import copy_sqlite_to_postgres, parse_sqlite_source
 
     try:

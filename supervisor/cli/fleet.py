@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from supervisor.cli.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, emit, token_of
 from supervisor.cli.format import format_apply, format_plan, format_snapshot, format_status
 from supervisor.cli.operations import operation_request, selected
-from supervisor.config import Settings
 from supervisor.operations.spec import Command
+from supervisor.settings.config import Settings
 
 if TYPE_CHECKING:
     from supervisor.client import Client

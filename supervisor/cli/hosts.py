@@ -8,7 +8,7 @@ from typing import Any
 
 from supervisor.cli.common import EXIT_OK, EXIT_REFUSED, emit, token_of
 from supervisor.cli.operations import operation_request
-from supervisor.config import Settings
+from supervisor.settings.config import Settings
 
 __all__ = ["format_hosts", "run_hosts"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from supervisor.cli.common import EXIT_OK, EXIT_REFUSED, emit, token_of
 from supervisor.cli.operations import COMMON_FLAGS, add_operation_commands, operation_request
-from supervisor.config import Settings
+from supervisor.settings.config import Settings
 
 __all__ = [
     "add_work_parser",

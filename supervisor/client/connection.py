@@ -26,7 +26,7 @@ from supervisor.client.frames import (
     snapshot_args,
 )
 from supervisor.errors import ProtocolError, Unavailable
-from supervisor.unix_stream import UnixStream, connect_unix_stream
+from supervisor.system.unix_stream import UnixStream, connect_unix_stream
 from supervisor.wire import PlanQuery, query_args, request_frame
 
 __all__ = ["AsyncClient", "Client"]

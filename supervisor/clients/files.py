@@ -2,7 +2,7 @@
 
 # MCP clients and editors rewrite their own config files (Claude Code keeps its whole
 # state in ~/.claude.json), so a write here is the last step of a read-edit-write that
-# must not lose their changes: the new text is written atomically (supervisor.atomic_file),
+# must not lose their changes: the new text is written atomically (supervisor.system.atomic_file),
 # and the rename happens only if the file still has the bytes, size and mtime it had
 # when it was read. A timestamped backup of the old bytes is written beside it first.
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from supervisor.atomic_file import create_file, replace_atomically
+from supervisor.system.atomic_file import create_file, replace_atomically
 
 __all__ = ["BACKUP_INFIX", "ChangedSinceRead", "Snapshot", "read_snapshot", "replace_file"]
 

@@ -39,7 +39,7 @@ from actors.retirement.records import audit_event, write_audit
 from actors.writer.inbox import UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
 from supervisor.handle.control import ControlPlaneCalls
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.wire import PlanQuery

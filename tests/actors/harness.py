@@ -11,8 +11,8 @@ from typing import Any
 
 from actors.liveness.actor import LivenessSettings
 from actors.retirement.actor import RetirementSettings
-from supervisor.app import AppSettings, Supervisor, running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
+from supervisor.daemon.app import AppSettings, Supervisor, running_supervisor
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
 from supervisor.policy.identity.instance import mint_instance_id

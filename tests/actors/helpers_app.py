@@ -25,8 +25,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.mailbox import Reply
-from supervisor.app import AppSettings, Supervisor, running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
+from supervisor.daemon.app import AppSettings, Supervisor, running_supervisor
 from supervisor.store.sqlite import SQLiteStore, open_sqlite_store
 from tests.actors.harness import START, Harness, Profiles, default_settings
 from tests.actors.harness import harness as base_harness

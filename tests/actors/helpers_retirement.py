@@ -12,9 +12,9 @@ import pytest
 
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.identity.instance import mint_instance_id
-from supervisor.probes import ProcessEvidence
 from supervisor.store.base import WriteTx
 from supervisor.store.stamps import format_stamp
+from supervisor.system.probes import ProcessEvidence
 from supervisor.wire import PlanQuery
 from tests.actors.harness import READER, RETIRER, START, Harness
 from tests.fakes import ScriptedProbes

@@ -17,10 +17,10 @@ from anyio.abc import TaskStatus
 from actors.heartbeat.actor import HeartbeatSettings
 from actors.lease_watch import LeaseWatch
 from actors.replies import HeartbeatResult
-from supervisor import app as app_module
-from supervisor.app import RestartBudgetExceeded, Supervisor
+from supervisor.daemon import app as app_module
+from supervisor.daemon.app import RestartBudgetExceeded, Supervisor
 from supervisor.errors import ActorStopped
-from supervisor.metrics_prometheus import PrometheusMetrics
+from supervisor.observe.metrics_prometheus import PrometheusMetrics
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.sqlite import open_sqlite_store
 from tests.actors.harness import INSTANCE, REPO, START, default_settings

@@ -18,8 +18,8 @@ from actors.mailbox import ask
 from actors.replies import LivenessStatus, Verdict
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.evidence import PidEvidence
-from supervisor.probes import ProcessEvidence
 from supervisor.store.sqlite import open_sqlite_store
+from supervisor.system.probes import ProcessEvidence
 from tests.actors.harness import START, default_settings
 from tests.actors.helpers_actors import LivenessRig, registration_row, running_liveness, until
 from tests.actors.helpers_app import SettledHarness, harness, settle

@@ -21,10 +21,10 @@ from actors.liveness.answers import ProbeShortcuts
 from actors.liveness.inbox import LivenessInbox, ProbeNow, Watch
 from actors.mailbox import ask
 from supervisor.clock import FakeClock, MonotonicWall
-from supervisor.exit_watch import exit_watch_supported
 from supervisor.policy.evidence import PidEvidence
-from supervisor.probes import ProcessEvidence
 from supervisor.store.base import Store
+from supervisor.system.exit_watch import exit_watch_supported
+from supervisor.system.probes import ProcessEvidence
 from tests.actors.harness import START
 
 pytestmark = pytest.mark.skipif(not exit_watch_supported(), reason="epoll is Linux-only")

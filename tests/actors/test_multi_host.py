@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from actors.host_lease import HostLeaseSettings
-from supervisor.app import running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
+from supervisor.daemon.app import running_supervisor
 from supervisor.policy.retirement.host_leases import (
     REASON_HOST_ID_IN_USE,
     REASON_HOST_IS_LOCAL,

@@ -13,7 +13,7 @@ from actors.liveness.actor import LivenessActor
 from actors.writer.actor import WriterSettings
 from actors.writer.apply_tx import ApplySettings
 from actors.writer.beats import NOT_ACTIVE
-from supervisor.app import AppSettings
+from supervisor.daemon.app import AppSettings
 from supervisor.errors import StoreError
 from supervisor.policy.fleet.snapshot import CLASS_LEGACY_INCOMPLETE
 from supervisor.policy.retirement.reasons import (
@@ -34,8 +34,8 @@ from supervisor.policy.retirement.reasons import (
     REASON_ROW_MISSING,
     REASON_WORKER_LIVE,
 )
-from supervisor.probes import ProcessEvidence
 from supervisor.store.stamps import format_stamp
+from supervisor.system.probes import ProcessEvidence
 from tests.actors.harness import READER, RETIRER, START, Harness, default_settings, harness
 from tests.actors.helpers_retirement import (
     PAST_TTL,

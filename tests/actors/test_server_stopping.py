@@ -11,7 +11,7 @@ import pytest
 
 from actors.servers.stopping import StopOutcome, TreeOps, stop_tree
 from supervisor.clock import FakeClock
-from supervisor.process_tree import Member
+from supervisor.system.process_tree import Member
 
 pytestmark = pytest.mark.anyio
 

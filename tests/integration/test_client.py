@@ -25,9 +25,9 @@ from supervisor.client import (
     start_heartbeat_thread,
 )
 from supervisor.clock import FakeClock
-from supervisor.config import SocketConfig
 from supervisor.errors import PermissionDenied, ProtocolError, Unavailable
 from supervisor.policy.stamps import format_stamp
+from supervisor.settings.config import SocketConfig
 from tests.actors.harness import REPO
 from tests.actors.helpers_app import harness
 from tests.integration.socket_helpers import (

@@ -14,9 +14,9 @@ from mcp import Client
 
 from supervisor.cli import EXIT_OK, EXIT_REFUSED, main
 from supervisor.client import AsyncClient, RemoteProtocolError, RemoteUnauthenticated
-from supervisor.config import SocketConfig
 from supervisor.policy.control.permissions import Profile
-from supervisor.profiles import ProfileBook, create_token
+from supervisor.settings.config import SocketConfig
+from supervisor.settings.profiles import ProfileBook, create_token
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.operation_tools import (
     ALLOCATE_TOOL,

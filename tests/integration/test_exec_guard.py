@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.policy.identity.instance import assess_instance_identity
-from supervisor.process_tree import cgroup_of
+from supervisor.system.process_tree import cgroup_of
 from tests.integration.daemon import Daemon, running_daemon
 from tests.integration.exec_scenarios import (
     alive,

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from mcp import Client as McpClient
 
-from supervisor.config import SocketConfig
 from supervisor.operations.fleet import OPERATOR_OPS, WORKER_OPS
 from supervisor.operations.registry import CONTROL_OPS
-from supervisor.profiles import ProfileBook, create_token
+from supervisor.settings.config import SocketConfig
+from supervisor.settings.profiles import ProfileBook, create_token
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.surfaces.socket.protocol_hosts import HOST_OPS

@@ -17,10 +17,10 @@ from anyio.abc import Process
 
 from actors.liveness.actor import LivenessSettings
 from actors.replies import LivenessStatus, Verdict
-from supervisor.app import Supervisor, running_supervisor
 from supervisor.clock import FakeClock, MonotonicWall
-from supervisor.probes import LocalProbes, pidfd_supported
+from supervisor.daemon.app import Supervisor, running_supervisor
 from supervisor.store.sqlite import open_sqlite_store
+from supervisor.system.probes import LocalProbes, pidfd_supported
 from supervisor.wire import PlanQuery
 from tests.actors.harness import (
     INSTANCE,

@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from supervisor.errors import ConfigError
 from supervisor.policy.control.permissions import Profile
-from supervisor.profiles import ProfileBook, hash_token
+from supervisor.settings.profiles import ProfileBook, hash_token
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, TOOL_NAMES
 from supervisor.surfaces.mcp.http import serve_mcp_http
 from tests.actors.harness import AUTHOR, READER, RETIRER, Harness, harness

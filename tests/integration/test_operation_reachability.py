@@ -16,13 +16,13 @@ from mcp.types import CallToolResult
 
 from supervisor.cli import build_parser
 from supervisor.cli.operations import commands_of, operation_request
-from supervisor.config import SocketConfig
 from supervisor.errors import ProtocolError
 from supervisor.operations import spec
 from supervisor.operations.registry import CONTROL_OPS, HOST_OPS, OPERATIONS, TOOLS
 from supervisor.operations.spec import Operation
 from supervisor.policy.control.permissions import Profile
-from supervisor.profiles import ProfileBook, create_token
+from supervisor.settings.config import SocketConfig
+from supervisor.settings.profiles import ProfileBook, create_token
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.surfaces.socket.protocol import decode_request

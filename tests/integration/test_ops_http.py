@@ -11,7 +11,7 @@ import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from supervisor.ops import OpsState
+from supervisor.daemon.ops import OpsState
 from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
 from supervisor.surfaces.socket.fleet_args import FencedArgs
 from tests.actors.harness import READER

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from supervisor.errors import PermissionDenied
-from supervisor.probes import LocalProbes
 from supervisor.surfaces.socket.peer_auth import Conversation, authorize_pid
+from supervisor.system.probes import LocalProbes
 
 pytestmark = pytest.mark.integration
 

@@ -20,11 +20,11 @@ from actors.liveness.actor import LivenessActor, LivenessSettings
 from actors.liveness.inbox import LivenessInbox, ProbeNow, Watch
 from actors.mailbox import ask
 from supervisor.clock import FakeClock, MonotonicWall
-from supervisor.exit_watch import exit_watch_supported
 from supervisor.policy.evidence import PidEvidence
-from supervisor.probes import LocalProbes, ProcessEvidence, pidfd_supported, probe_process
-from supervisor.proc_listing import listing_is_complete
 from supervisor.store.base import Store
+from supervisor.system.exit_watch import exit_watch_supported
+from supervisor.system.probes import LocalProbes, ProcessEvidence, pidfd_supported, probe_process
+from supervisor.system.proc_listing import listing_is_complete
 from tests.actors.harness import START
 
 pytestmark = [

@@ -1,4 +1,4 @@
-"""Integration tests for supervisor.probes against real child processes and pidfds."""
+"""Integration tests for supervisor.system.probes against real child processes and pidfds."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from supervisor import probes
-from supervisor.exit_watch import ExitWatchSet
-from supervisor.probes import (
+from supervisor.system import probes
+from supervisor.system.exit_watch import ExitWatchSet
+from supervisor.system.probes import (
     ProcessEvidence,
     close_pidfd,
     parent_pid,

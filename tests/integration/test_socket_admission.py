@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from supervisor.client import AsyncClient, RemoteProfilesUnreadable, RemoteUnauthenticated
-from supervisor.unix_stream import connect_unix_stream
+from supervisor.system.unix_stream import connect_unix_stream
 from tests.integration.socket_helpers import claims, read_frames, served, short_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]

@@ -15,13 +15,13 @@ import anyio.to_thread
 import pytest
 
 from supervisor.client import AsyncClient
-from supervisor.config import SocketConfig
 from supervisor.errors import ConfigError
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.control.permissions import Profile
+from supervisor.settings.config import SocketConfig
 from supervisor.surfaces.socket.bind import SocketInUse, lock_path_for
 from supervisor.surfaces.socket.server import serve_socket
-from supervisor.unix_stream import UnixStream, connect_unix_stream
+from supervisor.system.unix_stream import UnixStream, connect_unix_stream
 from supervisor.wire import encode
 from tests.actors.helpers_app import harness
 from tests.fakes import ScriptedProbes

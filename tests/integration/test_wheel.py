@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.profiles import hash_token, load_profiles
+from supervisor.settings.profiles import hash_token, load_profiles
 
 pytestmark = [pytest.mark.integration]
 

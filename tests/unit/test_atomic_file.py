@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.atomic_file import create_file, replace_atomically
+from supervisor.system.atomic_file import create_file, replace_atomically
 
 
 def test_the_new_bytes_replace_the_file_with_the_mode_given(tmp_path: Path) -> None:

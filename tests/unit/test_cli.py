@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.cli import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
-from supervisor.profiles import ProfileBook
+from supervisor.settings.profiles import ProfileBook
 from supervisor.version import package_version
 
 

@@ -1,4 +1,4 @@
-"""Tests for supervisor.config: shipped defaults, partial files, overrides and every refusal."""
+"""Tests for supervisor.settings.config: shipped defaults, partial files, overrides, refusals."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from actors.lease_watch import LeaseWatchSettings
 from actors.liveness.actor import LivenessSettings
 from actors.writer.actor import WriterSettings
 from actors.writer.apply_tx import ApplySettings
-from supervisor.config import (
+from supervisor.errors import ConfigError
+from supervisor.settings.config import (
     Settings,
     default_database_path,
     default_profiles_path,
     default_socket_path,
     load_settings,
 )
-from supervisor.errors import ConfigError
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "supervisor.toml"
 

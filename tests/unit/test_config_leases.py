@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from actors.writer.control.context import ControlSettings
-from supervisor.config import load_settings
+from supervisor.daemon.service import app_settings
 from supervisor.errors import ConfigError
 from supervisor.policy.control.plane import DEFAULT_LEASE_TTL_SECONDS, MAX_LEASE_TTL_SECONDS
-from supervisor.service import app_settings
+from supervisor.settings.config import load_settings
 
 
 def test_defaults_match_the_policy_and_reach_the_writer() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.config import Settings, load_settings
 from supervisor.defaults import DEFAULT_NAMES, PROFILES, SUPERVISOR, read_default
-from supervisor.profiles import load_profiles
+from supervisor.settings.config import Settings, load_settings
+from supervisor.settings.profiles import load_profiles
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 

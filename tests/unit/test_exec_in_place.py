@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.config import default_socket_path, load_settings
+from supervisor.settings.config import default_socket_path, load_settings
 from supervisor.sidecar.exec_in_place import (
     EXEC_SOCKET_SUFFIX,
     ExecOptions,

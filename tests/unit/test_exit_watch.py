@@ -8,7 +8,7 @@ import sys
 import anyio
 import pytest
 
-from supervisor.exit_watch import ExitWatchSet, exit_watch_supported
+from supervisor.system.exit_watch import ExitWatchSet, exit_watch_supported
 
 pytestmark = [
     pytest.mark.anyio,

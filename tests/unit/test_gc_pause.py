@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from supervisor.gc_pause import gc_paused
+from supervisor.system.gc_pause import gc_paused
 
 
 @pytest.fixture(autouse=True)

@@ -23,11 +23,14 @@ FORBIDDEN_UPWARD: tuple[tuple[str, tuple[str, ...]], ...] = (
             "actors",
             "supervisor.surfaces",
             "supervisor.cli",
-            "supervisor.app",
+            "supervisor.daemon",
             "supervisor.handle",
         ),
     ),
-    ("actors", ("supervisor.surfaces", "supervisor.cli", "supervisor.app", "supervisor.handle")),
+    (
+        "actors",
+        ("supervisor.surfaces", "supervisor.cli", "supervisor.daemon", "supervisor.handle"),
+    ),
 )
 POLICY = "supervisor.policy"
 
@@ -263,7 +266,7 @@ def test_checker_accepts_a_tree(tmp_path: Path, files: Mapping[str, str]) -> Non
         ("supervisor.store", "supervisor.handle_links", False),
         ("supervisor.store.base", "supervisor.cli.format", False),
         ("actors.writer.actor", "supervisor.surfaces.protocol", False),
-        ("actors.heartbeat", "supervisor.app", False),
+        ("actors.heartbeat", "supervisor.daemon.app", False),
         ("actors.heartbeat", "supervisor.store.base", True),
         ("supervisor.surfaces.protocol", "actors.mailbox", True),
         ("supervisor.store.base", "supervisor.policy.retirement.history", True),

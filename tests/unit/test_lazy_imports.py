@@ -23,7 +23,7 @@ def _printed_by_a_fresh_interpreter(code: str) -> str:
     [
         ("supervisor.cli",),
         # What `fleet-supervisor run` imports before it serves (no MCP HTTP configured).
-        ("supervisor.cli", "supervisor.service", "supervisor.app"),
+        ("supervisor.cli", "supervisor.daemon.service", "supervisor.daemon.app"),
         ("supervisor.entry", "supervisor.sidecar.exec_in_place"),
     ],
 )
@@ -41,7 +41,8 @@ def test_a_sqlite_daemon_leaves_the_postgresql_driver_unloaded() -> None:
     # The store factory loads asyncpg only for a [database] url (about 3.5 MB of RSS).
     code = (
         "import sys\n"
-        "import supervisor.cli, supervisor.service, supervisor.app, supervisor.store.factory\n"
+        "import supervisor.cli, supervisor.daemon.service, supervisor.daemon.app\n"
+        "import supervisor.store.factory\n"
         "print(sorted(m for m in ('asyncpg', 'supervisor.store.postgres') if m in sys.modules))\n"
     )
     assert _printed_by_a_fresh_interpreter(code) == "[]"
@@ -51,9 +52,10 @@ def test_a_daemon_without_the_metrics_listener_leaves_prometheus_unloaded() -> N
     # Without [ops] http the daemon counts into the base Metrics (about 2.5 MB less).
     code = (
         "import sys\n"
-        "import supervisor.cli, supervisor.service, supervisor.app, supervisor.ops\n"
+        "import supervisor.cli, supervisor.daemon.service, supervisor.daemon.app\n"
+        "import supervisor.daemon.ops\n"
         "import supervisor.surfaces.http.ops\n"
-        "from supervisor.metrics import Metrics\n"
+        "from supervisor.observe.metrics import Metrics\n"
         "m = Metrics()\n"
         "m.commit_seconds.labels('batch').observe(0.1); m.exit_watches.set(3)\n"
         "m.sweeps.inc(); m.actor_restarts.labels('x').inc(); m.accept_heartbeats(2)\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import ConfigError
-from supervisor.lockfile import DatabaseLocked, acquire, database_lock, exclusive, holder
+from supervisor.system.lockfile import DatabaseLocked, acquire, database_lock, exclusive, holder
 
 
 def test_a_held_lock_cannot_be_taken_again_and_names_its_holder(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Tests for supervisor.logs: JSON lines, stderr only, actor binding, reconfiguration."""
+"""Tests for supervisor.observe.logs: JSON lines, stderr only, actor binding, reconfiguration."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 import structlog
 
 from supervisor.errors import ConfigError
-from supervisor.logs import _JsonHandler, bind_actor, configure_logging, get_logger
+from supervisor.observe.logs import _JsonHandler, bind_actor, configure_logging, get_logger
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Unit tests for supervisor.probes: stat parsing, identities, own-process probes, the fake."""
+"""Unit tests for supervisor.system.probes: stat parsing, identities, own probes, the fake."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import probes
-from supervisor.probes import (
+from supervisor.system import probes
+from supervisor.system.probes import (
     LocalProbes,
     ProbeBackend,
     ProcessEvidence,

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from supervisor.probes import probe_many
-from supervisor.proc_listing import complete_per_mountinfo, listing_is_complete, visible_pids
+from supervisor.system.probes import probe_many
+from supervisor.system.proc_listing import complete_per_mountinfo, listing_is_complete, visible_pids
 
 PROC = "22 27 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc {options}\n"
 ROOT = "1 0 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, format_marker
-from supervisor.probes import process_start_time
-from supervisor.process_tree import (
+from supervisor.system.probes import process_start_time
+from supervisor.system.process_tree import (
     Member,
     boot_time_epoch,
     client_argv,
@@ -418,7 +418,7 @@ def test_duplicate_fd_of_something_that_is_no_pidfd_is_none(tmp_path: Any) -> No
 def test_a_cgroup_is_the_servers_own_only_when_nothing_else_shares_it(
     monkeypatch: pytest.MonkeyPatch, server: str | None, client: str | None, dedicated: str | None
 ) -> None:
-    from supervisor import process_tree
+    from supervisor.system import process_tree
 
     paths = {1: server, 2: client}
     monkeypatch.setattr(process_tree, "cgroup_of", paths.get)

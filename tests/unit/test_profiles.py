@@ -1,4 +1,4 @@
-"""Tests for supervisor.profiles: shipped profiles, tokens, fail-closed reads and the rewriter."""
+"""Tests for supervisor.settings.profiles: shipped profiles, tokens, fail-closed reads, rewriter."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-import supervisor.profiles as profiles_module
+import supervisor.settings.profiles as profiles_module
 from supervisor.errors import ConfigError
 from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE
-from supervisor.profiles import (
+from supervisor.settings.profiles import (
     ROLE_KINDS,
     ProfileBook,
     create_token,

@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from supervisor.clock import FakeClock
-from supervisor.health import HealthReport
-from supervisor.ops import feed_watchdog
-from supervisor.sd_notify import notify, watchdog_interval
+from supervisor.daemon.ops import feed_watchdog
+from supervisor.surfaces.health import HealthReport
+from supervisor.system.sd_notify import notify, watchdog_interval
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus
 
 from supervisor.errors import SupervisorError, Unavailable
 from supervisor.handle import SupervisorHandle
-from supervisor.health import HealthReport
-from supervisor.logs import get_logger
-from supervisor.metrics import FleetGauges, Metrics
+from supervisor.observe.logs import get_logger
+from supervisor.observe.metrics import FleetGauges, Metrics
+from supervisor.surfaces.health import HealthReport
 from supervisor.surfaces.http.fleet_page import PAGE_ROUTES, FleetPage
-from supervisor.tcp_peer import PeerUidLookup, loopback_peer_uid
+from supervisor.system.tcp_peer import PeerUidLookup, loopback_peer_uid
 
 __all__ = ["OpsRoutes", "Response", "ops_listener", "serve_ops_http"]
 

@@ -13,7 +13,7 @@ import anyio
 
 from supervisor.client import AsyncClient
 from supervisor.client.frames import apply_args, snapshot_args
-from supervisor.logs import configure_logging
+from supervisor.observe.logs import configure_logging
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls

@@ -17,9 +17,9 @@ from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from supervisor.errors import ConfigError, Unavailable
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
-from supervisor.profiles import ProfileBook
+from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.fleet_tools import ToolBackend
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.tools import build_mcp_server

@@ -13,7 +13,7 @@ from mcp.shared.message import SessionMessage
 from mcp.types import PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 
 __all__ = ["AnsweringReadStream", "serve_stdio"]
 

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
-from supervisor.config import SocketConfig
 from supervisor.errors import ConfigError, SupervisorError
-from supervisor.lockfile import acquire_or_refuse
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
+from supervisor.settings.config import SocketConfig
+from supervisor.system.lockfile import acquire_or_refuse
 
 __all__ = ["SocketInUse", "bound_listener", "lock_path_for"]
 

@@ -11,10 +11,9 @@ import anyio
 from supervisor.errors import ProfilesUnreadable, ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.operations.registry import CONTROL_OPS, HOST_OPS, OPERATIONS
 from supervisor.policy.control.permissions import Profile
-from supervisor.probes import ProbeBackend
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.fleet_args import (
     ApplyArgs,
@@ -30,6 +29,7 @@ from supervisor.surfaces.socket.protocol_control import ControlArgs
 from supervisor.surfaces.socket.protocol_hosts import HostArgs
 from supervisor.surfaces.socket.request import Request
 from supervisor.surfaces.socket.status import ServerFigures, status_report
+from supervisor.system.probes import ProbeBackend
 from supervisor.wire import INTERNAL_ERROR, TIMEOUT, error_frame, ok_frame
 
 __all__ = ["Dispatcher", "ProfileLookupWithAuth"]

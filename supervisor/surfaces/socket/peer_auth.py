@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from supervisor.errors import PermissionDenied
-from supervisor.probes import ProbeBackend
+from supervisor.system.probes import ProbeBackend
 
 __all__ = ["MAX_VOUCHED", "Conversation", "authorize_pid"]
 

@@ -12,12 +12,11 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from supervisor.config import SocketConfig
 from supervisor.errors import ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
-from supervisor.logs import get_logger
-from supervisor.probes import ProbeBackend, peer_credentials
+from supervisor.observe.logs import get_logger
+from supervisor.settings.config import SocketConfig
 from supervisor.surfaces.socket.beats import beat_answer
 from supervisor.surfaces.socket.bind import SocketInUse, bound_listener
 from supervisor.surfaces.socket.dispatch import Dispatcher, ProfileLookupWithAuth
@@ -27,7 +26,8 @@ from supervisor.surfaces.socket.peer_auth import Conversation
 from supervisor.surfaces.socket.protocol import decode_request, peek_request_id
 from supervisor.surfaces.socket.request import Request
 from supervisor.surfaces.socket.status import ServerFigures
-from supervisor.unix_stream import UnixStream, accept_socket
+from supervisor.system.probes import ProbeBackend, peer_credentials
+from supervisor.system.unix_stream import UnixStream, accept_socket
 from supervisor.wire import (
     BAD_REQUEST,
     FRAME_TOO_LARGE,

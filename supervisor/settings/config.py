@@ -17,7 +17,9 @@ from actors.servers.guard import ServerGuardSettings
 from actors.writer.actor import WriterSettings
 from actors.writer.apply_tx import ApplySettings
 from actors.writer.control.context import ControlSettings
-from supervisor.config_checks import (
+from supervisor.errors import ConfigError
+from supervisor.policy.identity.exec_marker import daemon_key
+from supervisor.settings.config_checks import (
     CHECK_KEY,
     LOG_LEVELS,
     NON_NEGATIVE,
@@ -36,8 +38,6 @@ from supervisor.config_checks import (
     setting,
     text_check,
 )
-from supervisor.errors import ConfigError
-from supervisor.policy.identity.exec_marker import daemon_key
 
 __all__ = [
     "LOG_LEVELS",

@@ -29,10 +29,10 @@ from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
-from supervisor.logs import bind_actor, get_logger
-from supervisor.metrics import Metrics
-from supervisor.probes import ProbeBackend
+from supervisor.observe.logs import bind_actor, get_logger
+from supervisor.observe.metrics import Metrics
 from supervisor.store.base import Store
+from supervisor.system.probes import ProbeBackend
 
 __all__ = ["AppSettings", "RestartBudgetExceeded", "Supervisor", "running_supervisor"]
 
@@ -92,7 +92,7 @@ class Supervisor:
         self.store = store
         if metrics is None:
             # Loaded only when asked for: a daemon without /metrics never imports the client.
-            from supervisor.metrics_prometheus import PrometheusMetrics  # noqa: PLC0415
+            from supervisor.observe.metrics_prometheus import PrometheusMetrics  # noqa: PLC0415
 
             metrics = PrometheusMetrics()
         self.metrics = metrics

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, parse_marker
-from supervisor.probes import close_pidfd, pidfd_open, start_token, stat_fields
+from supervisor.system.probes import close_pidfd, pidfd_open, start_token, stat_fields
 
 __all__ = [
     "Member",

@@ -15,23 +15,23 @@ from typing import ClassVar
 import anyio
 
 from actors.retirement.actor import RetirementSettings
-from supervisor.app import AppSettings, RestartBudgetExceeded, Supervisor, running_supervisor
 from supervisor.clock import Clock, MonotonicWall, SystemClock
-from supervisor.config import Settings
+from supervisor.daemon.app import AppSettings, RestartBudgetExceeded, Supervisor, running_supervisor
+from supervisor.daemon.ops import OpsState, start_ops
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
-from supervisor.lockfile import database_lock
-from supervisor.logs import configure_logging, get_logger
-from supervisor.metrics import Metrics
-from supervisor.ops import OpsState, start_ops
-from supervisor.probes import LocalProbes, ProbeBackend
-from supervisor.profiles import ProfileBook
-from supervisor.sd_notify import notify
+from supervisor.observe.logs import configure_logging, get_logger
+from supervisor.observe.metrics import Metrics
+from supervisor.settings.config import Settings
+from supervisor.settings.profiles import ProfileBook
 from supervisor.sidecar.exec_in_place import EXEC_SOCKET_SUFFIX
 from supervisor.store.factory import describe_store, open_store
 from supervisor.surfaces.http.ops import ops_listener
 from supervisor.surfaces.socket.bind import bound_listener
 from supervisor.surfaces.socket.exec_socket import serve_exec_socket
 from supervisor.surfaces.socket.server import serve_socket
+from supervisor.system.lockfile import database_lock
+from supervisor.system.probes import LocalProbes, ProbeBackend
+from supervisor.system.sd_notify import notify
 
 __all__ = [
     "McpPortUnavailable",

@@ -17,11 +17,11 @@ from typing import Any
 import tomlkit
 import tomlkit.exceptions
 
-from supervisor.atomic_file import replace_atomically
 from supervisor.errors import ConfigError
-from supervisor.lockfile import exclusive
-from supervisor.logs import get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
+from supervisor.system.atomic_file import replace_atomically
+from supervisor.system.lockfile import exclusive
 
 __all__ = [
     "ROLE_KINDS",

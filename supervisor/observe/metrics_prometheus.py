@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from supervisor.metrics import FleetGauges, Metrics
+from supervisor.observe.metrics import FleetGauges, Metrics
 
 if TYPE_CHECKING:
     from actors.replies import HeartbeatResult

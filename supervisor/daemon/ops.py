@@ -9,14 +9,14 @@ from typing import Protocol
 from anyio.abc import TaskGroup
 
 from supervisor.clock import Clock
-from supervisor.config import OpsConfig
-from supervisor.health import HealthReport, HealthSource, check_health
-from supervisor.logs import get_logger
-from supervisor.metrics import Metrics
-from supervisor.sd_notify import notify, watchdog_interval
+from supervisor.observe.logs import get_logger
+from supervisor.observe.metrics import Metrics
+from supervisor.settings.config import OpsConfig
+from supervisor.surfaces.health import HealthReport, HealthSource, check_health
 from supervisor.surfaces.http.fleet_page import FleetPage
 from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
 from supervisor.surfaces.socket.dispatch import ProfileLookupWithAuth
+from supervisor.system.sd_notify import notify, watchdog_interval
 
 __all__ = ["OpsState", "feed_watchdog", "start_ops"]
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import psutil
 
-from supervisor.proc_listing import visible_pids
+from supervisor.system.proc_listing import visible_pids
 
 __all__ = [
     "LocalProbes",
