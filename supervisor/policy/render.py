@@ -8,8 +8,9 @@ from operator import attrgetter
 from typing import Any
 
 from .control.permissions import Decision
+from .fleet.findings import Finding, InstanceGroup
 from .fleet.liveness import Liveness
-from .fleet.snapshot import Finding, FleetSnapshot, InstanceGroup
+from .fleet.snapshot import FleetSnapshot
 from .fleet.worker_view import WorkerView
 from .identity.instance import InstanceIdentity
 from .retirement.pages import PageQuery
