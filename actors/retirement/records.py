@@ -15,7 +15,7 @@ from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import EvidenceMap
 from supervisor.policy.fleet.orphans import OrphanFinding, orphan_dict
 from supervisor.policy.fleet.snapshot import FleetSnapshot
-from supervisor.policy.fleet.worker_view import OWNERSHIP_HISTORICAL, WorkerView, worker_views
+from supervisor.policy.fleet.worker_view import OWNERSHIP_HISTORICAL, WorkerView, build_worker_view
 from supervisor.policy.render import finding_dict
 from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 from supervisor.policy.stamps import format_stamp
@@ -177,12 +177,15 @@ def count_fleet_rows(
     (about 12 MB at peak for 10,000 rows). ``historical_count`` counts the
     historical rows left out of ``rows``.
     """
-    views = worker_views(
-        rows,
-        now=now,
-        evidence=evidence,
-        current_host_id=current_host_id,
-        canonical_repository=canonical_repository,
+    views = (
+        build_worker_view(
+            row,
+            now=now,
+            evidence=evidence,
+            current_host_id=current_host_id,
+            canonical_repository=canonical_repository,
+        )
+        for row in rows
     )
     counts, historical_read = _tally(views)
     return _fleet_counts(counts, historical_count + historical_read, orphans)

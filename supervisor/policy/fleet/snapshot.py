@@ -29,7 +29,7 @@ from .findings import (
     collisions,
     instance_group,
 )
-from .worker_view import WorkerView, worker_views
+from .worker_view import WorkerView, build_worker_view
 
 __all__ = [
     "FleetSnapshot",
@@ -124,14 +124,15 @@ def snapshot_fleet(
     """
     rows = tuple(rows)
     workers = tuple(
-        worker_views(
-            rows,
+        build_worker_view(
+            row,
             now=now,
             evidence=evidence,
             current_host_id=current_host_id,
             canonical_repository=canonical_repository,
             expected_live_revision=expected_live_revision,
         )
+        for row in rows
     )
     workers = tuple(sorted(workers, key=lambda w: (w.worker_identity or "", w.status)))
     live = [w for w in workers if w.live]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,7 +31,6 @@ __all__ = [
     "build_worker_view",
     "process_identity",
     "self_contradicting",
-    "worker_views",
 ]
 
 OWNERSHIP_HISTORICAL = "historical"
@@ -177,24 +176,3 @@ def build_worker_view(
         restart_required=old_revision,
         mutation_safe=mutation_safe,
     )
-
-
-def worker_views(
-    rows: Iterable[Mapping[str, Any]],
-    *,
-    now: datetime,
-    evidence: EvidenceMap,
-    current_host_id: str | None = None,
-    canonical_repository: str | None = None,
-    expected_live_revision: str | None = None,
-) -> Iterator[WorkerView]:
-    """``build_worker_view`` of each row, lazily (a caller may hold one view at a time)."""
-    for row in rows:
-        yield build_worker_view(
-            row,
-            now=now,
-            evidence=evidence,
-            current_host_id=current_host_id,
-            canonical_repository=canonical_repository,
-            expected_live_revision=expected_live_revision,
-        )
