@@ -132,23 +132,33 @@ class PortableWriteTx(Generic[C]):
         )
         return await self._execute(sql.retire_guarded(self.dialect), params) == 1
 
-    @staticmethod
-    def _retire_many_params(
-        expected: Sequence[Mapping[str, Any]], *, retired_at: str, retired_by: str, reason: str
-    ) -> list[tuple[Any, ...]]:
-        """retire_guarded_many's parameter rows; refuses a repeated worker identity.
-
-        Both engines decide "which rows matched" per identity (a row count, or the
-        identities a statement returns), so one identity twice would let one row's
-        match stand in for another's.
-        """
+    async def retire_guarded_many(
+        self,
+        expected: Sequence[Mapping[str, Any]],
+        *,
+        retired_at: str,
+        retired_by: str,
+        reason: str,
+    ) -> list[bool]:
         params = [
             rowmap.retire_params(row, retired_at=retired_at, retired_by=retired_by, reason=reason)
             for row in expected
         ]
+        if not params:
+            return []
         if len({p[RETIRE_IDENTITY_PARAM] for p in params}) != len(params):
+            # Both engines learn which rows matched per identity (a row count, or the
+            # identities a statement returns): a repeated identity would let one row's
+            # match stand in for another's.
             raise StoreError("retire_guarded_many needs distinct worker identities")
-        return params
+        return await self._retire_rows(params, (retired_at, retired_by, reason))
+
+    async def _retire_rows(
+        self, params: list[tuple[Any, ...]], stamp: tuple[str, str, str]
+    ) -> list[bool]:
+        """The engine's batched guarded retirement of distinct, non-empty ``params``;
+        ``stamp`` is (retired_at, retired_by, reason), as in each parameter row."""
+        raise NotImplementedError
 
     async def leases(self, *, status: str | None = None) -> list[Row]:
         statement = sql.select_leases(self.dialect, by_status=status is not None)

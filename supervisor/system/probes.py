@@ -17,8 +17,7 @@ from typing import Protocol, TypeVar
 import psutil
 
 from supervisor.system.proc_listing import visible_pids
-from supervisor.system.proc_stat import exited, fields_after_comm, start_ticks
-from supervisor.system.proc_stat import ppid_from_stat as _ppid_from_stat
+from supervisor.system.proc_stat import PPID_INDEX, exited, fields_after_comm, start_ticks
 
 __all__ = [
     "LocalProbes",
@@ -137,6 +136,14 @@ def stat_fields(pid: int) -> list[str] | None:
 def start_token(fields: list[str] | None) -> str | None:
     """The incarnation token (``ticks-<n>``) in fields from ``stat_fields``."""
     return start_ticks(fields)
+
+
+def _ppid_from_stat(text: str) -> int | None:
+    fields = fields_after_comm(text)
+    if fields is None or len(fields) <= PPID_INDEX:
+        return None
+    raw = fields[PPID_INDEX]
+    return int(raw) if raw.isdigit() else None
 
 
 def _read_stat(pid: int) -> str:

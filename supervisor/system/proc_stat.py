@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["exited", "fields_after_comm", "ppid_from_stat", "start_ticks"]
+__all__ = ["PPID_INDEX", "exited", "fields_after_comm", "start_ticks"]
 
 # Fields after the closing ')' of comm start at field 3 (state); these are offsets into them.
 _STATE_INDEX = 3 - 3
-_PPID_INDEX = 4 - 3
+PPID_INDEX = 4 - 3
 _THREADS_INDEX = 20 - 3
 _STARTTIME_INDEX = 22 - 3
 
@@ -45,11 +45,3 @@ def exited(fields: list[str] | None) -> bool:
     # its thread group is a process that has exited.
     threads = fields[_THREADS_INDEX]
     return threads.isdigit() and int(threads) <= 1
-
-
-def ppid_from_stat(text: str) -> int | None:
-    fields = fields_after_comm(text)
-    if fields is None or len(fields) <= _PPID_INDEX:
-        return None
-    raw = fields[_PPID_INDEX]
-    return int(raw) if raw.isdigit() else None

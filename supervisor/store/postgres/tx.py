@@ -148,19 +148,9 @@ class PostgresWriteTx(PortableWriteTx[PgConnection]):
         stamps = [stamp for _, stamp in beats]
         return await self._live().execute(touch_statement(), (ids, stamps))
 
-    async def retire_guarded_many(
-        self,
-        expected: Sequence[Mapping[str, Any]],
-        *,
-        retired_at: str,
-        retired_by: str,
-        reason: str,
+    async def _retire_rows(
+        self, params: list[tuple[Any, ...]], stamp: tuple[str, str, str]
     ) -> list[bool]:
-        params = self._retire_many_params(
-            expected, retired_at=retired_at, retired_by=retired_by, reason=reason
-        )
-        if not params:
-            return []
         identities = [p[RETIRE_IDENTITY_PARAM] for p in params]
         conn = self._live()
         # Lock the rows in worker_identity order first (the order every locking read
@@ -168,9 +158,7 @@ class PostgresWriteTx(PortableWriteTx[PgConnection]):
         # still matched.
         await conn.fetch(_LOCK_ROWS, (identities,))
         columns = list(zip(*(p[RETIRE_IDENTITY_PARAM:] for p in params), strict=True))
-        found = await conn.fetch(
-            _retire_many(), (retired_at, retired_by, reason, *_arrays(columns))
-        )
+        found = await conn.fetch(_retire_many(), (*stamp, *_arrays(columns)))
         retired = {str(r[0]) for r in found}
         return [identity in retired for identity in identities]
 

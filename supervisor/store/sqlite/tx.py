@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 from typing import Any
 
@@ -114,20 +114,9 @@ class SQLiteWriteTx(PortableWriteTx[aiosqlite.Connection]):
         # The statement binds ?1/?2 by number, so the pairs go in unchanged.
         return await executemany(self._live(), sql.touch_heartbeats(SQLITE), beats)
 
-    async def retire_guarded_many(
-        self,
-        expected: Sequence[Mapping[str, Any]],
-        *,
-        retired_at: str,
-        retired_by: str,
-        reason: str,
+    async def _retire_rows(
+        self, params: list[tuple[Any, ...]], stamp: tuple[str, str, str]
     ) -> list[bool]:
-        # The all-matched shortcut below counts rows: identities must be distinct.
-        params = self._retire_many_params(
-            expected, retired_at=retired_at, retired_by=retired_by, reason=reason
-        )
-        if not params:
-            return []
         statement = sql.retire_guarded(SQLITE)
         try:
             async with self.savepoint():
