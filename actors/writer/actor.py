@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -24,21 +24,7 @@ from actors.writer.beats import (
 from actors.writer.control.allocate import allocate
 from actors.writer.control.context import ControlClock, ControlSettings
 from actors.writer.control.dispatch import handle_control
-from actors.writer.control.inbox import (
-    AllocateWork,
-    AssignAndLease,
-    CheckAssignment,
-    GetIncidentLinks,
-    GetTerminalLock,
-    HeartbeatLease,
-    NamespaceHealthGate,
-    RecordNamespaceHealth,
-    ReleaseLease,
-    SetTerminalLock,
-    UpsertIncidentLink,
-    UpsertSession,
-    UpsertWorkItem,
-)
+from actors.writer.control.inbox import AllocateWork
 from actors.writer.control.steps import after_expiry
 from actors.writer.hosts import RenewHostLease, RetireHostRows, handle_host_write
 from actors.writer.inbox import (
@@ -308,25 +294,11 @@ class RegistryWriter(Actor[WriterInbox]):
                 return WriteAck(ok=True)
             case AllocateWork():
                 return await allocate(self._control, tx, message)
-            case (
-                UpsertSession()
-                | UpsertWorkItem()
-                | AssignAndLease()
-                | CheckAssignment()
-                | HeartbeatLease()
-                | ReleaseLease()
-                | SetTerminalLock()
-                | GetTerminalLock()
-                | RecordNamespaceHealth()
-                | NamespaceHealthGate()
-                | UpsertIncidentLink()
-                | GetIncidentLinks()
-            ):
-                return await handle_control(self._control, tx, message)
             case RenewHostLease() | RetireHostRows():
                 return await handle_host_write(tx, message, self._clock.now())
             case _:
-                assert_never(message)
+                # What is left is a control-plane op (mypy narrows it to ControlOp).
+                return await handle_control(self._control, tx, message)
 
     async def _apply(self, message: ApplyRetirement) -> None:
         with message.reply:

@@ -12,13 +12,14 @@ from supervisor.observe.logs import get_logger
 from supervisor.policy.canonical import canon
 from supervisor.policy.retirement.host_leases import (
     REASON_HOST_LEASE_EXPIRED,
+    host_refusal,
     host_token,
     lease_owner_keys,
     plan_host_retirement,
     renew,
 )
 from supervisor.policy.stamps import format_stamp
-from supervisor.store.base import WriteTx
+from supervisor.store.base import Row, WriteTx
 
 __all__ = [
     "HOST_LEASE_MOVED",
@@ -123,10 +124,31 @@ async def _renew(tx: WriteTx, message: RenewHostLease, now: datetime) -> WriteAc
     return WriteAck(ok=True, data=data)
 
 
+def _lease_refusal(lease: Row | None, message: RetireHostRows, now: datetime) -> WriteAck | None:
+    """The plan's refusal from the lease alone, when the lease is still the planned one."""
+    if lease is None or host_token(lease) != message.host_token:
+        return None  # the locked path below answers (host_lease_moved and the rest)
+    code, detail = host_refusal(
+        lease,
+        host_id=message.host_id,
+        local_host_id=message.local_host_id,
+        now=now,
+        after=message.retire_after_seconds,
+    )
+    return WriteAck(ok=False, code=code, detail=detail) if code else None
+
+
 async def _retire(tx: WriteTx, message: RetireHostRows, now: datetime) -> WriteAck:
     requested = dict.fromkeys(message.worker_identities)
     if not requested:
         return WriteAck(ok=False, code=HOST_NOTHING_REQUESTED, detail="no identities requested")
+    # A lease that is live (or this host's own) refuses before any row is locked: the
+    # unlocked read can only refuse, and a host's heartbeat UPDATE does not lock its rows
+    # in identity order, so locking a live host's rows here could deadlock with its own
+    # group commit. Everything below re-reads under lock.
+    early = _lease_refusal(await tx.hosts().lease(message.host_id, lock=False), message, now)
+    if early is not None:
+        return early
     # Lock order: the requested rows, then the host's lease, the same order as a group
     # commit of that host's own beats followed by its renewal, so the two never deadlock.
     await tx.registrations(worker_identities=list(requested))

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import fields
-from operator import attrgetter
+from collections.abc import Sequence
 from typing import Any
 
 from .control.permissions import Decision
+from .flat import flat, flat_dict
+from .fleet.findings import Finding, InstanceGroup
 from .fleet.liveness import Liveness
-from .fleet.snapshot import Finding, FleetSnapshot, InstanceGroup
+from .fleet.snapshot import FleetSnapshot
 from .fleet.worker_view import WorkerView
 from .identity.instance import InstanceIdentity
 from .retirement.pages import PageQuery
@@ -136,14 +136,9 @@ def plan_view_dict(
     return data
 
 
-def _flat(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
-    names = tuple(f.name for f in fields(cls))
-    return names, attrgetter(*names)
-
-
-_WORKER = _flat(WorkerView)
-_IDENTITY = _flat(InstanceIdentity)
-_LIVENESS = _flat(Liveness)
+_WORKER = flat(WorkerView)
+_IDENTITY = flat(InstanceIdentity)
+_LIVENESS = flat(Liveness)
 
 
 def worker_dict(view: WorkerView) -> dict[str, Any]:
@@ -158,24 +153,19 @@ def worker_dict(view: WorkerView) -> dict[str, Any]:
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
-    return {
-        "classification": finding.classification,
-        "severity": finding.severity,
-        "active_blocker": finding.active_blocker,
-        "detail": finding.detail,
-        "client_instance_ids": list(finding.client_instance_ids),
-        "worker_identities": list(finding.worker_identities),
-    }
+    return flat_dict(_FINDING, finding)
 
 
-_GROUP = _flat(InstanceGroup)
+_FINDING = flat(Finding)
+_GROUP = flat(InstanceGroup)
+_DECISION = flat(Decision)
 
 
 def _instance_dict(group: InstanceGroup) -> dict[str, Any]:
-    # Flat fields (texts, flags, tuples of texts): asdict's deep copy is not needed.
-    data = dict(zip(_GROUP[0], _GROUP[1](group), strict=True))
+    # Flat fields (texts, flags, tuples of texts) but for one mapping, copied as it is.
+    data = flat_dict(_GROUP, group)
     data["namespace_counts"] = dict(group.namespace_counts)
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+    return data
 
 
 def snapshot_dict(snapshot: FleetSnapshot) -> dict[str, Any]:
@@ -217,14 +207,4 @@ def snapshot_dict(snapshot: FleetSnapshot) -> dict[str, Any]:
 
 
 def decision_dict(decision: Decision) -> dict[str, Any]:
-    return {
-        "allowed": decision.allowed,
-        "task": decision.task,
-        "profile": decision.profile,
-        "role_kind": decision.role_kind,
-        "required_operation": decision.required_operation,
-        "required_roles": list(decision.required_roles),
-        "missing_operation": decision.missing_operation,
-        "role_denied": decision.role_denied,
-        "reason": decision.reason,
-    }
+    return flat_dict(_DECISION, decision)

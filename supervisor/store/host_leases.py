@@ -46,8 +46,9 @@ def _checked(values: Mapping[str, Any]) -> None:
 class HostLeases(Protocol):
     """Host leases in the enclosing write transaction (``WriteTx.hosts()``)."""
 
-    async def lease(self, host_id: str) -> Row | None:
-        """This host's lease row (locked until commit where the engine has row locks)."""
+    async def lease(self, host_id: str, *, lock: bool = True) -> Row | None:
+        """This host's lease row, locked until commit where the engine has row locks
+        (``lock=False``: a plain read, for a check that can only refuse)."""
         ...
 
     async def insert(self, row: Mapping[str, Any]) -> None:
@@ -73,8 +74,9 @@ class HostLeaseTx:
         self._live = live
         self._lock = lock
 
-    async def lease(self, host_id: str) -> Row | None:
-        found = await fetchall(self._live(), select_host_leases(one=True) + self._lock, (host_id,))
+    async def lease(self, host_id: str, *, lock: bool = True) -> Row | None:
+        statement = select_host_leases(one=True) + (self._lock if lock else "")
+        found = await fetchall(self._live(), statement, (host_id,))
         rows = host_lease_rows(found)
         return rows[0] if rows else None
 

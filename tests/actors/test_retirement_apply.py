@@ -15,7 +15,7 @@ from actors.writer.apply_tx import ApplySettings
 from actors.writer.beats import NOT_ACTIVE
 from supervisor.daemon.app import AppSettings
 from supervisor.errors import StoreError
-from supervisor.policy.fleet.snapshot import CLASS_LEGACY_INCOMPLETE
+from supervisor.policy.fleet.findings import CLASS_LEGACY_INCOMPLETE
 from supervisor.policy.retirement.reasons import (
     OUTCOME_ALREADY_RETIRED,
     OUTCOME_APPLIED,

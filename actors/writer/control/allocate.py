@@ -7,7 +7,7 @@ from typing import Any
 
 from actors.replies import WriteAck
 from actors.writer.control.assign import AssignSpec, assign_in
-from actors.writer.control.context import ControlContext
+from actors.writer.control.context import ControlContext, refusal
 from actors.writer.control.inbox import AllocateWork
 from actors.writer.control.steps import ensure_session, put_item
 from supervisor.policy.canonical import canon
@@ -42,7 +42,7 @@ async def allocate(ctx: ControlContext, tx: WriteTx, message: AllocateWork) -> W
     try:
         return await _allocate(ctx, tx.control(), message)
     except ControlPlaneRefusal as refused:
-        return WriteAck(ok=False, code=refused.code, detail=refused.detail, data={"success": False})
+        return refusal(refused.code, refused.detail)
 
 
 async def _allocate(ctx: ControlContext, control: ControlTx, m: AllocateWork) -> WriteAck:
@@ -102,13 +102,6 @@ async def _allocate(ctx: ControlContext, control: ControlTx, m: AllocateWork) ->
         pid=m.owner_pid,
         stamp=stamp,
     )
-    if session is None:
-        return WriteAck(
-            ok=False,
-            code="session_ended",
-            detail=f"session {m.session_id} has ended",
-            data={"success": False},
-        )
     selected = routing.selected
     assert selected is not None
     ref = refs[selected.key]

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, assert_never
 
 from actors.replies import WriteAck
-from actors.writer.control.context import ControlContext, event, refusal
+from actors.writer.control.context import ControlContext, event
 from actors.writer.control.inbox import AssignAndLease, CheckAssignment
 from actors.writer.control.links import namespace_gate
 from actors.writer.control.steps import ensure_session, expire_one, item_row, put_item
@@ -279,8 +279,6 @@ async def assign(ctx: ControlContext, control: ControlTx, message: AssignAndLeas
         pid=spec.owner_pid,
         stamp=stamp,
     )
-    if session is None:
-        return refusal("session_ended", f"session {spec.session_id} has ended")
     view = await assign_in(ctx, control, spec, session=session, now=now, stamp=stamp)
     ok = view["outcome"] != ASSIGN_OUTCOME_REFUSED
     return WriteAck(ok=ok, code=str(view["code"]), detail=str(view["reason"]), data=view)

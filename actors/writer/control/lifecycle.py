@@ -10,6 +10,7 @@ from actors.writer.control.inbox import HeartbeatLease, ReleaseLease, SetTermina
 from actors.writer.control.steps import expire_one
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
+from supervisor.policy.control.plane import ControlPlaneRefusal
 from supervisor.policy.control.render import lease_view
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
@@ -17,25 +18,41 @@ from supervisor.store.base import ControlTx, Row
 __all__ = ["heartbeat", "release", "set_lock"]
 
 
-async def _owned(
-    control: ControlTx, lease_id: str, session_id: str
-) -> tuple[Row | None, WriteAck | None]:
-    lease = await control.lease(lease_id)
+async def _owned(control: ControlTx, message: HeartbeatLease | ReleaseLease) -> tuple[Row, str]:
+    """The caller's own lease and its status; refused when it is unknown or another's."""
+    lease = await control.lease(message.lease_id)
     if lease is None:
-        return None, refusal("unknown_lease", f"no lease {lease_id!r}")
-    if canon(lease.get("session_id")) != session_id:
-        return None, refusal("lease_not_owned", f"lease {lease_id} belongs to another session")
-    return lease, None
+        raise ControlPlaneRefusal("unknown_lease", f"no lease {message.lease_id!r}")
+    if canon(lease.get("session_id")) != message.session_id:
+        raise ControlPlaneRefusal(
+            "lease_not_owned", f"lease {message.lease_id} belongs to another session"
+        )
+    return lease, canon(lease.get("status"))
+
+
+async def _lease_event(
+    control: ControlTx,
+    stamp: str,
+    kind: str,
+    lease: Row,
+    message: HeartbeatLease | ReleaseLease,
+    **detail: object,
+) -> None:
+    await event(
+        control,
+        stamp,
+        kind,
+        work_item_key=canon(lease.get("work_item_key")) or None,
+        session_id=message.session_id,
+        lease_id=message.lease_id,
+        **detail,
+    )
 
 
 async def heartbeat(ctx: ControlContext, control: ControlTx, message: HeartbeatLease) -> WriteAck:
     now, stamp = ctx.now()
     requested = ctx.ttl(message.ttl_seconds) if message.ttl_seconds is not None else None
-    lease, refused = await _owned(control, message.lease_id, message.session_id)
-    if lease is None:
-        assert refused is not None
-        return refused
-    status = canon(lease.get("status"))
+    lease, status = await _owned(control, message)
     if status != "active":
         return refusal("lease_not_active", f"lease {message.lease_id} is {status}")
     deadline = lease.get("expires_at")
@@ -61,25 +78,15 @@ async def heartbeat(ctx: ControlContext, control: ControlTx, message: HeartbeatL
                 "last_heartbeat_at": stamp,
             }
         )
-    await event(
-        control,
-        stamp,
-        "lease_heartbeat",
-        work_item_key=canon(lease.get("work_item_key")) or None,
-        session_id=message.session_id,
-        lease_id=message.lease_id,
-        expires_at=refresh["expires_at"],
+    await _lease_event(
+        control, stamp, "lease_heartbeat", lease, message, expires_at=refresh["expires_at"]
     )
     return WriteAck(ok=True, data={"success": True, **lease_view({**lease, **refresh})})
 
 
 async def release(ctx: ControlContext, control: ControlTx, message: ReleaseLease) -> WriteAck:
     _, stamp = ctx.now()
-    lease, refused = await _owned(control, message.lease_id, message.session_id)
-    if lease is None:
-        assert refused is not None
-        return refused
-    status = canon(lease.get("status"))
+    lease, status = await _owned(control, message)
     if status != "active":
         # Releasing twice is not an error: the lease is not held either way.
         return WriteAck(
@@ -93,14 +100,7 @@ async def release(ctx: ControlContext, control: ControlTx, message: ReleaseLease
         expected_status="active",
         changes={"status": "released", "updated_at": stamp},
     )
-    await event(
-        control,
-        stamp,
-        "lease_released",
-        work_item_key=canon(lease.get("work_item_key")) or None,
-        session_id=message.session_id,
-        lease_id=message.lease_id,
-    )
+    await _lease_event(control, stamp, "lease_released", lease, message)
     return WriteAck(ok=True, data={"success": True, **lease_view({**lease, **changes})})
 
 

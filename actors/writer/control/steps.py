@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from actors.replies import WriteAck
 from actors.writer.control.context import event, refusal
 from supervisor.policy.canonical import canon
-from supervisor.policy.control.plane import STATE_MERGED, STATE_OPEN, WorkRef
+from supervisor.policy.control.plane import STATE_MERGED, STATE_OPEN, ControlPlaneRefusal, WorkRef
 from supervisor.store.base import ControlTx, Row, WriteTx
 
 __all__ = ["after_expiry", "ensure_session", "expire_one", "item_row", "put_item"]
@@ -28,16 +28,7 @@ async def after_expiry(tx: WriteTx, expired: Sequence[Row], now_stamp: str) -> N
         ids, expected_status="active", changes={"status": "expired", "updated_at": now_stamp}
     )
     for lease in expired:
-        await event(
-            control,
-            now_stamp,
-            "lease_expired",
-            work_item_key=canon(lease.get("work_item_key")) or None,
-            session_id=canon(lease.get("session_id")) or None,
-            lease_id=str(lease["lease_id"]),
-            expires_at=lease.get("expires_at"),
-            by="lease_watch",
-        )
+        await _expired_event(control, now_stamp, lease, by="lease_watch")
 
 
 async def expire_one(control: ControlTx, lease: Row, stamp: str) -> bool:
@@ -49,17 +40,22 @@ async def expire_one(control: ControlTx, lease: Row, stamp: str) -> bool:
     await control.update_assignments(
         [lease_id], expected_status="active", changes={"status": "expired", "updated_at": stamp}
     )
+    await _expired_event(control, stamp, lease, by="registry_writer")
+    return True
+
+
+async def _expired_event(control: ControlTx, stamp: str, lease: Row, *, by: str) -> None:
+    """The one ``lease_expired`` event, whoever (``by``) noticed the lease was due."""
     await event(
         control,
         stamp,
         "lease_expired",
         work_item_key=canon(lease.get("work_item_key")) or None,
         session_id=canon(lease.get("session_id")) or None,
-        lease_id=lease_id,
+        lease_id=str(lease["lease_id"]),
         expires_at=lease.get("expires_at"),
-        by="registry_writer",
+        by=by,
     )
-    return True
 
 
 async def ensure_session(
@@ -70,8 +66,11 @@ async def ensure_session(
     profile: str | None,
     pid: int | None,
     stamp: str,
-) -> Row | None:
-    """The caller's session, created on first use; None when it has ended."""
+) -> Row:
+    """The caller's session, created on first use; refused (``session_ended``) when it has ended.
+
+    Raised before any write, so the caller's refusal handler answers with nothing written.
+    """
     found = await control.session(session_id)
     if found is None:
         row: Row = {
@@ -88,7 +87,7 @@ async def ensure_session(
         await event(control, stamp, "session_started", session_id=session_id, role=role)
         return row
     if canon(found.get("status")) != "active":
-        return None
+        raise ControlPlaneRefusal("session_ended", f"session {session_id} has ended")
     if pid is not None and found.get("pid") != pid:
         await control.put_session(
             {"session_id": session_id, "status": "active", "pid": pid, "updated_at": stamp}

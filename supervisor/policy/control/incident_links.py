@@ -34,10 +34,9 @@ INCIDENT_SCOPE_FIELDS: tuple[str, ...] = ("provider_base_url", "provider_org", "
 INCIDENT_KEY_FIELDS: tuple[str, ...] = ("provider", *INCIDENT_SCOPE_FIELDS, "provider_issue_id")
 INCIDENT_TARGET_FIELDS: tuple[str, ...] = ("gitea_org", "gitea_repo", "gitea_issue_number")
 #: What a provider reports about its issue; a legacy collapse needs them all to agree.
-INCIDENT_OBSERVATION_FIELDS: tuple[str, ...] = (
-    "provider_short_id",
-    "provider_permalink",
-    "fingerprint",
+#: Two parts, because the stored columns put the Gitea target between them.
+_PROVIDER_NAMING: tuple[str, ...] = ("provider_short_id", "provider_permalink", "fingerprint")
+_PROVIDER_STATE: tuple[str, ...] = (
     "linked_pr_numbers",
     "first_seen",
     "last_seen",
@@ -46,20 +45,13 @@ INCIDENT_OBSERVATION_FIELDS: tuple[str, ...] = (
     "release_resolved_at",
     "last_sync_at",
 )
+INCIDENT_OBSERVATION_FIELDS: tuple[str, ...] = (*_PROVIDER_NAMING, *_PROVIDER_STATE)
 INCIDENT_LINK_COLUMNS: tuple[str, ...] = (
     "link_id",
     *INCIDENT_KEY_FIELDS,
-    "provider_short_id",
-    "provider_permalink",
-    "fingerprint",
+    *_PROVIDER_NAMING,
     *INCIDENT_TARGET_FIELDS,
-    "linked_pr_numbers",
-    "first_seen",
-    "last_seen",
-    "event_count",
-    "status",
-    "release_resolved_at",
-    "last_sync_at",
+    *_PROVIDER_STATE,
     "created_at",
     "updated_at",
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from supervisor.policy.identity.instance import NAMESPACES
@@ -126,13 +126,16 @@ def check_kind(kind: object) -> str:
     return text
 
 
-def check_state(state: object) -> str:
-    text = state.strip().lower() if isinstance(state, str) else ""
-    if text not in WORK_STATES:
-        raise ControlPlaneRefusal(
-            "invalid_work_state", f"work state {str(state)[:64]!r} is not one of {WORK_STATES}"
-        )
+def _one_of(value: object, allowed: Collection[str], code: str, what: str, shown: object) -> str:
+    """``value`` folded to lower case when it is one of ``allowed``; refused (``code``) if not."""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text not in allowed:
+        raise ControlPlaneRefusal(code, f"{what} {str(value)[:64]!r} is not one of {shown}")
     return text
+
+
+def check_state(state: object) -> str:
+    return _one_of(state, WORK_STATES, "invalid_work_state", "work state", WORK_STATES)
 
 
 def _name(value: object, what: str) -> str:
@@ -181,12 +184,7 @@ def check_session_id(value: object) -> str:
 
 
 def check_role(value: object) -> str:
-    text = value.strip().lower() if isinstance(value, str) else ""
-    if text not in ROLES:
-        raise ControlPlaneRefusal(
-            "role_ineligible", f"role {str(value)[:64]!r} is not one of {list(ROLES)}"
-        )
-    return text
+    return _one_of(value, ROLES, "role_ineligible", "role", list(ROLES))
 
 
 def check_head_sha(value: object) -> str | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import UNKNOWN, EvidenceMap, row_pid
+from supervisor.policy.flat import flat, flat_dict
 
 from .liveness import STATUS_ACTIVE
 
@@ -109,13 +110,8 @@ def find_orphans(
     return tuple(sorted(found, key=lambda f: f.worker_identity))
 
 
+_ORPHAN = flat(OrphanFinding)
+
+
 def orphan_dict(finding: OrphanFinding) -> dict[str, Any]:
-    return {
-        "worker_identity": finding.worker_identity,
-        "namespace": finding.namespace,
-        "client_instance_id": finding.client_instance_id,
-        "pid": finding.pid,
-        "client_pid": finding.client_pid,
-        "reason_code": finding.reason_code,
-        "detail": finding.detail,
-    }
+    return flat_dict(_ORPHAN, finding)

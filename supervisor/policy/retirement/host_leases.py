@@ -25,6 +25,7 @@ __all__ = [
     "HostEntry",
     "HostRetirementPlan",
     "Renewal",
+    "host_refusal",
     "host_token",
     "lease_owner_keys",
     "plan_host_retirement",
@@ -172,9 +173,10 @@ class HostRetirementPlan:
     lease_expires_at: str = ""
 
 
-def _host_refusal(
+def host_refusal(
     lease: _Row | None, *, host_id: str, local_host_id: str | None, now: datetime, after: float
 ) -> tuple[str, str]:
+    """Why no row of ``host_id`` may be retired now, from its lease alone ("" when none)."""
     if local_host_id is not None and host_id == local_host_id:
         return REASON_HOST_IS_LOCAL, "this host's own rows go through the probing plan"
     if lease is None:
@@ -209,7 +211,7 @@ def plan_host_retirement(
     then its active rows are candidates unless a row's session or pid still owns an
     active work lease. Rows of other hosts are never in the plan.
     """
-    refused, detail = _host_refusal(
+    refused, detail = host_refusal(
         lease, host_id=host_id, local_host_id=local_host_id, now=now, after=retire_after_seconds
     )
     candidates: list[HostEntry] = []

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from supervisor.policy.evidence import PidEvidence, row_pid
-from supervisor.policy.fleet import snapshot as S
+from supervisor.policy.fleet import findings as S
 from supervisor.policy.fleet.snapshot import FleetSnapshot, ManifestEntry, snapshot_fleet
 from supervisor.policy.identity.instance import NAMESPACES
 
