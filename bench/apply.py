@@ -38,7 +38,7 @@ from supervisor.daemon.service import freeze_startup_heap
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners
 from supervisor.policy.retirement.planner import plan_retirement
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]

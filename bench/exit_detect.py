@@ -20,7 +20,7 @@ from bench.processes import short_tempdir, sleeper_argv
 from bench.report import Figure, percentile
 from supervisor.daemon.app import AppSettings, Supervisor
 from supervisor.policy.identity.instance import mint_instance_id
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
 
 __all__ = ["run", "worker_claims"]
 

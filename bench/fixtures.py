@@ -19,8 +19,8 @@ from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Store
-from supervisor.store.schema import REGISTRATION_COLUMNS
-from supervisor.store.sqlite import migrate
+from supervisor.store.schema.tables import REGISTRATION_COLUMNS
+from supervisor.store.sqlite.open import migrate
 from supervisor.system.probes import LocalProbes, ProbeBackend
 
 __all__ = [

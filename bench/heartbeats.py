@@ -24,7 +24,7 @@ from bench.report import Figure, percentile
 from supervisor.policy.stamps import format_stamp
 from supervisor.store import sql
 from supervisor.store.dialect import SQLITE
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
 
 __all__ = ["run"]
 

@@ -35,7 +35,7 @@ from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.policy.stamps import format_stamp
 from supervisor.store import sql
 from supervisor.store.dialect import POSTGRESQL
-from supervisor.store.postgres import migrate_postgres, open_postgres_store
+from supervisor.store.postgres.open import migrate_postgres, open_postgres_store
 from supervisor.system.probes import LocalProbes
 from tests.pg_server import find_pg_bindir, start_pg_server
 

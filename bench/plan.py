@@ -32,7 +32,7 @@ from supervisor.policy.incremental.memo import PlanMemo
 from supervisor.policy.incremental.planner import plan_retirement
 from supervisor.policy.retirement.plan import FencingContext, ProtectedOwners, RetirementPlan
 from supervisor.policy.stamps import format_stamp
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.system.gc_pause import gc_paused
 from supervisor.system.probes import LocalProbes
 

@@ -18,7 +18,7 @@ from bench.processes import Sleepers, free_pids, short_tempdir
 from bench.report import Figure
 from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.daemon.service import freeze_startup_heap
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]

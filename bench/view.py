@@ -19,8 +19,9 @@ from bench.fixtures import history_rows, make_db, mixed_kind, registration_row
 from bench.processes import short_tempdir
 from supervisor.store import rows as rowmap
 from supervisor.store.base import CommitChain
-from supervisor.store.schema import REGISTRATION_COLUMNS
-from supervisor.store.sqlite import SQLiteStore, open_sqlite_store
+from supervisor.store.schema.tables import REGISTRATION_COLUMNS
+from supervisor.store.sqlite.open import open_sqlite_store
+from supervisor.store.sqlite.store import SQLiteStore
 from supervisor.store.stamps import format_stamp
 
 __all__ = ["main"]

@@ -16,10 +16,11 @@ import asyncpg
 from bench.view import _rows
 from supervisor.policy.retirement.fingerprints import identity_keys
 from supervisor.store.base import CommitChain
-from supervisor.store.postgres import PostgresStore, open_postgres_store
-from supervisor.store.postgres_exec import coercer
-from supervisor.store.postgres_tx import PG_COLUMN_TYPES
-from supervisor.store.schema import REGISTRATION_COLUMNS
+from supervisor.store.postgres.connection import coercer
+from supervisor.store.postgres.open import open_postgres_store
+from supervisor.store.postgres.store import PostgresStore
+from supervisor.store.postgres.tx import PG_COLUMN_TYPES
+from supervisor.store.schema.tables import REGISTRATION_COLUMNS
 from supervisor.store.stamps import format_stamp
 from tests.pg_server import find_pg_bindir, start_pg_server
 

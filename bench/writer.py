@@ -25,8 +25,8 @@ from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.policy.stamps import format_stamp
 from supervisor.store import sql
 from supervisor.store.dialect import SQLITE
-from supervisor.store.sqlite import open_sqlite_store
-from supervisor.store.sqlite_tx import begin_immediate, commit, executemany
+from supervisor.store.sqlite.open import open_sqlite_store
+from supervisor.store.sqlite.tx import begin_immediate, commit, executemany
 from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from supervisor.store.base import Row, Store, WriteTx
-from supervisor.store.schema import (
+from supervisor.store.schema.tables import (
     CURRENT_VERSION,
     GUARD_COLUMNS,
     LEASE_COLUMNS,

@@ -8,8 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from supervisor.errors import StoreError
-from supervisor.store.schema import LEASE_COLUMNS, LEASE_STATUSES
-from supervisor.store.schema_control import (
+from supervisor.store.schema.control import (
     ASSIGNMENT_COLUMNS,
     ASSIGNMENT_STATUSES,
     CONTROL_EVENT_COLUMNS,
@@ -21,6 +20,7 @@ from supervisor.store.schema_control import (
     TERMINAL_LOCK_STATUSES,
     WORK_ITEM_COLUMNS,
 )
+from supervisor.store.schema.tables import LEASE_COLUMNS, LEASE_STATUSES
 from supervisor.store.stamps import require_stamp
 
 __all__ = [

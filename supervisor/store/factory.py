@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from supervisor.store.base import Store
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
 
 __all__ = ["describe_store", "open_store"]
 
@@ -20,7 +20,7 @@ async def open_store(*, url: str | None, path: Path, busy_timeout_ms: int) -> St
     registry must never quietly fall back to a private SQLite file.
     """
     if url is not None:
-        from supervisor.store.postgres import open_postgres_store
+        from supervisor.store.postgres.open import open_postgres_store
 
         return await open_postgres_store(url, connect_timeout=max(busy_timeout_ms, 1000) / 1000)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -30,7 +30,7 @@ async def open_store(*, url: str | None, path: Path, busy_timeout_ms: int) -> St
 def describe_store(*, url: str | None, path: Path) -> str:
     """Where the registry is, for logs (a URL without its password)."""
     if url is not None:
-        from supervisor.store.postgres_exec import redact_url
+        from supervisor.store.postgres.connection import redact_url
 
         return redact_url(url)
     return str(path)

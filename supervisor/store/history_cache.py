@@ -8,7 +8,7 @@ from typing import Any
 from supervisor.policy.retirement.fingerprints import identity_keys, row_digest, row_unit
 from supervisor.policy.retirement.history import HistoryFold, HistorySummary
 from supervisor.store.base import Row
-from supervisor.store.schema_history import CHANGE_COLUMNS
+from supervisor.store.schema.history import CHANGE_COLUMNS
 
 __all__ = [
     "KEY_COLUMNS",

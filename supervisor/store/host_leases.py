@@ -9,8 +9,8 @@ import aiosqlite
 
 from supervisor.errors import StoreError
 from supervisor.store.dialect import SQLITE
-from supervisor.store.schema_hosts import HOST_LEASE_COLUMNS, HOST_LEASE_STATUSES
-from supervisor.store.sqlite_exec import execute, fetchall
+from supervisor.store.schema.hosts import HOST_LEASE_COLUMNS, HOST_LEASE_STATUSES
+from supervisor.store.sqlite.connection import execute, fetchall
 from supervisor.store.stamps import require_stamp
 
 __all__ = ["HostLeaseTx", "HostLeases", "host_lease_rows", "select_host_leases"]

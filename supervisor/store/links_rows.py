@@ -9,7 +9,7 @@ from typing import Any
 from supervisor.errors import StoreError
 from supervisor.policy.control.incident_links import INCIDENT_SCOPE_FIELDS, decode_pr_numbers
 from supervisor.store.control_base import Row
-from supervisor.store.schema_links import INCIDENT_LINK_COLUMNS, NAMESPACE_HEALTH_COLUMNS
+from supervisor.store.schema.links import INCIDENT_LINK_COLUMNS, NAMESPACE_HEALTH_COLUMNS
 
 __all__ = ["health_params", "health_rows", "link_params", "link_rows"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from supervisor.errors import StoreError
-from supervisor.store.schema import CURRENT_VERSION, MIGRATIONS, Migration
+from supervisor.store.schema.tables import CURRENT_VERSION, MIGRATIONS, Migration
 
 __all__ = ["run_migrations"]
 

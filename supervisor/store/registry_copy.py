@@ -14,9 +14,9 @@ import anyio.to_thread
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon, digest
 from supervisor.policy.retirement.fingerprints import registry_fingerprint
-from supervisor.store.postgres import migrate_postgres
-from supervisor.store.postgres_exec import PgConnection, coercer, connect, redact_url
-from supervisor.store.schema import CURRENT_VERSION
+from supervisor.store.postgres.connection import PgConnection, coercer, connect, redact_url
+from supervisor.store.postgres.open import migrate_postgres
+from supervisor.store.schema.tables import CURRENT_VERSION
 
 __all__ = ["CopyReport", "TableCopy", "copy_sqlite_to_postgres", "parse_sqlite_source"]
 

@@ -10,7 +10,7 @@ from sys import intern
 from typing import Any
 
 from supervisor.errors import StoreError
-from supervisor.store.schema import (
+from supervisor.store.schema.tables import (
     AUDIT_COLUMNS,
     GUARD_COLUMNS,
     LEASE_COLUMNS,

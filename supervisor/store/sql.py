@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from supervisor.store.dialect import Dialect
-from supervisor.store.schema import (
+from supervisor.store.schema.tables import (
     AUDIT_COLUMNS,
     GUARD_COLUMNS,
     LEASE_COLUMNS,

@@ -9,14 +9,15 @@ import platform
 import socket
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import psutil
 
 from supervisor.system.proc_listing import visible_pids
+from supervisor.system.proc_stat import PPID_INDEX, exited, fields_after_comm, start_ticks
 
 __all__ = [
     "LocalProbes",
@@ -42,22 +43,14 @@ __all__ = [
 # psutil path on Linux, and mypy would otherwise prune the non-Linux branches as unreachable.
 _LINUX: bool = sys.platform.startswith("linux")
 
+_T = TypeVar("_T")
+
 _MACHINE_ID_PATHS: tuple[str, ...] = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 # /proc/<pid>/stat is one short line; fields up to starttime (22) sit well inside this even
 # with a 64-byte kernel-thread comm, so one read() always reaches the fields we parse.
 _STAT_READ_SIZE = 4096
-
-# Fields after the closing ')' of comm start at field 3 (state); these are offsets into them.
-_STATE_INDEX = 3 - 3
-_PPID_INDEX = 4 - 3
-_THREADS_INDEX = 20 - 3
-_STARTTIME_INDEX = 22 - 3
-
-# Task states of a process that has exited: zombie (exited, not yet reaped) and dead (being
-# released); kernels before 3.14 spelled the latter 'x'.
-_EXITED_STATES = frozenset({"Z", "X", "x"})
 
 _PEERCRED_FORMAT = "3i"
 
@@ -123,65 +116,33 @@ def boot_id() -> str | None:
         return None
 
 
-# --- /proc/<pid>/stat parsing -----------------------------------------------------------
-
-
-def _fields_after_comm(text: str) -> list[str] | None:
-    # comm (field 2) is "(name)" where name may itself contain spaces and parentheses, so only
-    # the LAST ')' reliably ends it.
-    head, sep, tail = text.rpartition(")")
-    if not sep or "(" not in head:
-        return None
-    # Nothing past starttime is parsed, so leave the ~30 later fields unsplit.
-    return tail.split(None, _STARTTIME_INDEX + 1)
-
-
-def _start_ticks(fields: list[str] | None) -> str | None:
-    if fields is None or len(fields) <= _STARTTIME_INDEX:
-        return None
-    raw = fields[_STARTTIME_INDEX]
-    if not raw.isdigit():
-        return None
-    return f"ticks-{int(raw)}"
+# --- /proc/<pid>/stat reading (parsed in proc_stat.py) -------------------------------------
 
 
 def _start_ticks_from_stat(text: str) -> str | None:
     """Start time (field 22, clock ticks since boot) of a /proc/<pid>/stat line as 'ticks-<n>'."""
-    return _start_ticks(_fields_after_comm(text))
-
-
-def _exited(fields: list[str] | None) -> bool:
-    """Whether a stat line says the whole process has exited; unparsable is 'not proven'."""
-    if fields is None or len(fields) <= _THREADS_INDEX:
-        return False
-    if fields[_STATE_INDEX] not in _EXITED_STATES:
-        return False
-    # The state is the thread-group leader's: a leader that called pthread_exit shows Z
-    # while its other threads run on, and those count here. Only a zombie left alone in
-    # its thread group is a process that has exited.
-    threads = fields[_THREADS_INDEX]
-    return threads.isdigit() and int(threads) <= 1
+    return start_ticks(fields_after_comm(text))
 
 
 def stat_fields(pid: int) -> list[str] | None:
     """``/proc/<pid>/stat`` split after comm (state first, starttime at index 19), or None
     when it cannot be read or parsed."""
     try:
-        return _fields_after_comm(_read_stat(pid))
+        return fields_after_comm(_read_stat(pid))
     except (OSError, ValueError):
         return None
 
 
 def start_token(fields: list[str] | None) -> str | None:
     """The incarnation token (``ticks-<n>``) in fields from ``stat_fields``."""
-    return _start_ticks(fields)
+    return start_ticks(fields)
 
 
 def _ppid_from_stat(text: str) -> int | None:
-    fields = _fields_after_comm(text)
-    if fields is None or len(fields) <= _PPID_INDEX:
+    fields = fields_after_comm(text)
+    if fields is None or len(fields) <= PPID_INDEX:
         return None
-    raw = fields[_PPID_INDEX]
+    raw = fields[PPID_INDEX]
     return int(raw) if raw.isdigit() else None
 
 
@@ -200,19 +161,29 @@ def _read_stat(pid: int) -> str:
 # --- per-process probes -----------------------------------------------------------------
 
 
-def process_start_time(pid: int) -> str | None:
-    """Incarnation token of pid that wall-clock steps cannot change, or None if unreadable."""
+def _stat_or_psutil(
+    pid: int, from_stat: Callable[[str], _T | None], from_psutil: Callable[[psutil.Process], _T]
+) -> _T | None:
+    """One fact about pid: parsed from /proc/<pid>/stat on Linux, else asked of psutil;
+    None when pid is invalid or the source cannot tell."""
     if not _valid_pid(pid):
         return None
     if _LINUX:
         try:
-            return _start_ticks_from_stat(_read_stat(pid))
+            return from_stat(_read_stat(pid))
         except (OSError, ValueError):
             return None
     try:
-        return f"ctime-{psutil.Process(pid).create_time()!r}"
+        return from_psutil(psutil.Process(pid))
     except (psutil.Error, OSError, ValueError, OverflowError):
         return None
+
+
+def process_start_time(pid: int) -> str | None:
+    """Incarnation token of pid that wall-clock steps cannot change, or None if unreadable."""
+    return _stat_or_psutil(
+        pid, _start_ticks_from_stat, lambda process: f"ctime-{process.create_time()!r}"
+    )
 
 
 def pid_alive(pid: int) -> bool | None:
@@ -256,8 +227,8 @@ def _probe_linux(pid: int) -> ProcessEvidence:
     # time and state in it belong to that same incarnation: liveness and incarnation in one
     # syscall. A zombie has exited and will never run again, however long its parent leaves
     # it unreaped, so it is dead; its start time still names the incarnation that died.
-    fields = _fields_after_comm(text)
-    return ProcessEvidence(pid=pid, alive=not _exited(fields), start_time=_start_ticks(fields))
+    fields = fields_after_comm(text)
+    return ProcessEvidence(pid=pid, alive=not exited(fields), start_time=start_ticks(fields))
 
 
 def _probe_portable(pid: int) -> ProcessEvidence:
@@ -316,17 +287,7 @@ _LISTING_THRESHOLD = 16
 
 def parent_pid(pid: int) -> int | None:
     """Parent pid of pid, or None if it cannot be read."""
-    if not _valid_pid(pid):
-        return None
-    if _LINUX:
-        try:
-            return _ppid_from_stat(_read_stat(pid))
-        except (OSError, ValueError):
-            return None
-    try:
-        ppid = psutil.Process(pid).ppid()
-    except (psutil.Error, OSError, ValueError, OverflowError):
-        return None
+    ppid = _stat_or_psutil(pid, _ppid_from_stat, lambda process: process.ppid())
     return ppid if isinstance(ppid, int) else None
 
 

@@ -17,7 +17,8 @@ from supervisor.handle import SupervisorHandle
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
 from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.store.base import Store
-from supervisor.store.sqlite import SQLiteStore, open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.fakes import ScriptedProbes
 
 REPO = "/srv/repos/fleet"

@@ -27,7 +27,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.mailbox import Reply
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.daemon.app import AppSettings, Supervisor, running_supervisor
-from supervisor.store.sqlite import SQLiteStore, open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.actors.harness import START, Harness, Profiles, default_settings
 from tests.actors.harness import harness as base_harness
 from tests.actors.helpers_store import RecordingStore

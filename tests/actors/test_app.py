@@ -22,7 +22,7 @@ from supervisor.daemon.app import RestartBudgetExceeded, Supervisor
 from supervisor.errors import ActorStopped
 from supervisor.observe.metrics_prometheus import PrometheusMetrics
 from supervisor.policy.stamps import format_stamp
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
 from tests.actors.harness import INSTANCE, REPO, START, default_settings
 from tests.actors.helpers_actors import until
 from tests.actors.helpers_app import bare_supervisor, close_mailboxes, harness, settle

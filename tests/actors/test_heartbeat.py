@@ -16,7 +16,7 @@ from actors.heartbeat.inbox import Heartbeat, HeartbeatGroup, Register
 from actors.replies import HeartbeatResult, RegisterResult
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.stamps import format_stamp
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
 from tests.actors.harness import INSTANCE, READER, REPO, START
 from tests.actors.helpers_actors import ReplyBox, reply_boxes, running_front
 from tests.actors.helpers_app import SettledHarness, harness

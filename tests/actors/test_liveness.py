@@ -18,7 +18,7 @@ from actors.mailbox import ask
 from actors.replies import LivenessStatus, Verdict
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.evidence import PidEvidence
-from supervisor.store.sqlite import open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.system.probes import ProcessEvidence
 from tests.actors.harness import START, default_settings
 from tests.actors.helpers_actors import LivenessRig, registration_row, running_liveness, until

@@ -22,8 +22,8 @@ from supervisor.policy.retirement.host_leases import (
     HostRetirementPlan,
 )
 from supervisor.policy.retirement.reasons import OUTCOME_APPLIED
-from supervisor.store.postgres import open_postgres_store
-from supervisor.store.sqlite import SQLiteStore
+from supervisor.store.postgres.open import open_postgres_store
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.actors.harness import AUTHOR, READER, RETIRER, START, Profiles, default_settings
 from tests.actors.helpers_app import SettledHarness, close_mailboxes
 from tests.actors.helpers_retirement import PAST_TTL, apply_plan, enroll, ensure_swept, plan

@@ -21,7 +21,8 @@ from actors.writer.inbox import (
 )
 from supervisor.errors import StoreError
 from supervisor.policy.stamps import format_stamp
-from supervisor.store.sqlite import SQLiteStore, open_sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.actors.harness import START
 from tests.actors.helpers_actors import (
     ReplyBox,

@@ -14,7 +14,8 @@ from actors.replies import HeartbeatResult
 from actors.writer.actor import WriterSettings
 from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats, WriterInbox
 from supervisor.policy.stamps import format_stamp
-from supervisor.store.postgres import PostgresStore, postgres_store
+from supervisor.store.postgres.open import postgres_store
+from supervisor.store.postgres.store import PostgresStore
 from tests.actors.harness import START
 from tests.actors.helpers_actors import (
     ReplyBox,

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from supervisor.client import AsyncClient
-from supervisor.store.postgres import postgres_store
+from supervisor.store.postgres.open import postgres_store
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
 from tests.integration.socket_helpers import claims
 

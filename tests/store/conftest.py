@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from supervisor.store.postgres import postgres_store
-from supervisor.store.sqlite import sqlite_store
+from supervisor.store.postgres.open import postgres_store
+from supervisor.store.sqlite.open import sqlite_store
 
 BACKENDS = ("sqlite", "postgresql")
 

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from supervisor.store import REGISTRATION_COLUMNS
 from supervisor.store.base import CommitChain
-from supervisor.store.schema_active import active_trigger_sql
-from supervisor.store.schema_stamps import stamp_trigger_sql
-from supervisor.store.sqlite import SQLiteStore, migrate, open_sqlite_store, sqlite_store
+from supervisor.store.schema.active import active_trigger_sql
+from supervisor.store.schema.stamps import stamp_trigger_sql
+from supervisor.store.sqlite.open import migrate, open_sqlite_store, sqlite_store
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.store.rowdata import STAMP_2, STAMP_3, raw_query, registration
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]

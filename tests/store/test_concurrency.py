@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store.sqlite import SQLiteStore, sqlite_store
+from supervisor.store.sqlite.open import sqlite_store
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.store.rowdata import registration
 
 pytestmark = pytest.mark.anyio

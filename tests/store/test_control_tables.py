@@ -10,9 +10,10 @@ import pytest
 
 from supervisor.errors import StoreError
 from supervisor.policy.control.plane import TERMINAL_STATES, WORK_KINDS, WORK_STATES
-from supervisor.store.schema import MIGRATIONS
-from supervisor.store.schema_control import STORE_WORK_KINDS, STORE_WORK_STATES
-from supervisor.store.sqlite import SQLiteStore, migrate, sqlite_store
+from supervisor.store.schema.control import STORE_WORK_KINDS, STORE_WORK_STATES
+from supervisor.store.schema.tables import MIGRATIONS
+from supervisor.store.sqlite.open import migrate, sqlite_store
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, lease, raw_query, registration
 
 pytestmark = pytest.mark.anyio

@@ -8,8 +8,8 @@ import pytest
 
 from supervisor.errors import StoreError
 from supervisor.store.factory import describe_store, open_store
-from supervisor.store.postgres import PostgresStore
-from supervisor.store.sqlite import SQLiteStore
+from supervisor.store.postgres.store import PostgresStore
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.store.rowdata import registration
 
 pytestmark = pytest.mark.anyio

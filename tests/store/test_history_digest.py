@@ -25,8 +25,8 @@ from supervisor.policy.retirement.fingerprints import (
     row_unit,
 )
 from supervisor.store.base import Store
-from supervisor.store.postgres import open_postgres_store
-from supervisor.store.sqlite import migrate, open_sqlite_store, sqlite_store
+from supervisor.store.postgres.open import open_postgres_store
+from supervisor.store.sqlite.open import migrate, open_sqlite_store, sqlite_store
 from tests.pg_server import PgServer
 from tests.store.rowdata import STAMP_2, registration
 

@@ -17,8 +17,9 @@ from supervisor.policy.retirement.fingerprints import (
     row_digest,
 )
 from supervisor.store.base import CommitChain
-from supervisor.store.postgres import PostgresStore, migrate_postgres, open_postgres_store
-from supervisor.store.schema import REGISTRATION_COLUMNS
+from supervisor.store.postgres.open import migrate_postgres, open_postgres_store
+from supervisor.store.postgres.store import PostgresStore
+from supervisor.store.schema.tables import REGISTRATION_COLUMNS
 from tests.store.rowdata import STAMP_2, STAMP_3, registration
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import StoreError, SupervisorError
-from supervisor.store.sqlite import open_sqlite_store, sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store, sqlite_store
 from tests.store.rowdata import raw_query
 
 pytestmark = pytest.mark.anyio

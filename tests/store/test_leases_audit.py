@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store.sqlite import SQLiteStore
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, lease, raw_query
 
 pytestmark = pytest.mark.anyio

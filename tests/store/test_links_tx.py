@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store.sqlite import SQLiteStore
+from supervisor.store.sqlite.store import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 

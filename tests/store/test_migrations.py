@@ -14,8 +14,8 @@ import pytest
 
 from supervisor.errors import StoreError
 from supervisor.store import CURRENT_VERSION, REGISTRATION_COLUMNS
-from supervisor.store.schema import MIGRATIONS, V1_REGISTRATION_COLUMNS
-from supervisor.store.sqlite import migrate, open_sqlite_store, sqlite_store
+from supervisor.store.schema.tables import MIGRATIONS, V1_REGISTRATION_COLUMNS
+from supervisor.store.sqlite.open import migrate, open_sqlite_store, sqlite_store
 from tests.store.rowdata import raw_query, registration
 
 pytestmark = pytest.mark.anyio

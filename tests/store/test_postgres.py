@@ -9,13 +9,13 @@ import pytest
 from supervisor.errors import StoreError
 from supervisor.store import CURRENT_VERSION
 from supervisor.store.base import CommitChain
-from supervisor.store.postgres import (
+from supervisor.store.postgres.open import (
     REGISTRY_FILLFACTOR,
-    PostgresStore,
     migrate_postgres,
     open_postgres_store,
     postgres_store,
 )
+from supervisor.store.postgres.store import PostgresStore
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, registration
 
 pytestmark = pytest.mark.anyio

@@ -11,8 +11,8 @@ import pytest
 
 from supervisor.cli import EXIT_OK, EXIT_REFUSED, main
 from supervisor.store.base import Store
-from supervisor.store.postgres import postgres_store
-from supervisor.store.sqlite import sqlite_store
+from supervisor.store.postgres.open import postgres_store
+from supervisor.store.sqlite.open import sqlite_store
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, lease, registration
 
 RETIRE = {"retired_at": STAMP_3, "retired_by": "operator", "reason": "eligible_stale_orphan"}

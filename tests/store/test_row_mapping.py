@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from supervisor.store.rows import SHARED_TEXT_COLUMNS, as_dicts
-from supervisor.store.schema import REGISTRATION_COLUMNS
+from supervisor.store.schema.tables import REGISTRATION_COLUMNS
 from tests.store.rowdata import registration
 
 

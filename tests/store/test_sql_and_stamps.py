@@ -9,7 +9,7 @@ import pytest
 from supervisor.errors import StoreError
 from supervisor.store import GUARD_COLUMNS, format_stamp, sql
 from supervisor.store.dialect import POSTGRESQL, SQLITE
-from supervisor.store.schema import MIGRATIONS
+from supervisor.store.schema.tables import MIGRATIONS
 from supervisor.store.stamps import is_stamp, require_stamp
 
 

@@ -9,10 +9,12 @@ from typing import Any, cast
 
 import pytest
 
-from supervisor.store import sqlite_active, sqlite_active_reads
 from supervisor.store.base import CommitChain
-from supervisor.store.schema_stamps import stamp_trigger_sql
-from supervisor.store.sqlite import SQLiteStore, migrate, sqlite_store
+from supervisor.store.schema.stamps import stamp_trigger_sql
+from supervisor.store.sqlite import active as sqlite_active
+from supervisor.store.sqlite import active_reads as sqlite_active_reads
+from supervisor.store.sqlite.open import migrate, sqlite_store
+from supervisor.store.sqlite.store import SQLiteStore
 from supervisor.store.stamp_journal import StampJournal
 from tests.store.rowdata import STAMP_2, STAMP_3, raw_query, registration
 from tests.store.test_active_cache import fresh_active, typed

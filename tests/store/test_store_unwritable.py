@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import StoreError, StoreUnwritable
-from supervisor.store.sqlite import open_sqlite_store, sqlite_store
+from supervisor.store.sqlite.open import open_sqlite_store, sqlite_store
 
 pytestmark = pytest.mark.anyio
 

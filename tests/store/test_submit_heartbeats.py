@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store import sqlite_beats
 from supervisor.store.base import CommitChain, Store
-from supervisor.store.sqlite import SQLiteStore
-from supervisor.store.sqlite_exec import check_submit_support
+from supervisor.store.sqlite import beats as sqlite_beats
+from supervisor.store.sqlite.connection import check_submit_support
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, registration
 
 pytestmark = pytest.mark.anyio

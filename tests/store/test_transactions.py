@@ -10,7 +10,7 @@ import pytest
 
 from supervisor.errors import StoreError
 from supervisor.store import Store, WriteTx
-from supervisor.store.sqlite import SQLiteStore
+from supervisor.store.sqlite.store import SQLiteStore
 from tests.store.rowdata import STAMP_1, STAMP_2, lease, raw_query, registration
 
 pytestmark = pytest.mark.anyio

@@ -262,7 +262,7 @@ def test_checker_accepts_a_tree(tmp_path: Path, files: Mapping[str, str]) -> Non
 @pytest.mark.parametrize(
     ("importer", "imported", "allowed"),
     [
-        ("supervisor.store.sqlite", "actors.mailbox", False),
+        ("supervisor.store.sqlite.store", "actors.mailbox", False),
         ("supervisor.store", "supervisor.handle_links", False),
         ("supervisor.store.base", "supervisor.cli.format", False),
         ("actors.writer.actor", "supervisor.surfaces.protocol", False),

@@ -7,14 +7,14 @@ from typing import Any, cast
 
 import aiosqlite
 
-from supervisor.store.postgres_exec import PgConnection, to_dollar_params
-from supervisor.store.sqlite_control import SQLiteControlTx
+from supervisor.store.postgres.connection import PgConnection, to_dollar_params
+from supervisor.store.sqlite.control import SQLiteControlTx
 
 __all__ = ["PostgresControlTx", "sqlite_shaped"]
 
 
 class _Cursor:
-    """What sqlite_exec.execute reads from a cursor: the row count."""
+    """What sqlite.connection.execute reads from a cursor: the row count."""
 
     __slots__ = ("rowcount",)
 
@@ -44,7 +44,7 @@ class _SQLiteShaped:
 
 
 def sqlite_shaped(live: Callable[[], PgConnection]) -> Callable[[], aiosqlite.Connection]:
-    """``live`` as the aiosqlite-connection getter that sqlite_exec's helpers expect.
+    """``live`` as the aiosqlite-connection getter that sqlite.connection's helpers expect.
 
     They call exactly the two methods ``_SQLiteShaped`` has; the cast says so to mypy.
     """

@@ -14,6 +14,7 @@ from supervisor.errors import StoreError
 
 __all__ = [
     "begin_immediate",
+    "close_quietly",
     "commit",
     "execute",
     "executemany",
@@ -142,3 +143,12 @@ def check_submit_support(conn: aiosqlite.Connection) -> None:
     """Fail at start-up, not under load, if this aiosqlite lacks what ``submit`` uses."""
     if not callable(getattr(conn, "_execute", None)) or not hasattr(type(conn), "_conn"):
         raise StoreError("this aiosqlite version offers no way to run a job on its thread")
+
+
+async def close_quietly(conn: aiosqlite.Connection) -> BaseException | None:
+    """Close ``conn``; return the error instead of raising so the next close still runs."""
+    try:
+        await conn.close()
+    except Exception as exc:
+        return exc
+    return None

@@ -9,9 +9,9 @@ from typing import Any
 
 from supervisor.store.base import Row
 from supervisor.store.rows import dict_builder
-from supervisor.store.schema import REGISTRATION_COLUMNS
-from supervisor.store.schema_active import STAMP_COLUMN, active_trigger_sql
-from supervisor.store.schema_stamps import BATCHES_DDL, LOG_KIND_COLUMN, stamp_trigger_sql
+from supervisor.store.schema.active import STAMP_COLUMN, active_trigger_sql
+from supervisor.store.schema.stamps import BATCHES_DDL, LOG_KIND_COLUMN, stamp_trigger_sql
+from supervisor.store.schema.tables import REGISTRATION_COLUMNS
 
 __all__ = [
     "COLUMNS",

@@ -20,9 +20,9 @@ from supervisor.store.history_cache import (
     scope_digests,
     scope_rows,
 )
-from supervisor.store.postgres_exec import PgConnection
-from supervisor.store.schema import REGISTRATION_COLUMNS
-from supervisor.store.schema_history import CHANGE_COLUMNS
+from supervisor.store.postgres.connection import PgConnection
+from supervisor.store.schema.history import CHANGE_COLUMNS
+from supervisor.store.schema.tables import REGISTRATION_COLUMNS
 
 __all__ = ["PgHistory", "history_page", "history_rows"]
 

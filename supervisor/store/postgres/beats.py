@@ -10,8 +10,8 @@ import asyncpg
 
 from supervisor.errors import StoreError
 from supervisor.store.base import CommitChain
-from supervisor.store.postgres_exec import PgConnection
-from supervisor.store.postgres_tx import touch_statement
+from supervisor.store.postgres.connection import PgConnection
+from supervisor.store.postgres.tx import touch_statement
 
 __all__ = ["SPOILED_MARKER", "stamp_all_or_none", "stamp_and_commit"]
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from supervisor.errors import StoreError
-from supervisor.store.schema_history import CHANGE_COLUMNS
-from supervisor.store.schema_links import MigrationConn
+from supervisor.store.schema.history import CHANGE_COLUMNS
+from supervisor.store.schema.links import MigrationConn
 
 __all__ = ["PG_HISTORY_DESCRIPTION", "XACT_EXPR", "create_pg_history_log"]
 

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-import anyio
-
-from supervisor.errors import StoreError
 from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
 from supervisor.store.base import Row
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import HostLeaseTx
-from supervisor.store.postgres_control import PostgresControlTx, sqlite_shaped
-from supervisor.store.postgres_exec import PgConnection, coercer
-from supervisor.store.postgres_history import PgHistory, history_rows
-from supervisor.store.schema import GUARD_COLUMNS, LEASE_COLUMNS, REGISTRATION_COLUMNS
+from supervisor.store.postgres.connection import PgConnection, coercer
+from supervisor.store.postgres.control import PostgresControlTx, sqlite_shaped
+from supervisor.store.postgres.history import PgHistory, history_rows
+from supervisor.store.schema.tables import GUARD_COLUMNS, LEASE_COLUMNS, REGISTRATION_COLUMNS
 from supervisor.store.stamps import require_stamp
+from supervisor.store.write_tx import RETIRE_IDENTITY_PARAM, PortableWriteTx
 
 __all__ = ["PG_COLUMN_TYPES", "PostgresWriteTx", "touch_statement"]
 
@@ -33,9 +30,6 @@ PG_COLUMN_TYPES: Mapping[str, str] = {
     "fencing_epoch": "int8",
     "heartbeat_ttl_seconds": "float8",
 }
-
-#: Position of worker_identity in rowmap.retire_params' tuple.
-_RETIRE_IDENTITY_PARAM = 3
 
 
 def touch_statement() -> str:
@@ -99,45 +93,29 @@ _LOCK_ROWS = (
 )
 
 
-class PostgresWriteTx:
+class PostgresWriteTx(PortableWriteTx[PgConnection]):
     """One transaction on the store's write connection (see base.WriteTx)."""
 
+    dialect = POSTGRESQL
+    _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT"
+    _RELEASE = "RELEASE SAVEPOINT"
+    _NOT_IN_TRANSACTION = "transaction is no longer open; refusing further writes"
+
     def __init__(self, conn: PgConnection, history: PgHistory | None = None) -> None:
-        self._conn = conn
+        super().__init__(conn)
         self._history = history or PgHistory()
-        self._open = True
-        self._savepoints = 0
 
-    def finish(self) -> None:
-        """Called by the store when the transaction ends; later use is an error."""
-        self._open = False
+    def _in_transaction(self, conn: PgConnection) -> bool:
+        return conn.in_transaction()
 
-    def _live(self) -> PgConnection:
-        if not self._open:
-            raise StoreError("write transaction already finished")
-        if not self._conn.in_transaction():
-            raise StoreError("transaction is no longer open; refusing further writes")
-        return self._conn
+    async def _fetch(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return await self._live().fetch(statement, params)
 
-    @asynccontextmanager
-    async def savepoint(self) -> AsyncIterator[None]:
-        conn = self._live()
-        self._savepoints += 1
-        name = f"s{self._savepoints}"
-        with anyio.CancelScope(shield=True):
-            await conn.command(f"SAVEPOINT {name}")
-        try:
-            yield
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                # Also undoes PostgreSQL's "transaction aborted" state of a failed
-                # statement, so the rest of the group commit can go on.
-                if self._open and conn.in_transaction():
-                    await conn.command(f"ROLLBACK TO SAVEPOINT {name}")
-                    await conn.command(f"RELEASE SAVEPOINT {name}")
-            raise
-        with anyio.CancelScope(shield=True):
-            await self._live().command(f"RELEASE SAVEPOINT {name}")
+    async def _execute(self, statement: str, params: Sequence[Any]) -> int:
+        return await self._live().execute(statement, params)
+
+    async def _command(self, conn: PgConnection, statement: str) -> None:
+        await conn.command(statement)
 
     async def registrations(
         self, *, status: str | None = None, worker_identities: Sequence[str] | None = None
@@ -157,21 +135,6 @@ class PostgresWriteTx:
         # Rows, not just texts: apply checks them one by one; a few, read by index.
         return await history_rows(self._live(), list(set(keys)))
 
-    async def max_fencing_epoch(self, *, client_instance_id: str, namespace: str) -> int:
-        rows = await self._live().fetch(
-            sql.max_fencing_epoch(POSTGRESQL), (client_instance_id, namespace)
-        )
-        value = rows[0][0] if rows else None
-        return int(value) if value is not None else 0
-
-    async def active_by_pid(self, pid: int) -> list[Row]:
-        rows = await self._live().fetch(sql.select_active_by_pid(POSTGRESQL), (pid,))
-        return rowmap.as_dicts(REGISTRATION_COLUMNS, rows)
-
-    async def insert_registration(self, row: Mapping[str, Any]) -> None:
-        columns, values = rowmap.registration_params(row)
-        await self._live().execute(sql.insert_registration(POSTGRESQL, columns), values)
-
     async def touch_heartbeats(self, beats: Sequence[tuple[str, str]]) -> int:
         if not beats:
             return 0
@@ -185,70 +148,19 @@ class PostgresWriteTx:
         stamps = [stamp for _, stamp in beats]
         return await self._live().execute(touch_statement(), (ids, stamps))
 
-    async def set_status(
-        self,
-        worker_identity: str,
-        *,
-        expected_status: str,
-        new_status: str,
-        stamp_column: str | None,
-        stamp: str | None,
-    ) -> bool:
-        params = rowmap.status_params(
-            worker_identity,
-            expected_status=expected_status,
-            new_status=new_status,
-            stamp_column=stamp_column,
-            stamp=stamp,
-        )
-        statement = sql.set_status(POSTGRESQL, stamp_column=stamp_column)
-        return await self._live().execute(statement, params) == 1
-
-    async def retire_guarded(
-        self, expected: Mapping[str, Any], *, retired_at: str, retired_by: str, reason: str
-    ) -> bool:
-        params = rowmap.retire_params(
-            expected, retired_at=retired_at, retired_by=retired_by, reason=reason
-        )
-        return await self._live().execute(sql.retire_guarded(POSTGRESQL), params) == 1
-
-    async def retire_guarded_many(
-        self,
-        expected: Sequence[Mapping[str, Any]],
-        *,
-        retired_at: str,
-        retired_by: str,
-        reason: str,
+    async def _retire_rows(
+        self, params: list[tuple[Any, ...]], stamp: tuple[str, str, str]
     ) -> list[bool]:
-        params = [
-            rowmap.retire_params(row, retired_at=retired_at, retired_by=retired_by, reason=reason)
-            for row in expected
-        ]
-        if not params:
-            return []
-        identities = [p[_RETIRE_IDENTITY_PARAM] for p in params]
-        if len(set(identities)) != len(identities):
-            raise StoreError("retire_guarded_many needs distinct worker identities")
+        identities = [p[RETIRE_IDENTITY_PARAM] for p in params]
         conn = self._live()
         # Lock the rows in worker_identity order first (the order every locking read
         # uses), then one set-based compare-and-swap; RETURNING names the rows that
         # still matched.
         await conn.fetch(_LOCK_ROWS, (identities,))
-        columns = list(zip(*(p[_RETIRE_IDENTITY_PARAM:] for p in params), strict=True))
-        found = await conn.fetch(
-            _retire_many(), (retired_at, retired_by, reason, *_arrays(columns))
-        )
+        columns = list(zip(*(p[RETIRE_IDENTITY_PARAM:] for p in params), strict=True))
+        found = await conn.fetch(_retire_many(), (*stamp, *_arrays(columns)))
         retired = {str(r[0]) for r in found}
         return [identity in retired for identity in identities]
-
-    async def leases(self, *, status: str | None = None) -> list[Row]:
-        statement = sql.select_leases(POSTGRESQL, by_status=status is not None)
-        params = (status,) if status is not None else ()
-        return rowmap.as_dicts(LEASE_COLUMNS, await self._live().fetch(statement, params))
-
-    async def upsert_lease(self, lease: Mapping[str, Any]) -> None:
-        columns, values = rowmap.lease_params(lease)
-        await self._live().execute(sql.upsert_lease(POSTGRESQL, columns), values)
 
     async def expire_leases(self, *, now_stamp: str) -> list[Row]:
         require_stamp(now_stamp, "now_stamp")
@@ -265,9 +177,6 @@ class PostgresWriteTx:
             (ids,),
         )
         return rowmap.as_dicts(LEASE_COLUMNS, due)
-
-    async def append_audit(self, event: Mapping[str, Any]) -> None:
-        await self._live().execute(sql.insert_audit(POSTGRESQL), rowmap.audit_params(event))
 
     def control(self) -> PostgresControlTx:
         return PostgresControlTx(self._live)

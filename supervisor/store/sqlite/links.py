@@ -13,8 +13,8 @@ from supervisor.store import control_sql, links_sql
 from supervisor.store.control_base import Row
 from supervisor.store.dialect import SQLITE
 from supervisor.store.links_rows import health_params, health_rows, link_params, link_rows
-from supervisor.store.schema_links import INCIDENT_LINK_COLUMNS, NAMESPACE_HEALTH_COLUMNS
-from supervisor.store.sqlite_exec import execute, fetchall
+from supervisor.store.schema.links import INCIDENT_LINK_COLUMNS, NAMESPACE_HEALTH_COLUMNS
+from supervisor.store.sqlite.connection import execute, fetchall
 
 __all__ = ["SQLiteLinkOps"]
 

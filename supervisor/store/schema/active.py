@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from supervisor.errors import StoreError
-from supervisor.store.schema_links import MigrationConn
+from supervisor.store.schema.links import MigrationConn
 
 __all__ = [
     "ACTIVE_CHANGES_DDL",

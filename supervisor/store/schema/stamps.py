@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from supervisor.errors import StoreError
-from supervisor.store.schema_active import STAMP_COLUMN
-from supervisor.store.schema_links import MigrationConn
+from supervisor.store.schema.active import STAMP_COLUMN
+from supervisor.store.schema.links import MigrationConn
 
 __all__ = [
     "BATCHES_DDL",

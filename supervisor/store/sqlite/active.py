@@ -8,10 +8,10 @@ from typing import Any
 
 from supervisor.store.base import Row
 from supervisor.store.rows import dict_builder
-from supervisor.store.schema import REGISTRATION_COLUMNS
-from supervisor.store.schema_active import STAMP_COLUMN
-from supervisor.store.schema_stamps import LOG_KIND_COLUMN
-from supervisor.store.sqlite_active_reads import (
+from supervisor.store.schema.active import STAMP_COLUMN
+from supervisor.store.schema.stamps import LOG_KIND_COLUMN
+from supervisor.store.schema.tables import REGISTRATION_COLUMNS
+from supervisor.store.sqlite.active_reads import (
     COLUMNS,
     active_count,
     fetch_rows,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from supervisor.errors import StoreError
 from supervisor.policy.retirement.fingerprints import FINGERPRINT_FIELDS
-from supervisor.store.schema_links import MigrationConn
+from supervisor.store.schema.links import MigrationConn
 
 __all__ = [
     "CHANGE_COLUMNS",

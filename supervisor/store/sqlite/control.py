@@ -12,10 +12,10 @@ from supervisor.store import control_rows as rows
 from supervisor.store import control_sql as sql
 from supervisor.store.control_base import Row
 from supervisor.store.dialect import SQLITE
-from supervisor.store.schema_control import CONTROL_EVENT_COLUMNS
+from supervisor.store.schema.control import CONTROL_EVENT_COLUMNS
 from supervisor.store.sql import MAX_IDS_PER_STATEMENT
-from supervisor.store.sqlite_exec import execute, fetchall
-from supervisor.store.sqlite_links import SQLiteLinkOps
+from supervisor.store.sqlite.connection import execute, fetchall
+from supervisor.store.sqlite.links import SQLiteLinkOps
 
 __all__ = ["SQLiteControlTx"]
 

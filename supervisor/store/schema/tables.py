@@ -5,22 +5,22 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
-from supervisor.store.schema_active import ACTIVE_DESCRIPTION, create_active_log
-from supervisor.store.schema_control import V3_DESCRIPTION, V3_STATEMENTS
-from supervisor.store.schema_history import (
+from supervisor.store.schema.active import ACTIVE_DESCRIPTION, create_active_log
+from supervisor.store.schema.control import V3_DESCRIPTION, V3_STATEMENTS
+from supervisor.store.schema.history import (
     HISTORY_DESCRIPTION,
     HISTORY_STATEMENTS,
     create_history_triggers,
 )
-from supervisor.store.schema_history_pg import PG_HISTORY_DESCRIPTION, create_pg_history_log
-from supervisor.store.schema_hosts import V5_DESCRIPTION, V5_STATEMENTS
-from supervisor.store.schema_links import (
+from supervisor.store.schema.history_pg import PG_HISTORY_DESCRIPTION, create_pg_history_log
+from supervisor.store.schema.hosts import V5_DESCRIPTION, V5_STATEMENTS
+from supervisor.store.schema.links import (
     V4_DESCRIPTION,
     V4_STATEMENTS,
     MigrationConn,
     migrate_incident_links,
 )
-from supervisor.store.schema_stamps import STAMPS_DESCRIPTION, create_stamp_batches
+from supervisor.store.schema.stamps import STAMPS_DESCRIPTION, create_stamp_batches
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -211,7 +211,7 @@ _V2 = Migration(
 _V3 = Migration(version=3, description=V3_DESCRIPTION, statements=V3_STATEMENTS)
 
 # Version 4 adds the namespace health table and builds incident_links, adopting a
-# legacy nullable-scope incident_links table when one is there (see schema_links.py).
+# legacy nullable-scope incident_links table when one is there (see schema/links.py).
 _V4 = Migration(
     version=4,
     description=V4_DESCRIPTION,

@@ -18,8 +18,8 @@ from supervisor.store.history_cache import (
     probe_rows,
     scope_rows,
 )
-from supervisor.store.schema import REGISTRATION_COLUMNS
-from supervisor.store.schema_history import CHANGE_COLUMNS
+from supervisor.store.schema.history import CHANGE_COLUMNS
+from supervisor.store.schema.tables import REGISTRATION_COLUMNS
 
 __all__ = [
     "compact_job",

@@ -1,0 +1,47 @@
+"""Parsing one /proc/<pid>/stat line: state, parent, thread count and start time."""
+
+from __future__ import annotations
+
+__all__ = ["PPID_INDEX", "exited", "fields_after_comm", "start_ticks"]
+
+# Fields after the closing ')' of comm start at field 3 (state); these are offsets into them.
+_STATE_INDEX = 3 - 3
+PPID_INDEX = 4 - 3
+_THREADS_INDEX = 20 - 3
+_STARTTIME_INDEX = 22 - 3
+
+# Task states of a process that has exited: zombie (exited, not yet reaped) and dead (being
+# released); kernels before 3.14 spelled the latter 'x'.
+_EXITED_STATES = frozenset({"Z", "X", "x"})
+
+
+def fields_after_comm(text: str) -> list[str] | None:
+    # comm (field 2) is "(name)" where name may itself contain spaces and parentheses, so only
+    # the LAST ')' reliably ends it.
+    head, sep, tail = text.rpartition(")")
+    if not sep or "(" not in head:
+        return None
+    # Nothing past starttime is parsed, so leave the ~30 later fields unsplit.
+    return tail.split(None, _STARTTIME_INDEX + 1)
+
+
+def start_ticks(fields: list[str] | None) -> str | None:
+    if fields is None or len(fields) <= _STARTTIME_INDEX:
+        return None
+    raw = fields[_STARTTIME_INDEX]
+    if not raw.isdigit():
+        return None
+    return f"ticks-{int(raw)}"
+
+
+def exited(fields: list[str] | None) -> bool:
+    """Whether a stat line says the whole process has exited; unparsable is 'not proven'."""
+    if fields is None or len(fields) <= _THREADS_INDEX:
+        return False
+    if fields[_STATE_INDEX] not in _EXITED_STATES:
+        return False
+    # The state is the thread-group leader's: a leader that called pthread_exit shows Z
+    # while its other threads run on, and those count here. Only a zombie left alone in
+    # its thread group is a process that has exited.
+    threads = fields[_THREADS_INDEX]
+    return threads.isdigit() and int(threads) <= 1
