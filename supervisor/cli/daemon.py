@@ -22,7 +22,7 @@ from supervisor.cli.common import (
     strip_dashdash,
     token_of,
 )
-from supervisor.cli.launcher import (
+from supervisor.clients.launcher import (
     absolute_path,
     absolute_path_args,
     build_launch_config,

@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from supervisor.cli.launcher import absolute_path, exec_command
 from supervisor.clients.documents import DocumentError
 from supervisor.clients.entries import Wrapper
 from supervisor.clients.files import (
@@ -23,6 +22,7 @@ from supervisor.clients.files import (
     read_snapshot,
     replace_file,
 )
+from supervisor.clients.launcher import absolute_path, exec_command
 from supervisor.clients.locations import ConfigFile, config_files, parse_file_override
 from supervisor.clients.rewrite import EntryResult, Selection, entry_results, rewrite_text
 

@@ -12,8 +12,8 @@ from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.settings.config import OpsConfig
-from supervisor.surfaces.health import HealthReport, HealthSource, check_health
 from supervisor.surfaces.http.fleet_page import FleetPage
+from supervisor.surfaces.http.health import HealthReport, HealthSource, check_health
 from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
 from supervisor.surfaces.socket.dispatch import ProfileLookupWithAuth
 from supervisor.system.sd_notify import notify, watchdog_interval

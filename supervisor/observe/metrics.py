@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from actors.replies import HeartbeatResult
+__all__ = ["BeatAnswer", "FleetGauges", "Metrics"]
 
-__all__ = ["FleetGauges", "Metrics"]
+
+class BeatAnswer(Protocol):
+    """What a heartbeat answer shows the counters (the heartbeat actor's result has it);
+    a protocol, so this low layer never imports the actors that bump it."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def code(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +73,7 @@ class Metrics:
     def accept_heartbeats(self, count: int) -> None:
         """``count`` beats answered ``ok``."""
 
-    def count_heartbeats(self, results: Iterable[HeartbeatResult]) -> None:
+    def count_heartbeats(self, results: Iterable[BeatAnswer]) -> None:
         """One batch of answers, by result and code."""
 
     def count_outcome(self, kind: str, outcome: object) -> None:

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from supervisor.observe.metrics import FleetGauges, Metrics
-
-if TYPE_CHECKING:
-    from actors.replies import HeartbeatResult
+from supervisor.observe.metrics import BeatAnswer, FleetGauges, Metrics
 
 __all__ = ["PrometheusMetrics"]
 
@@ -115,7 +111,7 @@ class PrometheusMetrics(Metrics):
         """``count`` beats answered ``ok``: the common case, one counter update."""
         self._accepted.inc(count)
 
-    def count_heartbeats(self, results: Iterable[HeartbeatResult]) -> None:
+    def count_heartbeats(self, results: Iterable[BeatAnswer]) -> None:
         """Tally one batch of answers first: one counter update per code, not per beat."""
         tally = Tally((r.ok, r.code) for r in results)
         for (ok, code), count in tally.items():

@@ -13,7 +13,7 @@ import pytest
 
 from supervisor.clock import FakeClock
 from supervisor.daemon.ops import feed_watchdog
-from supervisor.surfaces.health import HealthReport
+from supervisor.surfaces.http.health import HealthReport
 from supervisor.system.sd_notify import notify, watchdog_interval
 
 

@@ -15,8 +15,8 @@ from supervisor.errors import SupervisorError, Unavailable
 from supervisor.handle import SupervisorHandle
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import FleetGauges, Metrics
-from supervisor.surfaces.health import HealthReport
 from supervisor.surfaces.http.fleet_page import PAGE_ROUTES, FleetPage
+from supervisor.surfaces.http.health import HealthReport
 from supervisor.system.tcp_peer import PeerUidLookup, loopback_peer_uid
 
 __all__ = ["OpsRoutes", "Response", "ops_listener", "serve_ops_http"]
