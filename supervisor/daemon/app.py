@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from anyio import create_memory_object_stream as _stream
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -104,23 +105,14 @@ class Supervisor:
         self.profiles = profiles
         self.settings = settings or AppSettings()
         capacity = self.settings.inbox_capacity
-        self._writer_tx, self._writer_rx = anyio.create_memory_object_stream[WriterInbox](capacity)
-        self._heartbeat_tx, self._heartbeat_rx = anyio.create_memory_object_stream[HeartbeatInbox](
-            capacity
-        )
-        self._liveness_tx, self._liveness_rx = anyio.create_memory_object_stream[LivenessInbox](
-            capacity
-        )
-        self._leases_tx, self._leases_rx = anyio.create_memory_object_stream[LeaseWatchInbox](
-            capacity
-        )
-        self._retirement_tx, self._retirement_rx = anyio.create_memory_object_stream[
-            RetirementInbox
-        ](capacity)
-        self._hosts_tx, self._hosts_rx = anyio.create_memory_object_stream[HostLeaseInbox](capacity)
-        self._servers_tx, self._servers_rx = anyio.create_memory_object_stream[ServerGuardInbox](
-            capacity
-        )
+        # One bounded stream per actor: a full inbox makes its senders wait (backpressure).
+        self._writer_tx, self._writer_rx = _stream[WriterInbox](capacity)
+        self._heartbeat_tx, self._heartbeat_rx = _stream[HeartbeatInbox](capacity)
+        self._liveness_tx, self._liveness_rx = _stream[LivenessInbox](capacity)
+        self._leases_tx, self._leases_rx = _stream[LeaseWatchInbox](capacity)
+        self._retirement_tx, self._retirement_rx = _stream[RetirementInbox](capacity)
+        self._hosts_tx, self._hosts_rx = _stream[HostLeaseInbox](capacity)
+        self._servers_tx, self._servers_rx = _stream[ServerGuardInbox](capacity)
         #: The server guard's inbox, for the exec socket.
         self.servers = self._servers_tx
         self.hosts = HostLeaseCalls(self._hosts_tx)

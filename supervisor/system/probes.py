@@ -6,8 +6,6 @@ import contextlib
 import hashlib
 import os
 import platform
-import socket
-import struct
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +25,6 @@ __all__ = [
     "close_pidfd",
     "host_id",
     "parent_pid",
-    "peer_credentials",
     "pid_alive",
     "pidfd_open",
     "pidfd_supported",
@@ -51,8 +48,6 @@ _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 # /proc/<pid>/stat is one short line; fields up to starttime (22) sit well inside this even
 # with a 64-byte kernel-thread comm, so one read() always reaches the fields we parse.
 _STAT_READ_SIZE = 4096
-
-_PEERCRED_FORMAT = "3i"
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,24 +296,6 @@ def process_cwd(pid: int) -> str | None:
         return None
     # psutil answers "" for zombies on some platforms; that is not a directory.
     return cwd if isinstance(cwd, str) and cwd else None
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int, int, int] | None:
-    """(pid, uid, gid) of the peer of a connected Unix domain socket, Linux only; else None."""
-    so_peercred = getattr(socket, "SO_PEERCRED", None)
-    if not _LINUX or so_peercred is None:
-        return None
-    try:
-        if sock.family != socket.AF_UNIX:
-            return None
-        raw = sock.getsockopt(socket.SOL_SOCKET, so_peercred, struct.calcsize(_PEERCRED_FORMAT))
-        pid, uid, gid = struct.unpack(_PEERCRED_FORMAT, raw)
-    except (OSError, ValueError, struct.error):
-        return None
-    # pid 0 means the peer is outside our pid namespace (or unset): no usable identity.
-    if pid <= 0:
-        return None
-    return (pid, uid, gid)
 
 
 # --- exit notification (Linux pidfds) ---------------------------------------------------

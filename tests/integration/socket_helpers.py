@@ -19,7 +19,7 @@ from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.settings.config import SocketConfig
 from supervisor.settings.profiles import ProfileBook, create_token
 from supervisor.surfaces.socket.server import CredentialsReader, serve_socket
-from supervisor.system.probes import peer_credentials
+from supervisor.system.peers import peer_credentials
 from supervisor.system.unix_stream import connect_unix_stream
 from tests.actors.harness import INSTANCE, REPO, Harness
 from tests.actors.helpers_app import SettledHarness, harness

@@ -19,7 +19,7 @@ import pytest
 from supervisor.daemon.ops import OpsState
 from supervisor.surfaces.http.fleet_page import FleetPage
 from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
-from supervisor.system.tcp_peer import PeerUidLookup, loopback_peer_uid
+from supervisor.system.peers import PeerUidLookup, loopback_peer_uid
 from tests.actors.harness import INSTANCE
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.integration.socket_helpers import write_profiles

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.system import probes
+from supervisor.system.peers import peer_credentials
 from supervisor.system.probes import (
     LocalProbes,
     ProbeBackend,
@@ -19,7 +20,6 @@ from supervisor.system.probes import (
     boot_id,
     host_id,
     parent_pid,
-    peer_credentials,
     pid_alive,
     pidfd_open,
     probe_many,

@@ -17,7 +17,7 @@ from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import FleetGauges, Metrics
 from supervisor.surfaces.http.fleet_page import PAGE_ROUTES, FleetPage
 from supervisor.surfaces.http.health import HealthReport
-from supervisor.system.tcp_peer import PeerUidLookup, loopback_peer_uid
+from supervisor.system.peers import PeerUidLookup, loopback_peer_uid
 
 __all__ = ["OpsRoutes", "Response", "ops_listener", "serve_ops_http"]
 

@@ -24,7 +24,7 @@ from actors.servers import AdoptServer, ServerGuardInbox
 from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger
 from supervisor.policy.identity.exec_marker import safe_label
-from supervisor.system.probes import peer_credentials
+from supervisor.system.peers import peer_credentials
 from supervisor.system.unix_stream import accept_socket
 
 __all__ = ["MAX_REQUEST_BYTES", "ExecRequest", "parse_request", "serve_exec_socket"]

@@ -26,7 +26,8 @@ from supervisor.surfaces.socket.peer_auth import Conversation
 from supervisor.surfaces.socket.protocol import decode_request, peek_request_id
 from supervisor.surfaces.socket.request import Request
 from supervisor.surfaces.socket.status import ServerFigures
-from supervisor.system.probes import ProbeBackend, peer_credentials
+from supervisor.system.peers import peer_credentials
+from supervisor.system.probes import ProbeBackend
 from supervisor.system.unix_stream import UnixStream, accept_socket
 from supervisor.wire import (
     BAD_REQUEST,

@@ -1,18 +1,22 @@
-"""Which uid owns the other end of a loopback TCP connection (Linux /proc/net/tcp{,6})."""
+"""Who is at the other end of a socket: SO_PEERCRED (Unix) or /proc/net/tcp{,6} (loopback TCP)."""
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 import struct
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["PeerUidLookup", "loopback_peer_uid", "proc_address"]
+__all__ = ["PeerUidLookup", "loopback_peer_uid", "peer_credentials", "proc_address"]
 
 #: (our address, peer address) of an accepted connection -> the peer's uid, or None.
 PeerUidLookup = Callable[[tuple[str, int], tuple[str, int]], int | None]
 
 _PROC = Path("/proc/net")
+_LINUX = sys.platform.startswith("linux")
+_PEERCRED_FORMAT = "3i"
 
 
 def proc_address(host: str, port: int) -> str:
@@ -47,3 +51,21 @@ def loopback_peer_uid(
             except ValueError:
                 return None
     return None
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int] | None:
+    """(pid, uid, gid) of the peer of a connected Unix domain socket, Linux only; else None."""
+    so_peercred = getattr(socket, "SO_PEERCRED", None)
+    if not _LINUX or so_peercred is None:
+        return None
+    try:
+        if sock.family != socket.AF_UNIX:
+            return None
+        raw = sock.getsockopt(socket.SOL_SOCKET, so_peercred, struct.calcsize(_PEERCRED_FORMAT))
+        pid, uid, gid = struct.unpack(_PEERCRED_FORMAT, raw)
+    except (OSError, ValueError, struct.error):
+        return None
+    # pid 0 means the peer is outside our pid namespace (or unset): no usable identity.
+    if pid <= 0:
+        return None
+    return (pid, uid, gid)
