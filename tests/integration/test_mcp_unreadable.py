@@ -116,3 +116,28 @@ async def test_http_answers_unreadable_calls_with_a_json_rpc_error(tmp_path: Pat
         body = response.json()
         assert body["jsonrpc"] == "2.0"
         assert body["error"]["code"] == -32700
+
+
+async def test_stdio_answers_a_request_whose_params_are_not_an_object(socket_path: Path) -> None:
+    # Valid JSON with a readable id: the answer carries that id, so the client can match
+    # it; before, the SDK's refusal of the params value was taken for the line itself.
+    async with _bridge(socket_path) as (process, reader):
+        await _send(process, json.dumps(_INITIALIZE).encode())
+        assert (await _answer(reader))["id"] == 1
+        await _send(process, b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        answers = []
+        for line in (
+            b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"x"}',
+            b'{"jsonrpc":"2.0","id":"eight","method":"tools/list","params":5}',
+            b'{"jsonrpc":"2.0","id":9,"params":{}}',
+            b'{"jsonrpc":"2.0","id":10,"method":"ping"}',
+        ):
+            await _send(process, line)
+            answers.append(await _answer(reader))
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
+        (7, -32602),
+        ("eight", -32602),
+        (9, -32600),
+        (10, None),
+    ]
+    assert answers[3]["result"] == {}

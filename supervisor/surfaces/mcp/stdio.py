@@ -19,6 +19,8 @@ __all__ = ["AnsweringReadStream", "serve_stdio"]
 
 #: JSON-RPC's code for a request that is JSON but not a valid request object.
 INVALID_REQUEST = -32600
+#: JSON-RPC's code for a request whose method is named but whose params are not usable.
+INVALID_PARAMS = -32602
 
 _log = get_logger(surface="mcp")
 
@@ -86,22 +88,37 @@ class AnsweringReadStream:
 
 
 def _error_for(failure: Exception) -> JSONRPCError:
-    """Parse error (id null) for text that is not JSON; invalid request, answered by its id
-    when one can be read, for JSON the SDK refuses (such as a lone surrogate escape)."""
-    line = _input_of(failure)
-    try:
-        data = json.loads(line) if line is not None else None
-    except (ValueError, RecursionError):
-        _log.warning("mcp_unreadable_line", reason="not JSON")
-        return JSONRPCError(
-            jsonrpc="2.0",
-            id=None,
-            error=ErrorData(code=PARSE_ERROR, message="Parse error: the line is not valid JSON"),
-        )
+    """Parse error (id null) for text that is not JSON; otherwise an error answered by the
+    request's id when one can be read: invalid params for a request whose ``params`` are
+    not an object, invalid request for any other JSON the SDK refuses (such as a lone
+    surrogate escape)."""
+    found = _input_of(failure)
+    data: object = found
+    if isinstance(found, str):
+        try:
+            data = json.loads(found)
+        except (ValueError, RecursionError):
+            _log.warning("mcp_unreadable_line", reason="not JSON")
+            return JSONRPCError(
+                jsonrpc="2.0",
+                id=None,
+                error=ErrorData(
+                    code=PARSE_ERROR, message="Parse error: the line is not valid JSON"
+                ),
+            )
     request_id = data.get("id") if isinstance(data, dict) else None
     # Only an id the answer can carry: an int or a string that is itself valid Unicode.
     if isinstance(request_id, bool) or not _usable_id(request_id):
         request_id = None
+    if isinstance(data, dict) and isinstance(data.get("method"), str) and _params_refused(failure):
+        _log.warning("mcp_unreadable_line", reason="params not an object")
+        return JSONRPCError(
+            jsonrpc="2.0",
+            id=request_id,
+            error=ErrorData(
+                code=INVALID_PARAMS, message="Invalid params: params must be a JSON object"
+            ),
+        )
     _log.warning("mcp_unreadable_line", reason="not a valid request")
     return JSONRPCError(
         jsonrpc="2.0",
@@ -114,13 +131,36 @@ def _error_for(failure: Exception) -> JSONRPCError:
     )
 
 
-def _input_of(failure: Exception) -> str | None:
-    if isinstance(failure, ValidationError):
-        for error in failure.errors():
-            value = error.get("input")
-            if isinstance(value, str | bytes):
-                return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+def _input_of(failure: Exception) -> str | dict[str, Any] | None:
+    """The refused line (text the JSON parser saw) or, when the JSON parsed but a field
+    did not fit, the message object itself (what a missing-field error reports)."""
+    if not isinstance(failure, ValidationError):
+        return None
+    errors = failure.errors()
+    for error in errors:
+        value = error.get("input")
+        if error.get("type") == "json_invalid" and isinstance(value, str | bytes):
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    for error in errors:
+        if isinstance(error.get("input"), dict):
+            return dict(error["input"])
+    for error in errors:
+        value = error.get("input")
+        if len(error.get("loc", ())) <= 1 and isinstance(value, str | bytes):
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
     return None
+
+
+def _params_refused(failure: Exception) -> bool:
+    """Did the request and notification shapes fail on ``params`` alone?"""
+    if not isinstance(failure, ValidationError):
+        return False
+    shaped = [
+        e
+        for e in failure.errors()
+        if e.get("loc", ())[:1] in (("JSONRPCRequest",), ("JSONRPCNotification",))
+    ]
+    return bool(shaped) and all(e.get("loc", ())[1:2] == ("params",) for e in shaped)
 
 
 def _usable_id(value: object) -> bool:
