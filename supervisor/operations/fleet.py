@@ -63,7 +63,10 @@ def _fleet_safe(result: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
 
 
 def _all_retired(result: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
-    # Applied, and every named row retired: a partial retirement is not a success.
+    # Applied, and every named row retired: a partial retirement is not a success. A
+    # replay (already_retired: every named row already is) leaves nothing wrong either.
+    if result.get("outcome") == OUTCOME_ALREADY_RETIRED:
+        return True
     return result.get("outcome") == "applied" and result.get("retired_count") == len(
         request["worker_identities"]
     )

@@ -94,7 +94,7 @@ async def test_killed_worker_is_planned_and_retired_while_others_stay_live(daemo
         plan = planned()
         assert plan["candidate_worker_identities"] == [victim["worker_identity"]]
 
-        applied = daemon.cli(
+        apply_args = (
             "apply",
             "--json",
             "--scope-fingerprint",
@@ -104,10 +104,15 @@ async def test_killed_worker_is_planned_and_retired_while_others_stay_live(daemo
             "--workers",
             ",".join(plan["candidate_worker_identities"]),
         )
+        applied = daemon.cli(*apply_args)
         assert applied.returncode == 0, applied.stdout + applied.stderr
         result = json.loads(applied.stdout)
         assert result["outcome"] == "applied"
         assert [r["worker_identity"] for r in result["retired"]] == [victim["worker_identity"]]
+        # The same apply again is a replay, not a failure: nothing is wrong, so exit 0.
+        replayed = daemon.cli(*apply_args)
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        assert json.loads(replayed.stdout)["outcome"] == "already_retired"
 
         later = snapshot(daemon)
         after = {w["worker_identity"]: w for w in later["workers"]}
