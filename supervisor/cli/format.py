@@ -88,7 +88,29 @@ def format_snapshot(result: Mapping[str, Any]) -> str:
     if blockers:
         out.append("blockers:")
         out.extend(f"  {b.get('classification')}: {b.get('detail')}" for b in blockers)
+    out.extend(_orphans(result))
     return "\n".join(out)
+
+
+def _orphans(result: Mapping[str, Any]) -> list[str]:
+    """The workers whose launching client is gone, as the page and ``--json`` show them."""
+    orphans = result.get("orphaned_workers") or []
+    if not orphans:
+        return []
+    rows = [
+        (
+            o.get("worker_identity"),
+            o.get("namespace"),
+            o.get("pid"),
+            o.get("client_pid"),
+            o.get("reason_code"),
+        )
+        for o in orphans
+    ]
+    return [
+        f"\norphaned workers (their client is gone): {len(orphans)}",
+        table(["worker", "namespace", "pid", "client pid", "reason"], rows),
+    ]
 
 
 def _entry_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
@@ -125,6 +147,7 @@ def format_plan(result: Mapping[str, Any]) -> str:
         out.append(table(["worker", "reason", "pid", "namespace"], _entry_rows(listed)))
     if result.get("next_cursor"):
         out.append(f"more: --cursor {result.get('next_cursor')}")
+    out.extend(_orphans(result))
     out += [
         "",
         f"registry_fingerprint:  {result.get('registry_fingerprint')}",

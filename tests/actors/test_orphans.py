@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.cli.format import format_plan, format_snapshot
 from supervisor.policy.fleet.orphans import REASON_CLIENT_EXITED, REASON_CLIENT_PID_REUSED
 from tests.actors.harness import READER
 from tests.actors.helpers_app import SettledHarness, harness
@@ -78,3 +79,20 @@ async def test_a_claimed_client_must_be_the_incarnation_that_runs(tmp_path: Path
         bad = await h.handle.register(h.spawn(), {"client_pid": True})
         assert bad.code == "invalid_registration"
         assert "client_pid must be a positive integer" in bad.detail
+
+
+async def test_the_text_snapshot_and_plan_list_orphaned_workers(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h:
+        client, worker = await _orphan_of_client(h)
+        quiet = format_snapshot(await h.handle.snapshot(READER))
+        h.probes.kill(client)
+        snap = format_snapshot(await h.handle.snapshot(READER))
+        plan = format_plan(await h.handle.plan(READER))
+    assert "orphaned" not in quiet
+    for text in (snap, plan):
+        heading = "orphaned workers (their client is gone): 1"
+        assert heading in text
+        section = text.split(heading, 1)[1]
+        (line,) = [line for line in section.splitlines() if line.startswith(worker)]
+        assert str(client) in line.split()
+        assert REASON_CLIENT_EXITED in line.split()
