@@ -172,7 +172,7 @@ class HeartbeatKeeper:
             delay = self._failed(f"{exc.code}: {exc.detail}")
         except Exception as exc:
             # Never the worker's problem: log it loudly and keep trying.
-            _log.exception("heartbeat keeper step failed")
+            _log.exception("heartbeat_keeper_step_failed")
             delay = self._failed(repr(exc))
         else:
             self.consecutive_failures = 0
@@ -190,7 +190,7 @@ class HeartbeatKeeper:
             raise _Refused(f"{result.get('code')}: {result.get('detail')}")
         self._registration = registration
         self.registrations_made += 1
-        _log.info("registered as %s", registration.get("worker_identity"))
+        _log.info("registered", extra={"worker_identity": registration.get("worker_identity")})
 
     async def _beat(self) -> bool:
         """True when the beat was recorded; False when the registration is over."""
@@ -201,7 +201,7 @@ class HeartbeatKeeper:
             return True
         code = result.get("code")
         if code in _REREGISTER:
-            _log.warning("registration ended (%s); registering again", code)
+            _log.warning("registration_ended", extra={"code": code, "action": "register_again"})
             self._registration = None
             return False
         raise _Refused(f"{code}: {result.get('detail')}")
@@ -214,7 +214,7 @@ class HeartbeatKeeper:
             await self._client.release(registration)
         except SupervisorError as exc:
             # The supervisor's liveness probe will notice the exit anyway.
-            _log.warning("release failed: %s", exc.detail)
+            _log.warning("release_failed", extra={"detail": exc.detail})
         self._notify()
 
     def _interval(self) -> float:
@@ -240,7 +240,9 @@ class HeartbeatKeeper:
         # Jitter spreads a fleet's retries after a supervisor restart.
         delay *= 1 + self._jitter * (2 * self._rng.random() - 1)
         delay = max(_MIN_INTERVAL, delay)
-        _log.warning("supervisor exchange failed (%s); retrying in %.2fs", error, delay)
+        _log.warning(
+            "supervisor_exchange_failed", extra={"error": str(error), "retry_in_seconds": delay}
+        )
         return delay
 
 
@@ -294,7 +296,7 @@ class HeartbeatThread:
         try:
             anyio.run(self._run)
         except Exception:
-            _log.exception("heartbeat thread failed")
+            _log.exception("heartbeat_thread_failed")
         finally:
             self._ready.set()
 

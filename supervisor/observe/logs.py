@@ -17,6 +17,10 @@ from supervisor.errors import ConfigError
 
 __all__ = ["bind_actor", "configure_logging", "get_logger"]
 
+#: The fields the client library's records carry in ``extra``; only these are added, so
+#: a foreign library's extras (uvicorn's colored duplicate message) stay out.
+_CLIENT_FIELDS = ("action", "code", "detail", "error", "retry_in_seconds", "worker_identity")
+
 _LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -150,7 +154,13 @@ def _route_stdlib(threshold: int, sink: _Sink) -> None:
     handler = _JsonHandler(sink)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[*_shared_processors(), structlog.stdlib.add_logger_name],
+            # ExtraAdder: a stdlib record's ``extra={...}`` become fields, so the
+            # client library's fixed event words keep their data (worker_identity, code).
+            foreign_pre_chain=[
+                *_shared_processors(),
+                structlog.stdlib.add_logger_name,
+                structlog.stdlib.ExtraAdder(allow=_CLIENT_FIELDS),
+            ],
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 structlog.processors.dict_tracebacks,

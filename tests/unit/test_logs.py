@@ -133,7 +133,7 @@ def test_stdlib_records_become_json_lines_on_stderr(capsys: pytest.CaptureFixtur
     configure_logging("info")
     logging.getLogger("mcp.server.lowlevel").warning("session %s crashed", "s-1")
     logging.getLogger("uvicorn.error").info("Started server process")  # below the floor
-    logging.getLogger("supervisor.client").info("registered as %s", "wkr-1")
+    logging.getLogger("supervisor.client").info("registered", extra={"worker_identity": "wkr-1"})
     captured = capsys.readouterr()
     assert captured.out == ""
     foreign, own = (json.loads(line) for line in captured.err.splitlines())
@@ -141,7 +141,9 @@ def test_stdlib_records_become_json_lines_on_stderr(capsys: pytest.CaptureFixtur
     assert foreign["level"] == "warning"
     assert foreign["logger"] == "mcp.server.lowlevel"
     assert datetime.fromisoformat(foreign["timestamp"]).utcoffset() == timedelta(0)
-    assert own["event"] == "registered as wkr-1"
+    # A fixed event word, its data in fields: lines can be counted and filtered by event.
+    assert own["event"] == "registered"
+    assert own["worker_identity"] == "wkr-1"
     assert own["logger"] == "supervisor.client"
 
 
