@@ -34,7 +34,15 @@ from supervisor.errors import ConfigError, SupervisorError
 from supervisor.policy.identity.instance import UntrustedInstanceError
 from supervisor.settings.config import Settings
 
-__all__ = ["run_daemon", "run_exec", "run_launch_config", "run_mcp", "run_migrate", "run_token"]
+__all__ = [
+    "run_daemon",
+    "run_exec",
+    "run_launch_config",
+    "run_mcp",
+    "run_migrate",
+    "run_profiles",
+    "run_token",
+]
 
 
 def run_daemon(settings: Settings) -> int:
@@ -100,6 +108,18 @@ def run_mcp(args: argparse.Namespace, settings: Settings) -> int:
     return run_stdio_bridge(
         settings.socket.path, token, max_result_bytes=settings.mcp.max_result_bytes
     )
+
+
+def run_profiles(args: argparse.Namespace, settings: Settings) -> int:
+    from supervisor.settings.profiles import change_grant
+
+    path = settings.auth.profiles_path
+    grant = args.profiles_command == "grant"
+    changed = change_grant(path, args.profile, args.operation, grant=grant)
+    done = "granted" if grant else "revoked"
+    state = f"{done} {args.operation!r} for {args.profile!r} in {path}"
+    sys.stderr.write((state if changed else f"nothing to change: already {done}") + "\n")
+    return EXIT_OK
 
 
 def run_token(args: argparse.Namespace, settings: Settings) -> int:

@@ -19,6 +19,7 @@ from supervisor.cli.daemon import (
     run_launch_config,
     run_mcp,
     run_migrate,
+    run_profiles,
     run_token,
 )
 from supervisor.cli.fleet import FLEET_COMMANDS, run_fleet_command
@@ -46,6 +47,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_probe_command(args)
     if args.command == "token":
         return run_token(args, settings)
+    if args.command == "profiles":
+        return run_profiles(args, settings)
     if args.command == "clients":
         from supervisor.clients.command import run_clients_command
 

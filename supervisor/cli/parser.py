@@ -60,6 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("profile")
     create.add_argument("--profiles", type=Path, help="override auth.profiles_path")
 
+    profiles = commands.add_parser("profiles", help="grant or revoke a profile's operations")
+    profile_commands = profiles.add_subparsers(
+        dest="profiles_command", required=True, parser_class=_Parser
+    )
+    for verb, what in (
+        ("grant", "allow PROFILE to use OPERATION (and lift a forbid)"),
+        ("revoke", "stop allowing PROFILE to use OPERATION"),
+    ):
+        change = profile_commands.add_parser(verb, help=what)
+        change.add_argument("profile")
+        change.add_argument("operation", help="e.g. gitea.worker_registry.retire")
+        change.add_argument("--profiles", type=Path, help="override auth.profiles_path")
+
     hosts = commands.add_parser("hosts", help="host leases of a shared PostgreSQL registry")
     hosts_commands = hosts.add_subparsers(dest="hosts_command", required=True, parser_class=_Parser)
     add_operation_commands(hosts_commands, "hosts", common=COMMON_FLAGS)

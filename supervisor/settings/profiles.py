@@ -10,7 +10,8 @@ import re
 import secrets
 import stat
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "ROLE_KINDS",
     "ProfileBook",
     "ProfileRecord",
+    "change_grant",
     "create_token",
     "ensure_profiles_file",
     "hash_token",
@@ -37,6 +39,7 @@ ROLE_KINDS = ("author", "reviewer", "merger", "controller", "reconciler")
 
 #: TOML bare-key characters only, so the writer never has to quote a table name.
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
+_OPERATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _OPERATION_KEYS = ("allowed_operations", "forbidden_operations")
 _KEYS = ("role_kind", *_OPERATION_KEYS, "token_sha256")
@@ -290,6 +293,34 @@ def _with_hash(text: str, profile_name: str, digest: str) -> str:
     return tomlkit.dumps(document)
 
 
+def _replace_checked(
+    file: Path, expected: dict[str, ProfileRecord], rewrite: Callable[[], str]
+) -> None:
+    """Replace ``file`` with ``rewrite()`` only if it parses to exactly ``expected``.
+
+    Proves the edit means what was intended before it replaces the operator's file; a
+    layout tomlkit cannot edit in place is refused rather than rewritten from scratch
+    (which would drop the operator's comments and formatting).
+    """
+    try:
+        new_text = rewrite()
+        same = _parse(tomllib.loads(new_text), file) == expected
+    except (tomllib.TOMLDecodeError, ConfigError, tomlkit.exceptions.TOMLKitError):
+        same = False
+    except (KeyError, TypeError, AttributeError):
+        same = False
+    if not same:
+        raise ConfigError(f"refusing to rewrite {file}: the rewritten file would differ")
+    _write_atomically(file, new_text, like=os.stat(file))
+
+
+def _known(records: dict[str, ProfileRecord], name: str, file: Path) -> ProfileRecord:
+    if name not in records:
+        known = ", ".join(records) or "none"
+        raise ConfigError(f"unknown profile {name!r} in {file}; profiles: {known}")
+    return records[name]
+
+
 def create_token(path: str | Path, profile_name: str) -> str:
     """Mint a token for `profile_name`, store only its hash in the file, return it (shown once).
 
@@ -302,28 +333,64 @@ def create_token(path: str | Path, profile_name: str) -> str:
     with _locked(file):
         text, document = _read(file)
         records = _parse(document, file)
-        if profile_name not in records:
-            known = ", ".join(records) or "none"
-            raise ConfigError(f"unknown profile {profile_name!r} in {file}; profiles: {known}")
+        _known(records, profile_name, file)
         # Prefixed so a token never starts with '-': `--token <value>` would read it as a flag.
         token = f"fst_{secrets.token_urlsafe(32)}"
         digest = hash_token(token)
-        # Prove the rewrite means what we intend before it replaces the operator's file.
-        expected = dict(records)
         old = records[profile_name]
-        expected[profile_name] = ProfileRecord(
-            profile=old.profile, token_sha256=old.token_sha256 | {digest}
-        )
-        try:
-            new_text = _with_hash(text, profile_name, digest)
-            same = _parse(tomllib.loads(new_text), file) == expected
-        except (tomllib.TOMLDecodeError, ConfigError, tomlkit.exceptions.TOMLKitError):
-            same = False
-        except (KeyError, TypeError, AttributeError):
-            # A layout that tomlkit cannot edit in place: refuse rather than fall
-            # back to a rewrite that would drop the operator's text.
-            same = False
-        if not same:
-            raise ConfigError(f"refusing to rewrite {file}: the rewritten file would differ")
-        _write_atomically(file, new_text, like=os.stat(file))
+        expected = {
+            **records,
+            profile_name: ProfileRecord(
+                profile=old.profile, token_sha256=old.token_sha256 | {digest}
+            ),
+        }
+        _replace_checked(file, expected, lambda: _with_hash(text, profile_name, digest))
     return token
+
+
+def _with_operation(text: str, profile_name: str, operation: str, *, grant: bool) -> str:
+    """``text`` with ``operation`` granted (in allowed, out of forbidden) or revoked (out
+    of allowed), every comment and the rest of the layout as they were (tomlkit)."""
+    document = tomlkit.parse(text)
+    body = document["profiles"][profile_name]
+    allowed, forbidden = body.get("allowed_operations"), body.get("forbidden_operations")
+    if grant and allowed is None:
+        body["allowed_operations"] = [operation]
+    elif grant and operation not in allowed:
+        allowed.append(operation)
+    for listed in (allowed,) if not grant else (forbidden,):
+        while listed is not None and operation in listed:
+            listed.remove(operation)
+    return tomlkit.dumps(document)
+
+
+def change_grant(path: str | Path, profile_name: str, operation: str, *, grant: bool) -> bool:
+    """Grant ``operation`` to a profile (allowed, and no longer forbidden: forbidden wins, so
+    a grant it overrode would do nothing) or revoke it (no longer allowed). False when the
+    profile already was that way. The same lock, check and atomic, comment-keeping write
+    as ``create_token``; the daemon re-reads the file before every mutation."""
+    if not _OPERATION.fullmatch(operation):
+        raise ConfigError(f"operation {operation!r} must look like gitea.worker_registry.retire")
+    file = _resolved(path)
+    with _locked(file):
+        text, document = _read(file)
+        records = _parse(document, file)
+        old = _known(records, profile_name, file).profile
+        allowed, forbidden = set(old.allowed_operations), set(old.forbidden_operations)
+        if grant:
+            allowed.add(operation)
+            forbidden.discard(operation)
+        else:
+            allowed.discard(operation)
+        if allowed == set(old.allowed_operations) and forbidden == set(old.forbidden_operations):
+            return False
+        profile = replace(
+            old, allowed_operations=frozenset(allowed), forbidden_operations=frozenset(forbidden)
+        )
+        record = ProfileRecord(profile=profile, token_sha256=records[profile_name].token_sha256)
+        _replace_checked(
+            file,
+            {**records, profile_name: record},
+            lambda: _with_operation(text, profile_name, operation, grant=grant),
+        )
+    return True
