@@ -296,18 +296,14 @@ def _with_hash(text: str, profile_name: str, digest: str) -> str:
 def _replace_checked(
     file: Path, expected: dict[str, ProfileRecord], rewrite: Callable[[], str]
 ) -> None:
-    """Replace ``file`` with ``rewrite()`` only if it parses to exactly ``expected``.
-
-    Proves the edit means what was intended before it replaces the operator's file; a
-    layout tomlkit cannot edit in place is refused rather than rewritten from scratch
-    (which would drop the operator's comments and formatting).
-    """
+    """Replace ``file`` with ``rewrite()`` only if it parses to exactly ``expected``: a layout
+    tomlkit cannot edit in place is refused, never rewritten without the operator's text."""
     try:
         new_text = rewrite()
         same = _parse(tomllib.loads(new_text), file) == expected
-    except (tomllib.TOMLDecodeError, ConfigError, tomlkit.exceptions.TOMLKitError):
+    except (tomllib.TOMLDecodeError, ConfigError, tomlkit.exceptions.TOMLKitError, LookupError):
         same = False
-    except (KeyError, TypeError, AttributeError):
+    except (TypeError, AttributeError):  # a layout tomlkit cannot edit in place
         same = False
     if not same:
         raise ConfigError(f"refusing to rewrite {file}: the rewritten file would differ")
@@ -354,20 +350,26 @@ def _with_operation(text: str, profile_name: str, operation: str, *, grant: bool
     document = tomlkit.parse(text)
     body = document["profiles"][profile_name]
     allowed, forbidden = body.get("allowed_operations"), body.get("forbidden_operations")
-    if grant and allowed is None:
+    if not grant:
+        _drop(allowed, operation)
+        return tomlkit.dumps(document)
+    if allowed is None:
         body["allowed_operations"] = [operation]
-    elif grant and operation not in allowed:
+    elif operation not in allowed:
         allowed.append(operation)
-    for listed in (allowed,) if not grant else (forbidden,):
-        while listed is not None and operation in listed:
-            listed.remove(operation)
+    _drop(forbidden, operation)  # forbidden wins over allowed: lift it, or nothing changes
     return tomlkit.dumps(document)
 
 
+def _drop(listed: Any, operation: str) -> None:
+    """Remove every ``operation`` from a tomlkit array (``None``: the key is absent)."""
+    while listed is not None and operation in listed:
+        listed.remove(operation)
+
+
 def change_grant(path: str | Path, profile_name: str, operation: str, *, grant: bool) -> bool:
-    """Grant ``operation`` to a profile (allowed, and no longer forbidden: forbidden wins, so
-    a grant it overrode would do nothing) or revoke it (no longer allowed). False when the
-    profile already was that way. The same lock, check and atomic, comment-keeping write
+    """Grant ``operation`` to a profile (allowed, no longer forbidden) or revoke it (no longer
+    allowed); False when it already was so. Lock, check and atomic, comment-keeping write
     as ``create_token``; the daemon re-reads the file before every mutation."""
     if not _OPERATION.fullmatch(operation):
         raise ConfigError(f"operation {operation!r} must look like gitea.worker_registry.retire")
