@@ -138,17 +138,22 @@ def _input_of(failure: Exception) -> str | dict[str, Any] | None:
         return None
     errors = failure.errors()
     for error in errors:
-        value = error.get("input")
-        if error.get("type") == "json_invalid" and isinstance(value, str | bytes):
-            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        if error.get("type") == "json_invalid" and (line := _text(error.get("input"))) is not None:
+            return line
     for error in errors:
         if isinstance(error.get("input"), dict):
             return dict(error["input"])
     for error in errors:
-        value = error.get("input")
-        if len(error.get("loc", ())) <= 1 and isinstance(value, str | bytes):
-            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        if len(error.get("loc", ())) <= 1 and (line := _text(error.get("input"))) is not None:
+            return line
     return None
+
+
+def _text(value: object) -> str | None:
+    """The text a parser error reports as its input (bytes decoded), else None."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
 
 
 def _params_refused(failure: Exception) -> bool:
