@@ -9,6 +9,7 @@ from supervisor.operations.rules import ANY_READ, OPERATOR_READ, OPERATOR_RETIRE
 from supervisor.operations.spec import (
     BOOL,
     INT,
+    INT64_MAX,
     OBJECT,
     OBJECTS,
     TEXT,
@@ -20,24 +21,34 @@ from supervisor.operations.spec import (
     Operation,
     Tool,
 )
-from supervisor.policy.retirement.reasons import OUTCOME_ALREADY_RETIRED, OUTCOME_APPLIED
-from supervisor.wire import DEFAULT_PAGE
+from supervisor.policy.retirement.reasons import (
+    OUTCOME_ALREADY_RETIRED,
+    OUTCOME_APPLIED,
+    PLAN_REASON_CODES,
+)
+from supervisor.wire import DEFAULT_PAGE, MAX_EXAMPLES, MAX_PAGE
 
 __all__ = ["FLEET_OPERATIONS", "OPERATOR_OPS", "WORKER_OPS"]
 
-# Their wire arguments are checked by parsers of their own (``surfaces.socket.fleet_args``,
-# keyed by op; every worker heartbeat takes a fast path there) and their MCP tools answer
-# through hooks (``surfaces.mcp.fleet_tools``): the declarations here name what the wire
-# carries, and the surfaces take names, order, tools and CLI flags from them.
+# Their wire arguments are read by ``surfaces.socket.fleet_args`` from these declarations:
+# strings must be non-empty, integers within their bounds, and the arguments are checked
+# in the order declared here (a frame with several faults is refused for the first).
+# Every worker heartbeat takes a fast path there; their MCP tools answer through hooks
+# (``surfaces.mcp.fleet_tools``) that take names, order and parameters from here.
 _FENCED = (
+    Arg("fencing_epoch", INT, required=True, bounds=(0, INT64_MAX)),
     Arg("worker_identity", TEXT, required=True),
-    Arg("pid", INT, required=True),
+    Arg("pid", INT, required=True, bounds=(1, INT64_MAX)),
     Arg("generation_id", TEXT, required=True),
-    Arg("fencing_epoch", INT, required=True),
 )
 
 # Workers act for their own process, proved by peer credentials: no profile, no task.
-REGISTER = Operation("register", "register", {}, args=(Arg("pid", INT), Arg("claims", OBJECT)))
+REGISTER = Operation(
+    "register",
+    "register",
+    {},
+    args=(Arg("pid", INT, bounds=(1, INT64_MAX)), Arg("claims", OBJECT)),
+)
 HEARTBEAT = Operation("heartbeat", "heartbeat", {}, args=_FENCED)
 RELEASE = Operation("release", "release", {}, args=_FENCED)
 
@@ -164,7 +175,12 @@ PLAN = Operation(
             default=False,
             cli=Flag("--full", "every preserved entry (large)", kind="true"),
         ),
-        Arg("reason", TEXT, cli=Flag("--reason", "list preserved entries with this reason code")),
+        Arg(
+            "reason",
+            TEXT,
+            choices=PLAN_REASON_CODES,
+            cli=Flag("--reason", "list preserved entries with this reason code"),
+        ),
         Arg("namespace", TEXT, cli=Flag("--namespace", "list preserved entries of this namespace")),
         Arg(
             "instance",
@@ -174,6 +190,7 @@ PLAN = Operation(
         Arg(
             "limit",
             INT,
+            bounds=(1, MAX_PAGE),
             cli=Flag("--limit", f"entries per page (default {DEFAULT_PAGE})", type=int),
         ),
         Arg(
@@ -184,6 +201,7 @@ PLAN = Operation(
         Arg(
             "examples",
             INT,
+            bounds=(0, MAX_EXAMPLES),
             cli=Flag("--examples", "examples per reason code (default 3)", type=int),
         ),
     ),

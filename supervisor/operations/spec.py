@@ -11,6 +11,7 @@ from supervisor.policy.control.permissions import TaskRule
 __all__ = [
     "BOOL",
     "INT",
+    "INT64_MAX",
     "INTS",
     "INT_OR_NULL",
     "NUMBER",
@@ -41,6 +42,8 @@ OBJECTS = "a list of objects"
 OBJECT = "an object"
 INTS = "a list of integers"
 TEXT_OR_TEXTS = "a string or a list of strings"
+#: The largest integer the store's 64-bit columns hold (the top of open-ended bounds).
+INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,10 @@ class Arg:
     #: The MCP parameter's default when not required (None unless a flag with a value).
     default: Any = None
     cli: Flag | None = None
+    #: An integer's allowed range, both ends included (the fleet ops check it).
+    bounds: tuple[int, int] | None = None
+    #: The only words a string may be (the fleet ops check it).
+    choices: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

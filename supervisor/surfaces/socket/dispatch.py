@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -31,6 +32,9 @@ from supervisor.surfaces.socket.request import Request
 from supervisor.surfaces.socket.status import ServerFigures, status_report
 from supervisor.system.probes import ProbeBackend
 from supervisor.wire import INTERNAL_ERROR, TIMEOUT, error_frame, ok_frame
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["Dispatcher", "ProfileLookupWithAuth"]
 
@@ -100,44 +104,15 @@ class Dispatcher:
         """Heartbeat or release: the handle call the op declares, for the named registration."""
         args = _expect(request, FencedArgs)
         self.authorize_pid(args.pid, peer, request.op)
-        call = getattr(self._handle, OPERATIONS[request.op].call)
-        return await call(
-            args.worker_identity,
-            pid=args.pid,
-            generation_id=args.generation_id,
-            fencing_epoch=args.fencing_epoch,
-        )
+        return await getattr(self._handle, OPERATIONS[request.op].call)(**_keywords(args))
 
     # --- the operator: a profile token --------------------------------------------------
 
-    async def snapshot(self, request: Request, peer: Conversation) -> object:
-        args = _expect(request, SnapshotArgs)
-        return await self._handle.snapshot(
-            await self._authenticate(request, peer),
-            canonical_repository=args.canonical_repository,
-            expected_manifest=args.expected_manifest,
-            expected_live_revision=args.expected_live_revision,
-            include_history=args.include_history,
-        )
-
-    async def plan(self, request: Request, peer: Conversation) -> object:
-        args = _expect(request, PlanArgs)
-        return await self._handle.plan(
-            await self._authenticate(request, peer),
-            canonical_repository=args.canonical_repository,
-            query=args.query,
-        )
-
-    async def apply(self, request: Request, peer: Conversation) -> object:
-        args = _expect(request, ApplyArgs)
-        return await self._handle.apply(
-            await self._authenticate(request, peer),
-            candidate_fingerprint=args.candidate_fingerprint,
-            worker_identities=args.worker_identities,
-            registry_fingerprint=args.registry_fingerprint,
-            scope_fingerprint=args.scope_fingerprint,
-            canonical_repository=args.canonical_repository,
-        )
+    async def operator(self, request: Request, peer: Conversation) -> object:
+        """Snapshot, plan or apply: the handle call the op declares, for the token's profile."""
+        args = _expect(request, SnapshotArgs | PlanArgs | ApplyArgs)
+        profile = await self._authenticate(request, peer)
+        return await getattr(self._handle, OPERATIONS[request.op].call)(profile, **_keywords(args))
 
     async def status(self, request: Request, peer: Conversation) -> object:
         figures = self._figures()
@@ -196,7 +171,13 @@ class Dispatcher:
         )
 
 
-def _expect(request: Request, kind: type[Any]) -> Any:
+def _keywords(args: DataclassInstance) -> dict[str, Any]:
+    # The arguments dataclasses' fields are the ops' declared arguments (``fleet_args``
+    # checks that), which are the handle calls' keyword parameters.
+    return {f.name: getattr(args, f.name) for f in fields(args)}
+
+
+def _expect(request: Request, kind: Any) -> Any:
     if not isinstance(request.args, kind):
         raise ProtocolError(f"op {request.op!r} has no handler")
     return request.args
@@ -209,6 +190,8 @@ def _handler(op: str) -> _Handler:
         return Dispatcher.host
     if op in ("heartbeat", "release"):
         return Dispatcher.fenced
+    if op in ("snapshot", "plan", "apply"):
+        return Dispatcher.operator
     handler: _Handler = getattr(Dispatcher, op)
     return handler
 

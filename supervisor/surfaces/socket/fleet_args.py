@@ -1,20 +1,20 @@
 """Arguments of the fleet ops (worker register/heartbeat/release, operator snapshot/plan/
-apply): one parser per declared op, each checking the shape its declaration names."""
+apply), read as their declarations say: shapes, bounds, choices and order."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from supervisor.errors import ProtocolError
-from supervisor.operations.fleet import FLEET_OPERATIONS
+from supervisor.operations.fleet import FLEET_OPERATIONS, PLAN
+from supervisor.operations.spec import BOOL, INT, INT64_MAX, TEXT, Arg, Operation
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.fleet.snapshot import ManifestEntry
-from supervisor.policy.retirement.reasons import PLAN_REASON_CODES
-from supervisor.wire import DEFAULT_EXAMPLES, DEFAULT_PAGE, MAX_EXAMPLES, MAX_PAGE, PlanQuery
+from supervisor.wire import PlanQuery
 
 __all__ = [
     "FLEET_PARSERS",
@@ -40,8 +40,8 @@ _MAX_CLAIM_NUMBER = 1e12
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterArgs:
-    pid: int | None
-    claims: Mapping[str, Any]
+    pid: int | None = None
+    claims: Mapping[str, Any] = field(default_factory=dict)
 
 
 @fast_init
@@ -57,81 +57,68 @@ class FencedArgs:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotArgs:
-    canonical_repository: str | None
-    expected_manifest: tuple[ManifestEntry, ...]
-    expected_live_revision: str | None
+    canonical_repository: str | None = None
+    expected_manifest: tuple[ManifestEntry, ...] = ()
+    expected_live_revision: str | None = None
     include_history: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanArgs:
-    canonical_repository: str | None
+    canonical_repository: str | None = None
     query: PlanQuery = field(default_factory=PlanQuery)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApplyArgs:
-    registry_fingerprint: str | None
-    scope_fingerprint: str | None
     candidate_fingerprint: str
-    worker_identities: tuple[str, ...]
-    canonical_repository: str | None
+    registry_fingerprint: str | None = None
+    scope_fingerprint: str | None = None
+    worker_identities: tuple[str, ...] = ()
+    canonical_repository: str | None = None
 
 
 FleetArgs = RegisterArgs | FencedArgs | SnapshotArgs | PlanArgs | ApplyArgs | None
 
 
-def _text(args: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
-    value = args.get(name)
+def _text(args: Mapping[str, Any], arg: Arg) -> str | None:
+    value = args.get(arg.name)
     if value is None:
-        if required:
-            raise ProtocolError(f"args.{name} is required")
+        if arg.required:
+            raise ProtocolError(f"args.{arg.name} is required")
         return None
     if not isinstance(value, str) or not value or value.isspace() or len(value) > MAX_TEXT:
-        raise ProtocolError(f"args.{name} must be a non-empty string of at most {MAX_TEXT} chars")
+        raise ProtocolError(
+            f"args.{arg.name} must be a non-empty string of at most {MAX_TEXT} chars"
+        )
+    if arg.choices is not None and value not in arg.choices:
+        raise ProtocolError(f"args.{arg.name} must be one of {sorted(arg.choices)}")
     return value
 
 
-def _int(args: Mapping[str, Any], name: str, *, required: bool = True) -> int | None:
-    value = args.get(name)
-    if value is None and not required:
+def _int(args: Mapping[str, Any], arg: Arg) -> int | None:
+    value = args.get(arg.name)
+    if value is None and not arg.required:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
-        raise ProtocolError(f"args.{name} must be a positive integer")
-    return value
-
-
-def _bounded(args: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = args.get(name)
-    if value is None:
-        return default
+    low, high = arg.bounds or (-INT64_MAX - 1, INT64_MAX)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ProtocolError(f"args.{name} must be an integer in {low}..{high}")
+        raise ProtocolError(f"args.{arg.name} must be {_int_words(low, high)}")
     return value
 
 
-def _flag(args: Mapping[str, Any], name: str) -> bool:
-    value = args.get(name, False)
+def _int_words(low: int, high: int) -> str:
+    if high == INT64_MAX and low in (0, 1):
+        return "a positive integer" if low == 1 else "a non-negative integer"
+    return f"an integer in {low}..{high}"
+
+
+def _flag(args: Mapping[str, Any], arg: Arg) -> bool | None:
+    if arg.name not in args:
+        return None
+    value = args[arg.name]
     if not isinstance(value, bool):
-        raise ProtocolError(f"args.{name} must be a boolean")
+        raise ProtocolError(f"args.{arg.name} must be a boolean")
     return value
-
-
-def parse_plan_query(args: Mapping[str, Any]) -> PlanQuery:
-    """What of a plan to list (see ``plan_pages.PlanQuery``); absent keys take defaults."""
-    full = _flag(args, "full")
-    reason = _text(args, "reason")
-    if reason is not None and reason not in PLAN_REASON_CODES:
-        raise ProtocolError(f"args.reason must be one of {sorted(PLAN_REASON_CODES)}")
-    return PlanQuery(
-        full=full,
-        reason=reason,
-        namespace=_text(args, "namespace"),
-        instance=_text(args, "instance"),
-        limit=_bounded(args, "limit", DEFAULT_PAGE, 1, MAX_PAGE),
-        cursor=_text(args, "cursor"),
-        examples=_bounded(args, "examples", DEFAULT_EXAMPLES, 0, MAX_EXAMPLES),
-    )
 
 
 def parse_worker_identities(raw: object) -> tuple[str, ...]:
@@ -152,6 +139,12 @@ def parse_worker_identities(raw: object) -> tuple[str, ...]:
     return tuple(item.strip() for item in raw if item.strip())
 
 
+#: A manifest entry's strings, read as the fleet ops' own.
+_INSTANCE_ID = Arg("client_instance_id", TEXT, required=True)
+_CLIENT_TYPE = Arg("client_type", TEXT)
+_FLEET_RUN_ID = Arg("fleet_run_id", TEXT)
+
+
 def parse_manifest(raw: object) -> tuple[ManifestEntry, ...]:
     """The operator's approved instances; keys other than the four known ones are ignored."""
     if raw is None:
@@ -170,9 +163,9 @@ def parse_manifest(raw: object) -> tuple[ManifestEntry, ...]:
             raise ProtocolError(f"{where}.namespaces must be a list of strings")
         try:
             entry = ManifestEntry(
-                client_instance_id=str(_text(item, "client_instance_id", required=True)),
-                client_type=_text(item, "client_type"),
-                fleet_run_id=_text(item, "fleet_run_id"),
+                client_instance_id=str(_text(item, _INSTANCE_ID)),
+                client_type=_text(item, _CLIENT_TYPE),
+                fleet_run_id=_text(item, _FLEET_RUN_ID),
                 namespaces=tuple(namespaces),
             )
         except ProtocolError as exc:
@@ -204,70 +197,70 @@ def _claims(raw: object) -> dict[str, Any]:
     return raw
 
 
-def _register(args: Mapping[str, Any]) -> RegisterArgs:
-    return RegisterArgs(
-        pid=_int(args, "pid", required=False), claims=_claims(args.get("claims", {}))
-    )
+def _own(read: Callable[[object], Any]) -> Callable[[Mapping[str, Any], Arg], Any]:
+    # An argument with a reader of its own gets its value as sent, null included.
+    return lambda args, arg: read(args[arg.name]) if arg.name in args else None
 
 
-def _fenced(args: Mapping[str, Any]) -> FencedArgs:
-    epoch = args.get("fencing_epoch")
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 2**63:
-        raise ProtocolError("args.fencing_epoch must be a non-negative integer")
-    return FencedArgs(
-        worker_identity=str(_text(args, "worker_identity", required=True)),
-        pid=int(_int(args, "pid") or 0),
-        generation_id=str(_text(args, "generation_id", required=True)),
-        fencing_epoch=epoch,
-    )
-
-
-def _snapshot(args: Mapping[str, Any]) -> SnapshotArgs:
-    return SnapshotArgs(
-        canonical_repository=_text(args, "canonical_repository"),
-        expected_manifest=parse_manifest(args.get("expected_manifest")),
-        expected_live_revision=_text(args, "expected_live_revision"),
-        include_history=_flag(args, "include_history"),
-    )
-
-
-def _plan(args: Mapping[str, Any]) -> PlanArgs:
-    return PlanArgs(
-        canonical_repository=_text(args, "canonical_repository"), query=parse_plan_query(args)
-    )
-
-
-def _apply(args: Mapping[str, Any]) -> ApplyArgs:
-    return ApplyArgs(
-        registry_fingerprint=_text(args, "registry_fingerprint"),
-        scope_fingerprint=_text(args, "scope_fingerprint"),
-        candidate_fingerprint=str(_text(args, "candidate_fingerprint", required=True)),
-        worker_identities=parse_worker_identities(args.get("worker_identities", [])),
-        canonical_repository=_text(args, "canonical_repository"),
-    )
-
-
-def _nothing(args: Mapping[str, Any]) -> None:
-    del args  # status takes no arguments (and ignores any it is given)
-
-
-_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], FleetArgs]] = {
-    "register": _register,
-    "heartbeat": _fenced,
-    "release": _fenced,
-    "snapshot": _snapshot,
-    "plan": _plan,
-    "apply": _apply,
-    "status": _nothing,
+#: Arguments whose check is more than a shape, by name; the rest are read by shape.
+_READ_BY_NAME: Mapping[str, Callable[[Mapping[str, Any], Arg], Any]] = {
+    "claims": _own(_claims),
+    "expected_manifest": _own(parse_manifest),
+    "worker_identities": _own(parse_worker_identities),
+}
+_READ_BY_SHAPE: Mapping[str, Callable[[Mapping[str, Any], Arg], Any]] = {
+    TEXT: _text,
+    INT: _int,
+    BOOL: _flag,
 }
 
 
-def _by_declaration() -> Mapping[str, Callable[[Mapping[str, Any]], FleetArgs]]:
-    declared = [op.name for op in FLEET_OPERATIONS]
-    if sorted(declared) != sorted(_PARSERS):
-        raise AssertionError(f"fleet parsers {sorted(_PARSERS)} != declared ops {declared}")
-    return {name: _PARSERS[name] for name in declared}
+def _values(op: Operation, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The op's declared arguments that were given, checked in declared order; absent
+    ones (and null strings and integers) are left to the dataclass defaults. Keys the op
+    does not declare are ignored."""
+    values = {}
+    for arg in op.args:
+        read = _READ_BY_NAME.get(arg.name) or _READ_BY_SHAPE[arg.shape]
+        value = read(args, arg)
+        if value is not None:
+            values[arg.name] = value
+    return values
+
+
+def _plan(args: Mapping[str, Any]) -> PlanArgs:
+    values = _values(PLAN, args)
+    repository = values.pop("canonical_repository", None)
+    return PlanArgs(canonical_repository=repository, query=PlanQuery(**values))
+
+
+def parse_plan_query(args: Mapping[str, Any]) -> PlanQuery:
+    """What of a plan to list (see ``plan_pages.PlanQuery``); absent keys take defaults."""
+    return _plan(args).query
+
+
+#: Each fleet op's arguments dataclass, whose fields are its declared arguments.
+_ARGS: Mapping[str, type[RegisterArgs | FencedArgs | SnapshotArgs | ApplyArgs]] = {
+    "register": RegisterArgs,
+    "heartbeat": FencedArgs,
+    "release": FencedArgs,
+    "snapshot": SnapshotArgs,
+    "apply": ApplyArgs,
+}
+
+
+def _parser(op: Operation) -> Callable[[Mapping[str, Any]], FleetArgs]:
+    if op is PLAN:
+        return _plan
+    if not op.args:
+        return lambda args: None  # status takes no arguments (and ignores any it is given)
+    kind = _ARGS[op.name]
+    if {f.name for f in fields(kind)} != {arg.name for arg in op.args}:
+        raise AssertionError(f"{kind.__name__} fields are not {op.name}'s declared arguments")
+    return lambda args: kind(**_values(op, args))
 
 
 #: Declared fleet op -> the parser of its wire arguments.
-FLEET_PARSERS = _by_declaration()
+FLEET_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], FleetArgs]] = {
+    op.name: _parser(op) for op in FLEET_OPERATIONS
+}
