@@ -21,6 +21,7 @@ __all__ = ["BENCHMARKS", "FULL_ONLY", "main"]
 BENCHMARKS: tuple[str, ...] = (
     "heartbeats",
     "writer",
+    "durability",
     "plan",
     "sweep",
     "exit_detect",

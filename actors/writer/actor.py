@@ -211,7 +211,8 @@ class RegistryWriter(Actor[WriterInbox]):
         # Real elapsed time: a latency measurement for operators, not protocol time.
         began = time.perf_counter()
         try:
-            async with self._store.write() as tx:
+            # Flushed before anything is answered, unless the batch holds only stamps.
+            async with self._store.write(durable=bool(others)) as tx:
                 if beats:
                     replies.extend(await self._heartbeats(tx, beats))
                 for message in others:
@@ -229,7 +230,7 @@ class RegistryWriter(Actor[WriterInbox]):
         """Does an empty transaction commit? If not, the failure was the store's own (full
         disk, lost lock, closed store) and retrying parts of the batch would only repeat it."""
         try:
-            async with self._store.write():
+            async with self._store.write(durable=False):
                 pass
         except Exception as exc:
             _log.error("store_write_probe_failed", error=repr(exc))

@@ -234,12 +234,14 @@ class Store(Protocol):
         """Committed host lease rows, ordered by host_id."""
         ...
 
-    def write(self) -> AbstractAsyncContextManager[WriteTx]:
+    def write(self, *, durable: bool = True) -> AbstractAsyncContextManager[WriteTx]:
         """One read-modify-write transaction.
 
         Commits on clean exit and rolls back on exception (the exception is re-raised);
         both are shielded from cancellation so a cancelled caller never leaves a
-        half-finished transaction behind.
+        half-finished transaction behind. A ``durable`` commit is on disk when it returns
+        (it survives an OS crash or power loss); pass False only for writes whose loss
+        fails closed (heartbeat stamps).
         """
         ...
 

@@ -215,11 +215,11 @@ def wrap_store_writes(
     after_commit: Callable[[Any], None] | None = None,
 ) -> None:
     """Every transaction the writer opens from now on hands out ``wrap(tx)`` instead of tx."""
-    original: Callable[[], AbstractAsyncContextManager[WriteTx]] = h.store.write
+    original: Callable[..., AbstractAsyncContextManager[WriteTx]] = h.store.write
 
     @asynccontextmanager
-    async def write() -> AsyncIterator[Any]:
-        async with original() as tx:
+    async def write(*, durable: bool = True) -> AsyncIterator[Any]:
+        async with original(durable=durable) as tx:
             wrapped = wrap(tx)
             yield wrapped
         if after_commit is not None:

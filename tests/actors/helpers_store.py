@@ -134,6 +134,8 @@ class RecordingStore:
         self.events: list[str] = []
         self.touch_calls: list[list[tuple[str, str]]] = []
         self.writes_started = 0
+        #: Each write transaction's ``durable`` flag, in order.
+        self.durable_writes: list[bool] = []
         self.before_commit: Callable[[], Awaitable[None]] | None = None
         self.commit_error: Exception | None = None
         self.gate: anyio.Event | None = None
@@ -230,15 +232,16 @@ class RecordingStore:
             self._end()
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[WriteTx]:
+    async def write(self, *, durable: bool = True) -> AsyncIterator[WriteTx]:
         gate = self.gate
         if gate is not None:
             self.write_waiting.set()
             await gate.wait()
         self.writes_started += 1
+        self.durable_writes.append(durable)
         self._begin()
         try:
-            async with self._inner.write() as tx:
+            async with self._inner.write(durable=durable) as tx:
                 yield RecordingTx(tx, self)
                 self.events.append("commit:start")
                 if self.before_commit is not None:

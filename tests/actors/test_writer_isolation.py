@@ -138,8 +138,8 @@ class _ExplodingStore(RecordingStore):
         self.explode_for = explode_for
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[WriteTx]:
-        async with super().write() as tx:
+    async def write(self, *, durable: bool = True) -> AsyncIterator[WriteTx]:
+        async with super().write(durable=durable) as tx:
             yield _ExplodingTx(tx, self)
 
 

@@ -189,10 +189,10 @@ class _RefusingStore(RecordingStore):
         return super().submit_heartbeats(beats, chain)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[WriteTx]:
+    async def write(self, *, durable: bool = True) -> AsyncIterator[WriteTx]:
         if self.refuse:
             raise StoreError("queue refused")
-        async with super().write() as tx:
+        async with super().write(durable=durable) as tx:
             yield tx
 
 

@@ -113,7 +113,7 @@ def running_daemon(
             "\n".join(
                 [
                     "[database]",
-                    f'path = "{workdir / "registry.sqlite3"}"',
+                    f'path = "{settings.get("database_path") or workdir / "registry.sqlite3"}"',
                     f'url = "{settings.get("database_url") or ""}"',
                     "[supervisor]",
                     'log_level = "info"',

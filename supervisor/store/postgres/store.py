@@ -165,8 +165,11 @@ class PostgresStore:
         return await self._read(statement, params)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[PostgresWriteTx]:
-        """One READ COMMITTED transaction; commit on clean exit, rollback on exception."""
+    async def write(self, *, durable: bool = True) -> AsyncIterator[PostgresWriteTx]:
+        """One READ COMMITTED transaction; commit on clean exit, rollback on exception.
+        Every commit is flushed (the server's default ``synchronous_commit = on``), so
+        ``durable`` asks for nothing more here."""
+        del durable
         async with self._write_lock:
             self._check_open()
             with anyio.CancelScope(shield=True):

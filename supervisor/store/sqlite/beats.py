@@ -10,6 +10,7 @@ from supervisor.errors import StoreError
 from supervisor.store import sql
 from supervisor.store.base import CommitChain
 from supervisor.store.dialect import SQLITE
+from supervisor.store.sqlite.connection import begin_unflushed
 from supervisor.store.stamp_journal import StampJournal, close_batch, journaled, open_batch
 
 __all__ = ["stamp_and_commit"]
@@ -43,7 +44,9 @@ def stamp_and_commit(
         chain.broken = True
         raise StoreError("a transaction is already open on the write connection")
     try:
-        raw.execute("BEGIN IMMEDIATE")
+        # Stamps are the one write not flushed at commit: an OS crash may lose the last
+        # of them, which only makes rows look older (fail closed), never lost or younger.
+        begin_unflushed(raw)
         batch = open_batch(raw) if journal is not None and journaled(beats) else None
         stamped = _stamp(raw, beats)
         if stamped != len(beats):

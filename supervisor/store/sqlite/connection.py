@@ -13,7 +13,9 @@ import anyio
 from supervisor.errors import StoreError
 
 __all__ = [
+    "begin_flushed",
     "begin_immediate",
+    "begin_unflushed",
     "close_quietly",
     "commit",
     "execute",
@@ -94,15 +96,35 @@ async def fetch_in_chunks(
     return rows
 
 
-async def begin_immediate(conn: aiosqlite.Connection) -> None:
+async def begin_immediate(conn: aiosqlite.Connection, *, durable: bool = True) -> None:
     """Take the database write lock now (waits up to busy_timeout, then StoreError).
+
+    ``durable``: the COMMIT flushes the log to disk before it returns (``synchronous =
+    FULL``), so what is acknowledged after it survives an OS crash or power loss;
+    otherwise (``NORMAL``) only a process crash. SQLite refuses to change the level
+    inside a transaction, so it is set here, in the same thread hop as the BEGIN.
 
     Shielded: a BEGIN abandoned half-way would still complete on the connection
     thread and leave the connection inside a transaction nobody owns. The wait is
     bounded by busy_timeout.
     """
     with anyio.CancelScope(shield=True):
-        await execute(conn, "BEGIN IMMEDIATE")
+        try:
+            await submit(conn, begin_flushed if durable else begin_unflushed)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite statement failed: {exc}") from exc
+
+
+def begin_flushed(raw: sqlite3.Connection) -> None:
+    """BEGIN IMMEDIATE of a transaction whose COMMIT is flushed to disk."""
+    raw.execute("PRAGMA synchronous = FULL")
+    raw.execute("BEGIN IMMEDIATE")
+
+
+def begin_unflushed(raw: sqlite3.Connection) -> None:
+    """BEGIN IMMEDIATE of a transaction whose loss in an OS crash fails closed (stamps)."""
+    raw.execute("PRAGMA synchronous = NORMAL")
+    raw.execute("BEGIN IMMEDIATE")
 
 
 async def commit(conn: aiosqlite.Connection) -> None:

@@ -94,9 +94,10 @@ async def _connect(path: Path, busy_timeout_ms: int, *, read_only: bool) -> aios
             if not mode or str(mode[0][0]).lower() != "wal":
                 # Without WAL the read connection would block the writer and vice versa.
                 raise StoreError(f"cannot enable WAL on {path} (journal_mode={mode!r})")
-            # NORMAL is durable against process crashes in WAL mode; only an OS crash
-            # can lose the last commits, never corrupt the file.
-            await execute(conn, "PRAGMA synchronous = NORMAL")
+            # FULL until a transaction says otherwise (``begin_immediate``): every commit
+            # flushed before it is acknowledged, but for heartbeat stamps' (NORMAL: an
+            # OS crash can lose the last of them, never corrupt the file).
+            await execute(conn, "PRAGMA synchronous = FULL")
         await execute(conn, "PRAGMA foreign_keys = ON")
     except BaseException:
         with anyio.CancelScope(shield=True):

@@ -165,11 +165,12 @@ class SQLiteStore:
         return host_lease_rows(await self._read(select_host_leases(one=False), ()))
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[SQLiteWriteTx]:
-        """One BEGIN IMMEDIATE transaction; commit on clean exit, rollback on exception."""
+    async def write(self, *, durable: bool = True) -> AsyncIterator[SQLiteWriteTx]:
+        """One BEGIN IMMEDIATE transaction; commit on clean exit, rollback on exception.
+        A ``durable`` commit is flushed to disk before it returns (see ``begin_immediate``)."""
         async with self._write_lock:
             self._check_open()
-            await begin_immediate(self._writer)
+            await begin_immediate(self._writer, durable=durable)
             tx = SQLiteWriteTx(self._writer, self._history)
             try:
                 # A caller cancelled while waiting for the lock should not run its body.
