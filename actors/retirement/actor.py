@@ -340,6 +340,7 @@ class RetirementActor(Actor[RetirementInbox]):
                 canonical_repository=request.canonical_repository
                 or self._settings.canonical_repository,
                 retired_by=profile_name or "unknown",
+                override_mass_guard=request.override_mass_guard,
                 recheck_grant=lambda: self._recheck(profile_name),
                 audit=lambda result: audit_event(profile, "apply", result, at=self._clock.now()),
                 reply=reply,

@@ -54,6 +54,8 @@ class ApplyRequest:
     candidate_fingerprint: str
     worker_identities: tuple[str, ...]
     canonical_repository: str | None = None
+    #: Retire even past the mass guard, this once (the operator's audited decision).
+    override_mass_guard: bool = False
     reply: Reply[Mapping[str, Any]]
 
 

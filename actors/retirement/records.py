@@ -56,6 +56,8 @@ AUDITED_KEYS: tuple[str, ...] = (
     "retired_count",
     "mutation_performed",
     "reasons",
+    "mass_guard",
+    "mass_guard_overridden",
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -33,6 +33,7 @@ from actors.writer.inbox import (
     ExpireLeases,
     InsertRegistration,
     ReleaseRegistration,
+    SetMassGuard,
     TouchHeartbeats,
     UpsertLease,
     WriterInbox,
@@ -123,16 +124,25 @@ class RegistryWriter(Actor[WriterInbox]):
             await self._beats.drain(self._commit_batch)
             await self._apply(message)
             return
+        if isinstance(message, SetMassGuard):
+            guard = replace(
+                self._settings.apply,
+                mass_guard_share=message.mass_guard_share,
+                mass_guard_floor=message.mass_guard_floor,
+            )
+            self._settings = replace(self._settings, apply=guard)
+            message.reply.send(None)
+            return
         batch: list[_Batchable] = [message]
-        pending: ApplyRetirement | None = None
+        pending: ApplyRetirement | SetMassGuard | None = None
         while len(batch) < self._settings.max_batch:
             try:
                 waiting = self._inbox.receive_nowait()
             except (anyio.WouldBlock, anyio.EndOfStream):
                 break
-            if isinstance(waiting, ApplyRetirement):
-                # An apply runs in a transaction of its own, after the writes
-                # that arrived before it.
+            if isinstance(waiting, ApplyRetirement | SetMassGuard):
+                # An apply runs in a transaction of its own, and new settings take effect,
+                # after the writes that arrived before them.
                 pending = waiting
                 break
             batch.append(waiting)

@@ -13,6 +13,8 @@ from supervisor.clock import Clock
 from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.retirement.apply_rules import (
+    DEFAULT_MASS_GUARD_FLOOR,
+    DEFAULT_MASS_GUARD_SHARE,
     MASS_GUARD_FLOOR_KEY,
     MASS_GUARD_SHARE_KEY,
     TargetVerdict,
@@ -43,8 +45,8 @@ __all__ = ["ApplySettings", "LeaseFenceMoved", "run_apply"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApplySettings:
-    mass_guard_share: float = 0.5
-    mass_guard_floor: int = 5
+    mass_guard_share: float = DEFAULT_MASS_GUARD_SHARE
+    mass_guard_floor: int = DEFAULT_MASS_GUARD_FLOOR
     #: Targets re-probed, lease-fenced and written per batch: a handful of round trips
     #: to the database thread per batch instead of two per target.
     write_chunk: int = 128
@@ -288,10 +290,7 @@ async def _decide_and_write(
         floor=settings.mass_guard_floor,
     )
     if guard is not None:
-        result["outcome"] = OUTCOME_MASS_GUARD
-        result["success"] = False
-        result["reasons"] = [guard.reason]
-        result["mass_guard"] = {
+        figures = {
             "would_retire": guard.would_retire,
             "host_active_rows": guard.host_active_rows,
             "max_share": guard.max_share,
@@ -301,7 +300,15 @@ async def _decide_and_write(
                 MASS_GUARD_FLOOR_KEY: guard.floor,
             },
         }
-        return result
+        if not msg.override_mass_guard:
+            result["outcome"] = OUTCOME_MASS_GUARD
+            result["success"] = False
+            result["reasons"] = [guard.reason]
+            result["mass_guard"] = figures
+            return result
+        # The operator's explicit decision for this one apply: the answer and the audit
+        # row say the guard would have refused, and by how much.
+        result["mass_guard_overridden"] = figures
 
     denial = msg.recheck_grant()
     if denial is not None:

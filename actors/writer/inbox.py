@@ -24,6 +24,7 @@ __all__ = [
     "HeartbeatWrite",
     "InsertRegistration",
     "ReleaseRegistration",
+    "SetMassGuard",
     "TouchHeartbeats",
     "UpsertLease",
     "WriterInbox",
@@ -97,6 +98,8 @@ class ApplyRetirement:
     worker_identities: tuple[str, ...]
     canonical_repository: str | None
     retired_by: str
+    #: Retire even when the mass guard would refuse (recorded in the result and audit).
+    override_mass_guard: bool = False
     #: Re-reads the caller's grant; returns a denial reason or ``None``. Called
     #: inside the transaction immediately before the first write, so revoking
     #: the grant mid-call still denies.
@@ -106,6 +109,15 @@ class ApplyRetirement:
     #: commit, and an audit write that fails rolls them back.
     audit: Callable[[Mapping[str, Any]], Mapping[str, Any]]
     reply: Reply[ApplyOutcome]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetMassGuard:
+    """Reloaded settings: the mass guard of every apply from now on (none in flight)."""
+
+    mass_guard_share: float
+    mass_guard_floor: int
+    reply: Reply[None]
 
 
 #: Control-plane messages (control/inbox.py) are part of the writer's inbox: every
@@ -118,6 +130,7 @@ WriterInbox = (
     | UpsertLease
     | AppendAudit
     | ApplyRetirement
+    | SetMassGuard
     | ControlWrite
     | HostWrite
 )

@@ -7,7 +7,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,13 @@ __all__ = [
 ]
 
 
-def run_daemon(settings: Settings) -> int:
-    """The daemon; a start-up failure is one line on stderr (a bad setting exits 2, else 1)."""
+def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
+    """The daemon; a start-up failure is one line on stderr (a bad setting exits 2, else 1).
+    ``reload`` reads the settings again on SIGHUP."""
     from supervisor.daemon.service import run_service
 
     try:
-        return anyio.run(run_service, settings)
+        return anyio.run(partial(run_service, settings, reload=reload))
     except ConfigError:
         raise
     except SupervisorError as exc:

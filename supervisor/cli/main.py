@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 from supervisor.cli.common import (
     EXIT_REFUSED,
@@ -34,7 +35,7 @@ __all__ = ["main"]
 def _dispatch(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     if args.command == "run":
-        return run_daemon(settings)
+        return run_daemon(settings, reload=partial(settings_of, args))
     if args.command in FLEET_COMMANDS:
         return run_fleet_command(args, settings)
     if args.command == "work":

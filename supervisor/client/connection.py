@@ -165,6 +165,7 @@ class AsyncClient:
         registry_fingerprint: str | None = None,
         scope_fingerprint: str | None = None,
         canonical_repository: str | None = None,
+        override_mass_guard: bool = False,
     ) -> Mapping[str, Any]:
         args = apply_args(
             candidate_fingerprint,
@@ -172,6 +173,7 @@ class AsyncClient:
             registry_fingerprint,
             scope_fingerprint,
             canonical_repository,
+            override_mass_guard=override_mass_guard,
         )
         return await self.request("apply", args)
 
@@ -314,6 +316,7 @@ class Client:
         registry_fingerprint: str | None = None,
         scope_fingerprint: str | None = None,
         canonical_repository: str | None = None,
+        override_mass_guard: bool = False,
     ) -> Mapping[str, Any]:
         args = apply_args(
             candidate_fingerprint,
@@ -321,6 +324,7 @@ class Client:
             registry_fingerprint,
             scope_fingerprint,
             canonical_repository,
+            override_mass_guard=override_mass_guard,
         )
         return self.request("apply", args)
 

@@ -174,14 +174,19 @@ def apply_args(
     registry_fingerprint: str | None,
     scope_fingerprint: str | None,
     canonical_repository: str | None,
+    *,
+    override_mass_guard: bool = False,
 ) -> dict[str, Any]:
-    return {
+    args: dict[str, Any] = {
         "candidate_fingerprint": candidate_fingerprint,
         "worker_identities": list(worker_identities),
         "registry_fingerprint": registry_fingerprint,
         "scope_fingerprint": scope_fingerprint,
         "canonical_repository": canonical_repository,
     }
+    if override_mass_guard:
+        args["override_mass_guard"] = True
+    return args
 
 
 def connection_dropped(raw: socket.socket) -> bool:

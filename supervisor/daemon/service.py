@@ -18,6 +18,7 @@ from actors.retirement.actor import RetirementSettings
 from supervisor.clock import Clock, MonotonicWall, SystemClock
 from supervisor.daemon.app import AppSettings, RestartBudgetExceeded, Supervisor, running_supervisor
 from supervisor.daemon.ops import OpsState, start_ops
+from supervisor.daemon.reload import reload_settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.observe.logs import configure_logging, get_logger
 from supervisor.observe.metrics import Metrics
@@ -108,8 +109,10 @@ async def run_service(
     clock: Clock | None = None,
     probes: ProbeBackend | None = None,
     on_ready: Callable[[Path], None] | None = None,
+    reload: Callable[[], Settings] | None = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT; returns the process exit code.
+    """Serve until SIGTERM/SIGINT; returns the process exit code. On SIGHUP ``reload``
+    reads the settings again and what a running daemon can change is applied.
 
     What can only fail at start-up is claimed before any actor starts: the database's
     lock, the socket path, the MCP HTTP port, then the store itself. A failure raises one
@@ -155,6 +158,7 @@ async def run_service(
                     probes=probe_backend,
                     signals=signals,
                     on_ready=on_ready,
+                    reload=reload,
                 )
                 # The socket file goes before the actors drain: a client must find no
                 # server rather than one that will never answer.
@@ -225,6 +229,7 @@ async def _serve_until_signal(
     probes: ProbeBackend,
     signals: AsyncIterator[int],
     on_ready: Callable[[Path], None] | None,
+    reload: Callable[[], Settings] | None,
 ) -> None:
     async with anyio.create_task_group() as surfaces:
         path = await surfaces.start(
@@ -273,15 +278,15 @@ async def _serve_until_signal(
         notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving on {path}")
         if on_ready is not None:
             on_ready(Path(path))
+        in_effect = settings
         async for signum in signals:
             if signum == signal.SIGHUP:
-                # Settings are read once, at start-up; a terminal hanging up must not
-                # kill the daemon and leave its socket behind.
-                _log.info(
-                    "signal_ignored",
-                    signal="SIGHUP",
-                    detail="configuration is read at start-up; restart the daemon to apply",
-                )
+                # A reload, never a stop: a terminal hanging up must not kill the daemon
+                # and leave its socket behind.
+                if reload is None:
+                    _log.info("signal_ignored", signal="SIGHUP", detail="nothing to reload")
+                else:
+                    in_effect = await reload_settings(in_effect, reload, supervisor.handle)
                 continue
             _log.info("signal", signal=signal.Signals(signum).name)
             break

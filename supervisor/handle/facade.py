@@ -36,7 +36,7 @@ from actors.retirement.inbox import (
     SnapshotRequest,
 )
 from actors.retirement.records import audit_event, write_audit
-from actors.writer.inbox import UpsertLease, WriterInbox
+from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
 from supervisor.handle.control import ControlPlaneCalls
 from supervisor.observe.logs import get_logger
@@ -187,6 +187,7 @@ class SupervisorHandle(ControlPlaneCalls):
         registry_fingerprint: str | None = None,
         scope_fingerprint: str | None = None,
         canonical_repository: str | None = None,
+        override_mass_guard: bool = False,
     ) -> Mapping[str, Any]:
         result: Mapping[str, Any] = await ask(
             self._retirement,
@@ -197,6 +198,7 @@ class SupervisorHandle(ControlPlaneCalls):
                 candidate_fingerprint=candidate_fingerprint,
                 worker_identities=tuple(worker_identities),
                 canonical_repository=canonical_repository,
+                override_mass_guard=override_mass_guard,
                 reply=reply,
             ),
             actor="retirement",
@@ -234,6 +236,14 @@ class SupervisorHandle(ControlPlaneCalls):
             actor="registry_writer",
         )
         return result
+
+    async def set_mass_guard(self, *, share: float, floor: int) -> None:
+        """Reloaded settings: every apply from now on is guarded by these numbers."""
+        await ask(
+            self._writer,
+            lambda reply: SetMassGuard(mass_guard_share=share, mass_guard_floor=floor, reply=reply),
+            actor="registry_writer",
+        )
 
     async def audit_unauthenticated(
         self, *, surface: str, action: str, reason: str, peer_pid: int | None = None

@@ -262,6 +262,16 @@ APPLY = Operation(
             cli=Flag("--workers", "comma-separated identities", kind="list", required=True),
         ),
         _REPOSITORY,
+        Arg(
+            "override_mass_guard",
+            BOOL,
+            default=False,
+            cli=Flag(
+                "--override-mass-guard",
+                "retire even past the mass-retirement guard, this once (audited)",
+                kind="true",
+            ),
+        ),
     ),
     tool=Tool(
         "gitea_apply_stale_worker_retirement",
@@ -288,6 +298,13 @@ JSON list, or a comma-separated string).""",
             ("scope_fingerprint", "The plan's scope_fingerprint (scoped mode)."),
             *_CONTEXT_DOCS,
             ("canonical_repository", "Must be the value the plan used."),
+            (
+                "override_mass_guard",
+                """\
+Retire even when the mass-retirement guard refuses
+(too much of this host's fleet at once), for this call only; recorded
+in the audit trail.""",
+            ),
         ),
         # It may have retired rows.
         "no answer came back, so whether anything was retired is unknown; "
@@ -308,6 +325,7 @@ JSON list, or a comma-separated string).""",
             "--scope-fingerprint",
             "--candidate-fingerprint",
             "--workers",
+            "--override-mass-guard",
         ),
         required_groups=("tokens",),
         succeeded=_all_retired,

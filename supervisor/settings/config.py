@@ -19,6 +19,10 @@ from actors.writer.apply_tx import ApplySettings
 from actors.writer.control.context import ControlSettings
 from supervisor.errors import ConfigError
 from supervisor.policy.identity.exec_marker import daemon_key
+from supervisor.policy.retirement.apply_rules import (
+    DEFAULT_MASS_GUARD_FLOOR,
+    DEFAULT_MASS_GUARD_SHARE,
+)
 from supervisor.settings.config_checks import (
     CHECK_KEY,
     LOG_LEVELS,
@@ -184,9 +188,9 @@ class HostsConfig:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetirementConfig:
     mass_guard_share: float = setting(
-        0.5, number_check("a number > 0 and <= 1", lambda x: 0 < x <= 1)
+        DEFAULT_MASS_GUARD_SHARE, number_check("a number > 0 and <= 1", lambda x: 0 < x <= 1)
     )
-    mass_guard_floor: int = setting(5, integer_check(0))
+    mass_guard_floor: int = setting(DEFAULT_MASS_GUARD_FLOOR, integer_check(0))
     auto_enabled: bool = setting(False, boolean_check)
     auto_interval_seconds: float = setting(300.0, POSITIVE)
     auto_profile: str = setting("supervisor", text_check)

@@ -34,6 +34,7 @@ __all__ = [
     "lease",
     "plan",
     "rows_by_identity",
+    "stale_fleet",
     "status_of",
     "wrap_store_writes",
 ]
@@ -260,3 +261,18 @@ class AuditSpy:
                 if predicate(event):
                     return event
             await self._changed.wait()
+
+
+async def stale_fleet(
+    h: Harness, dead: int, *, live: int = 0
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``dead`` workers whose processes exit and ``live`` ones that keep beating, past the TTL."""
+    await ensure_swept(h)
+    gone = [await enroll(h) for _ in range(dead)]
+    running = [await enroll(h, namespace="reviewer") for _ in range(live)]
+    for worker in gone:
+        h.probes.kill(int(worker["pid"]))
+    await h.clock.advance(PAST_TTL)
+    for worker in running:
+        assert (await h.beat(worker)).ok
+    return gone, running

@@ -50,6 +50,7 @@ from tests.actors.helpers_retirement import (
     lease,
     plan,
     rows_by_identity,
+    stale_fleet,
     status_of,
     wrap_store_writes,
 )
@@ -57,21 +58,6 @@ from tests.actors.helpers_retirement import (
 pytestmark = pytest.mark.anyio
 
 MODES: tuple[Mode, ...] = ("strict", "scoped")
-
-
-async def _stale_fleet(
-    h: Harness, dead: int, *, live: int = 0
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``dead`` workers whose processes exit and ``live`` ones that keep beating, past the TTL."""
-    await ensure_swept(h)
-    gone = [await enroll(h) for _ in range(dead)]
-    running = [await enroll(h, namespace="reviewer") for _ in range(live)]
-    for worker in gone:
-        h.probes.kill(int(worker["pid"]))
-    await h.clock.advance(PAST_TTL)
-    for worker in running:
-        assert (await h.beat(worker)).ok
-    return gone, running
 
 
 def _ids(workers: list[dict[str, Any]]) -> list[str]:
@@ -97,7 +83,7 @@ async def test_applied_retires_the_planned_rows_and_keeps_their_history(
     tmp_path: Path, mode: Mode
 ) -> None:
     async with harness(tmp_path) as h:
-        gone, running = await _stale_fleet(h, 2, live=1)
+        gone, running = await stale_fleet(h, 2, live=1)
         planned = await plan(h)
         before = await rows_by_identity(h)
 
@@ -131,7 +117,7 @@ async def test_applied_retires_the_planned_rows_and_keeps_their_history(
 
 async def test_strict_apply_refuses_when_an_unrelated_worker_registers(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 1)
+        gone, _ = await stale_fleet(h, 1)
         planned = await plan(h)
         await enroll(h, namespace="merger")
 
@@ -145,7 +131,7 @@ async def test_strict_apply_refuses_when_an_unrelated_worker_registers(tmp_path:
 
 async def test_scoped_apply_refuses_when_a_row_joins_the_candidates_scope(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 1)
+        gone, _ = await stale_fleet(h, 1)
         planned = await plan(h)
         # A new process takes over the candidate's session: the decision scope grew.
         await enroll(h, namespace="merger", session_id=str(gone[0]["session_id"]))
@@ -160,7 +146,7 @@ async def test_scoped_apply_refuses_when_a_row_joins_the_candidates_scope(tmp_pa
 
 async def test_scoped_apply_ignores_a_registration_outside_the_scope(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 1)
+        gone, _ = await stale_fleet(h, 1)
         planned = await plan(h)
         await enroll(h, namespace="merger")
 
@@ -176,7 +162,7 @@ async def test_candidate_set_moves_when_a_candidates_process_evidence_changes(
     tmp_path: Path, mode: Mode, change: str
 ) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 2)
+        gone, _ = await stale_fleet(h, 2)
         planned = await plan(h)
         pid = int(gone[1]["pid"])
         if change == "revived":
@@ -199,7 +185,7 @@ async def test_a_lease_taken_after_plan_moves_the_candidate_set_and_protects_its
     tmp_path: Path, mode: Mode
 ) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 2)
+        gone, _ = await stale_fleet(h, 2)
         planned = await plan(h)
         owner = gone[0]
         ack = await h.handle.upsert_lease(lease("l-late", session_id=str(owner["session_id"])))
@@ -220,7 +206,7 @@ async def test_replaying_an_applied_plan_is_already_retired_and_idempotent(
     tmp_path: Path, mode: Mode
 ) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 2)
+        gone, _ = await stale_fleet(h, 2)
         planned = await plan(h)
         first = await apply_plan(h, planned, mode=mode)
         assert first["retired_count"] == 2
@@ -238,7 +224,7 @@ async def test_replaying_an_applied_plan_is_already_retired_and_idempotent(
 
 async def test_an_empty_target_list_is_nothing_requested(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        await _stale_fleet(h, 1)
+        await stale_fleet(h, 1)
         planned = await plan(h)
 
         result = await apply_plan(h, planned, identities=[])
@@ -262,7 +248,7 @@ async def test_a_failing_transaction_rolls_back_every_retirement(tmp_path: Path)
     probes = ExplodingReprobe(host_id="host-a", boot_id="boot-1", explode_on=2)
     # One target per batch, so the first target is written before the second re-probe.
     async with harness(tmp_path, probes=probes, settings=_chunked(1)) as h:
-        gone, _ = await _stale_fleet(h, 2)
+        gone, _ = await stale_fleet(h, 2)
         planned = await plan(h)
         rows_before = await h.store.read_registrations()
         probes.armed = True
@@ -312,7 +298,7 @@ async def test_a_lease_fence_moving_between_batches_rolls_everything_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with harness(tmp_path, settings=_chunked(2)) as h:
-        await _stale_fleet(h, 5)
+        await stale_fleet(h, 5)
         planned = await plan(h)
         rows_before = await h.store.read_registrations()
         wrap_store_writes(monkeypatch, h, _LeaseAfterFirstBatch)
@@ -331,7 +317,7 @@ async def test_batched_writes_report_every_target_in_order(
 ) -> None:
     probes = SplitProbes(host_id="host-a", boot_id="boot-1")
     async with harness(tmp_path, probes=probes, settings=_chunked(write_chunk)) as h:
-        gone, _ = await _stale_fleet(h, 5)
+        gone, _ = await stale_fleet(h, 5)
         planned = await plan(h)
         targets = list(planned["candidate_worker_identities"])
         by_id = {str(w["worker_identity"]): w for w in gone}
@@ -366,7 +352,7 @@ async def test_mass_retirement_guard_refuses_with_its_numbers(tmp_path: Path) ->
         writer=WriterSettings(apply=ApplySettings(mass_guard_share=0.5, mass_guard_floor=2)),
     )
     async with harness(tmp_path, settings=guarded) as h:
-        await _stale_fleet(h, 3, live=1)
+        await stale_fleet(h, 3, live=1)
         planned = await plan(h)
         assert planned["candidate_count"] == 3
 
@@ -397,7 +383,7 @@ async def test_mass_retirement_guard_refuses_with_its_numbers(tmp_path: Path) ->
 
 async def test_default_guard_lets_a_small_fleet_be_cleaned_up(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        await _stale_fleet(h, 5)
+        await stale_fleet(h, 5)
         planned = await plan(h)
 
         result = await apply_plan(h, planned)
@@ -411,7 +397,7 @@ async def test_default_guard_lets_a_small_fleet_be_cleaned_up(tmp_path: Path) ->
 
 async def test_an_unknown_identity_is_reported_missing_not_invented(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 1)
+        gone, _ = await stale_fleet(h, 1)
         planned = await plan(h)
 
         result = await apply_plan(
@@ -429,7 +415,7 @@ async def test_an_unknown_identity_is_reported_missing_not_invented(tmp_path: Pa
 
 async def test_a_live_target_appended_to_the_list_keeps_its_fresh_reason(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        gone, running = await _stale_fleet(h, 1, live=1)
+        gone, running = await stale_fleet(h, 1, live=1)
         planned = await plan(h)
         live_id = str(running[0]["worker_identity"])
 
@@ -477,7 +463,7 @@ async def test_a_guarded_update_that_matches_nothing_is_row_changed_since_plan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 1)
+        gone, _ = await stale_fleet(h, 1)
         planned = await plan(h)
         wrap_store_writes(monkeypatch, h, _BeatFirst)
 
@@ -496,7 +482,7 @@ async def test_a_guarded_update_that_matches_nothing_is_row_changed_since_plan(
 async def test_a_pid_back_at_the_reprobe_is_refused(tmp_path: Path, mode: Mode, how: str) -> None:
     probes = SplitProbes(host_id="host-a", boot_id="boot-1")
     async with harness(tmp_path, probes=probes) as h:
-        gone, _ = await _stale_fleet(h, 2)
+        gone, _ = await stale_fleet(h, 2)
         planned = await plan(h)
         back = gone[1]
         start = str(back["process_start_time"]) if how == "revived" else "ticks-newcomer"
@@ -520,7 +506,7 @@ async def test_a_pid_back_at_the_reprobe_is_refused(tmp_path: Path, mode: Mode, 
 async def test_an_unprobeable_pid_at_the_reprobe_is_refused(tmp_path: Path) -> None:
     probes = SplitProbes(host_id="host-a", boot_id="boot-1")
     async with harness(tmp_path, probes=probes) as h:
-        gone, _ = await _stale_fleet(h, 1)
+        gone, _ = await stale_fleet(h, 1)
         planned = await plan(h)
         pid = int(gone[0]["pid"])
         probes.reprobe[pid] = ProcessEvidence(pid=pid, alive=None, start_time=None)
@@ -539,7 +525,7 @@ async def test_apply_of_a_subset_of_the_plan_is_refused_as_a_subset(
     tmp_path: Path, mode: Mode
 ) -> None:
     async with harness(tmp_path) as h:
-        await _stale_fleet(h, 3)
+        await stale_fleet(h, 3)
         planned = await plan(h)
         chosen = planned["candidate_worker_identities"][:1]
 
@@ -560,7 +546,7 @@ async def test_strict_subset_is_refused_when_a_protection_appears_after_plan(
     tmp_path: Path,
 ) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 3)
+        gone, _ = await stale_fleet(h, 3)
         planned = await plan(h)
         chosen = [str(gone[0]["worker_identity"])]
         # The protection lands on a candidate the caller did not even ask for.
@@ -581,7 +567,7 @@ async def test_scoped_apply_of_a_different_set_than_planned_retires_nothing(
     tmp_path: Path, change: str, outcome: str
 ) -> None:
     async with harness(tmp_path) as h:
-        _, running = await _stale_fleet(h, 2, live=1)
+        _, running = await stale_fleet(h, 2, live=1)
         planned = await plan(h)
         candidates = list(planned["candidate_worker_identities"])
         chosen = {
@@ -599,7 +585,7 @@ async def test_scoped_apply_of_a_different_set_than_planned_retires_nothing(
 
 async def test_live_heartbeats_between_plan_and_apply(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        gone, running = await _stale_fleet(h, 2, live=2)
+        gone, running = await stale_fleet(h, 2, live=2)
         planned = await plan(h)
         await h.clock.advance(3)
         for worker in running:
@@ -622,7 +608,7 @@ async def test_live_heartbeats_between_plan_and_apply(tmp_path: Path) -> None:
 
 async def test_structured_fields_of_a_blocked_and_an_applied_result(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 1)
+        gone, _ = await stale_fleet(h, 1)
         planned = await plan(h)
         pid = int(gone[0]["pid"])
         start = str(gone[0]["process_start_time"])
@@ -690,7 +676,7 @@ async def test_post_apply_never_claims_safety_while_a_legacy_live_worker_remains
 
 async def test_a_retired_row_is_historical_and_its_heartbeat_is_refused(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        gone, running = await _stale_fleet(h, 1, live=1)
+        gone, running = await stale_fleet(h, 1, live=1)
         before = await h.handle.snapshot(READER)
         assert before["stale_worker_count"] == 1
         assert before["historical_worker_count"] == 0
@@ -718,7 +704,7 @@ async def test_apply_refuses_when_the_supervisor_cannot_vouch_for_its_host_or_bo
     tmp_path: Path, missing: str
 ) -> None:
     async with harness(tmp_path) as h:
-        await _stale_fleet(h, 1)
+        await stale_fleet(h, 1)
         planned = await plan(h)
         if missing == "host":
             h.probes.set_host_id(None)
@@ -763,7 +749,7 @@ async def test_apply_refuses_when_leases_cannot_be_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with harness(tmp_path) as h:
-        await _stale_fleet(h, 1)
+        await stale_fleet(h, 1)
         planned = await plan(h)
 
         async def unreadable(*, status: str | None = None) -> list[dict[str, Any]]:
@@ -783,7 +769,7 @@ async def test_apply_refuses_when_leases_cannot_be_read(
 
 async def test_apply_refuses_when_the_daemon_cohort_is_contested(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
-        gone, _ = await _stale_fleet(h, 1)
+        gone, _ = await stale_fleet(h, 1)
         planned = await plan(h)
         template = await h.row(str(gone[0]["worker_identity"]))
         contested = []
@@ -821,7 +807,7 @@ async def test_apply_refuses_when_the_daemon_cohort_is_contested(tmp_path: Path)
 @pytest.mark.parametrize("given", ["both", "neither"])
 async def test_apply_needs_exactly_one_registry_token(tmp_path: Path, given: str) -> None:
     async with harness(tmp_path) as h:
-        await _stale_fleet(h, 1)
+        await stale_fleet(h, 1)
         planned = await plan(h)
         token = str(planned["registry_fingerprint"]) if given == "both" else None
         scope = str(planned["scope_fingerprint"]) if given == "both" else None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -119,20 +121,54 @@ def test_bad_config_is_one_line(tmp_path: Path) -> None:
     assert "configuration error" in line
 
 
-async def test_sighup_is_survived_and_sigterm_still_stops_cleanly(daemon: Daemon) -> None:
-    await wait_ready(daemon)
+def _logged(daemon: Daemon, event: str) -> list[dict[str, Any]]:
+    lines = (daemon.workdir / "daemon.log").read_text().splitlines()
+    found = [json.loads(line) for line in lines if line.startswith("{")]
+    return [line for line in found if line.get("event") == event]
+
+
+async def _hup(daemon: Daemon, event: str, seen: int = 0) -> dict[str, Any]:
+    """SIGHUP, then the ``seen + 1``-th ``event`` line it led to."""
     daemon.process.send_signal(signal.SIGHUP)
-
-    def logged_hup() -> bool:
-        return '"signal_ignored"' in (daemon.workdir / "daemon.log").read_text()
-
     with anyio.fail_after(30):  # a hang guard, not a timing assertion
-        while not logged_hup():
+        while len(_logged(daemon, event)) <= seen:
             assert daemon.process.poll() is None, "the daemon died on SIGHUP"
             await anyio.sleep(0.05)
+    return _logged(daemon, event)[seen]
+
+
+async def test_sighup_is_survived_and_sigterm_still_stops_cleanly(daemon: Daemon) -> None:
+    await wait_ready(daemon)
+    reloaded = await _hup(daemon, "config_reloaded")
+    assert reloaded["applied"] == []
     assert daemon.process.poll() is None
     assert still_answers(daemon)
 
     daemon.process.send_signal(signal.SIGTERM)
     assert daemon.process.wait(timeout=30) == 0
     assert not daemon.socket.exists()
+
+
+async def test_sighup_reloads_the_guard_and_keeps_the_settings_when_the_file_is_bad(
+    daemon: Daemon,
+) -> None:
+    await wait_ready(daemon)
+    good = daemon.config.read_text()
+    daemon.config.write_text(good + "[retirement]\nmass_guard_floor = 40\n")
+    reloaded = await _hup(daemon, "config_reloaded")
+    assert reloaded["applied"] == ["retirement.mass_guard_floor"]
+    assert reloaded["needs_restart"] == []
+
+    daemon.config.write_text(good + "[retirement]\nmass_guard_floor = -1\n")
+    failed = await _hup(daemon, "config_reload_failed")
+    assert "retirement.mass_guard_floor" in failed["error"]
+    assert still_answers(daemon)
+
+    daemon.config.write_text(
+        good.replace("sweep_interval_seconds = 0.25", "sweep_interval_seconds = 9")
+    )
+    restart = await _hup(daemon, "config_reloaded", seen=1)
+    # The floor goes back to the default the file now implies; the sweep waits for a restart.
+    assert restart["applied"] == ["retirement.mass_guard_floor"]
+    assert restart["needs_restart"] == ["liveness.sweep_interval_seconds"]
+    assert still_answers(daemon)

@@ -31,6 +31,8 @@ from .reasons import (
 )
 
 __all__ = [
+    "DEFAULT_MASS_GUARD_FLOOR",
+    "DEFAULT_MASS_GUARD_SHARE",
     "MASS_GUARD_FLOOR_KEY",
     "MASS_GUARD_SHARE_KEY",
     "OUTCOME_MASS_GUARD",
@@ -48,6 +50,11 @@ TokenMode = Literal["strict", "scoped"]
 #: The settings behind the mass guard, named as an operator finds them in supervisor.toml.
 MASS_GUARD_SHARE_KEY = "retirement.mass_guard_share"
 MASS_GUARD_FLOOR_KEY = "retirement.mass_guard_floor"
+#: Half of a host's active rows may go at once ...
+DEFAULT_MASS_GUARD_SHARE = 0.5
+#: ... and any number up to this many whatever the share: five client launches of five
+#: namespace workers each, so one machine whose clients crashed is cleaned up unasked.
+DEFAULT_MASS_GUARD_FLOOR = 25
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,9 +275,11 @@ def check_mass_guard(
             f"apply would retire {would_retire} of the {host_active} active rows on this host: "
             f"more than {MASS_GUARD_SHARE_KEY} = {max_share:g} ({max_share:.0%}) of them and "
             f"more than {MASS_GUARD_FLOOR_KEY} = {floor} rows. When this much of a fleet looks "
-            "dead at once the observer is more likely broken than the fleet; if these workers "
-            f"really are gone, raise {MASS_GUARD_SHARE_KEY} or {MASS_GUARD_FLOOR_KEY} in "
-            "supervisor.toml and restart the supervisor"
+            "dead at once the observer is more likely broken than the fleet. If these workers "
+            "really are gone, repeat this apply with override_mass_guard (the CLI's "
+            "--override-mass-guard; it needs the retire grant and is audited), or raise "
+            f"{MASS_GUARD_SHARE_KEY} or {MASS_GUARD_FLOOR_KEY} in supervisor.toml and reload "
+            "the supervisor (SIGHUP)"
         ),
     )
 

@@ -111,6 +111,7 @@ class SocketToolBackend(SocketOperationCalls):
         registry_fingerprint: str | None,
         scope_fingerprint: str | None,
         canonical_repository: str | None,
+        override_mass_guard: bool = False,
     ) -> Mapping[str, Any]:
         args = apply_args(
             candidate_fingerprint,
@@ -118,6 +119,7 @@ class SocketToolBackend(SocketOperationCalls):
             registry_fingerprint,
             scope_fingerprint,
             canonical_repository,
+            override_mass_guard=override_mass_guard,
         )
         return await self.invoke(APPLY.name, profile, args)
 

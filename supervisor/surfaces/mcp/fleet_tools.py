@@ -81,6 +81,7 @@ class ToolBackend(Protocol):
         registry_fingerprint: str | None,
         scope_fingerprint: str | None,
         canonical_repository: str | None,
+        override_mass_guard: bool = False,
     ) -> Mapping[str, Any]: ...
 
 
@@ -202,6 +203,7 @@ def register_fleet_tools(
                 registry_fingerprint=_optional_text(a["registry_fingerprint"]),
                 scope_fingerprint=_optional_text(a["scope_fingerprint"]),
                 canonical_repository=_optional_text(a["canonical_repository"]),
+                override_mass_guard=a["override_mass_guard"] is True,
             ),
         )
         return _located(result, a, max_result_bytes)

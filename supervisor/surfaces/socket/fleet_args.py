@@ -76,6 +76,7 @@ class ApplyArgs:
     scope_fingerprint: str | None = None
     worker_identities: tuple[str, ...] = ()
     canonical_repository: str | None = None
+    override_mass_guard: bool = False
 
 
 FleetArgs = RegisterArgs | FencedArgs | SnapshotArgs | PlanArgs | ApplyArgs | None

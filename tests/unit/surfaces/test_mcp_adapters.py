@@ -80,7 +80,9 @@ class Recorder:
         registry_fingerprint: str | None,
         scope_fingerprint: str | None,
         canonical_repository: str | None,
+        override_mass_guard: bool = False,
     ) -> Mapping[str, Any]:
+        overridden = {"override_mass_guard": True} if override_mass_guard else {}
         return self._record(
             "apply",
             profile,
@@ -89,6 +91,7 @@ class Recorder:
             registry_fingerprint=registry_fingerprint,
             scope_fingerprint=scope_fingerprint,
             canonical_repository=canonical_repository,
+            **overridden,
         )
 
 
