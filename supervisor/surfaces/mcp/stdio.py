@@ -98,37 +98,33 @@ def _error_for(failure: Exception) -> JSONRPCError:
         try:
             data = json.loads(found)
         except (ValueError, RecursionError):
-            _log.warning("mcp_unreadable_line", reason="not JSON")
-            return JSONRPCError(
-                jsonrpc="2.0",
-                id=None,
-                error=ErrorData(
-                    code=PARSE_ERROR, message="Parse error: the line is not valid JSON"
-                ),
+            return _refusal(
+                None, PARSE_ERROR, "Parse error: the line is not valid JSON", reason="not JSON"
             )
     request_id = data.get("id") if isinstance(data, dict) else None
     # Only an id the answer can carry: an int or a string that is itself valid Unicode.
     if isinstance(request_id, bool) or not _usable_id(request_id):
         request_id = None
     if isinstance(data, dict) and isinstance(data.get("method"), str) and _params_refused(failure):
-        _log.warning("mcp_unreadable_line", reason="params not an object")
-        return JSONRPCError(
-            jsonrpc="2.0",
-            id=request_id,
-            error=ErrorData(
-                code=INVALID_PARAMS, message="Invalid params: params must be a JSON object"
-            ),
+        return _refusal(
+            request_id,
+            INVALID_PARAMS,
+            "Invalid params: params must be a JSON object",
+            reason="params not an object",
         )
-    _log.warning("mcp_unreadable_line", reason="not a valid request")
-    return JSONRPCError(
-        jsonrpc="2.0",
-        id=request_id,
-        error=ErrorData(
-            code=INVALID_REQUEST,
-            message="Invalid request: not a valid JSON-RPC message "
-            "(strings must be valid Unicode; a lone UTF-16 surrogate is not)",
-        ),
+    return _refusal(
+        request_id,
+        INVALID_REQUEST,
+        "Invalid request: not a valid JSON-RPC message "
+        "(strings must be valid Unicode; a lone UTF-16 surrogate is not)",
+        reason="not a valid request",
     )
+
+
+def _refusal(request_id: int | str | None, code: int, message: str, *, reason: str) -> JSONRPCError:
+    """The JSON-RPC error answering an unreadable line, logged with ``reason``."""
+    _log.warning("mcp_unreadable_line", reason=reason)
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
 
 
 def _input_of(failure: Exception) -> str | dict[str, Any] | None:
