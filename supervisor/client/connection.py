@@ -14,12 +14,8 @@ import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from supervisor.client.calls import Calls, answer_too_large
-from supervisor.client.frames import (
-    MAX_RESPONSE_BYTES,
-    RemoteError,
-    connection_dropped,
-    parse_result,
-)
+from supervisor.client.frames import MAX_RESPONSE_BYTES, connection_dropped, parse_result
+from supervisor.client.remote import RemoteError
 from supervisor.system.unix_stream import UnixStream, connect_unix_stream
 
 __all__ = ["AsyncClient", "Client"]

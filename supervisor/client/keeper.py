@@ -16,7 +16,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from supervisor.client.connection import AsyncClient
-from supervisor.client.frames import RemoteError
+from supervisor.client.remote import RemoteError
 from supervisor.clock import Clock, SystemClock
 from supervisor.errors import SupervisorError
 
