@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Self
 
 import anyio
+from anyio.abc import AsyncResource
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from supervisor.client.calls import Calls, answer_too_large
@@ -23,11 +24,12 @@ __all__ = ["AsyncClient", "Client"]
 _RECV_CHUNK = 65536
 
 
-class AsyncClient(Calls[Awaitable[Mapping[str, Any]]]):
+class AsyncClient(Calls[Awaitable[Mapping[str, Any]]], AsyncResource):
     """One connection to the supervisor; requests on it are serialized by a lock.
 
     The connection is made on entry (or on first use) and remade when the
-    server has closed it while idle; a failure mid-request drops it.
+    server has closed it while idle; a failure mid-request drops it. Leaving
+    ``async with`` closes it (``AsyncResource``).
     """
 
     _HUNG_UP: ClassVar[tuple[type[BaseException], ...]] = (
@@ -45,14 +47,6 @@ class AsyncClient(Calls[Awaitable[Mapping[str, Any]]]):
     async def __aenter__(self) -> Self:
         await self.connect()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def connect(self) -> None:
         if self._stream is not None:

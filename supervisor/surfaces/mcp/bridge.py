@@ -7,9 +7,10 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import anyio
+from anyio.abc import AsyncResource
 
 from supervisor.client import AsyncClient
 from supervisor.observe.logs import configure_logging
@@ -49,25 +50,20 @@ def _manifest_frame(entry: ManifestEntry) -> dict[str, Any]:
     return frame
 
 
-class SocketToolBackend(SocketOperationCalls):
+class SocketToolBackend(SocketOperationCalls, AsyncResource):
     """A ToolBackend that asks the running daemon over its local socket.
 
     This is what ``fleet-supervisor mcp`` (stdio) runs on: a process of its own
     that forwards every tool call. The MCP-side profile is ignored: the token
     travels with every request and the daemon authenticates it and decides,
     exactly as for the CLI, so this process is trusted with nothing. One
-    connection is kept (and remade if the daemon drops it); close with ``aclose``.
+    connection is kept (and remade if the daemon drops it); close with ``aclose``
+    (or leave ``async with``: ``AsyncResource``).
     Every other declared operation is forwarded by ``SocketOperationCalls.invoke``.
     """
 
     def __init__(self, socket_path: str | Path, token: str, *, timeout: float = 30.0) -> None:
         self._client = AsyncClient(socket_path, token=token, timeout=timeout)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from types import TracebackType
 from typing import Any, Self
 
 import anyio
+from anyio.abc import AsyncResource
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -43,8 +43,9 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
         )
 
 
-class AnsweringReadStream:
-    """The transport's read stream, minus unreadable lines, each answered on the way."""
+class AnsweringReadStream(AsyncResource):
+    """The transport's read stream, minus unreadable lines, each answered on the way; as a
+    context manager it closes the stream on exit (``AsyncResource``)."""
 
     def __init__(self, inner: Any, write_stream: Any) -> None:
         self._inner = inner
@@ -73,18 +74,6 @@ class AnsweringReadStream:
             return await self.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
 
 
 def _error_for(failure: Exception) -> JSONRPCError:
