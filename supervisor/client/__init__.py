@@ -1,4 +1,4 @@
-"""What workers and the CLI import: socket clients and the one-line heartbeat keeper.
+"""What workers and the CLI import: socket clients, remote errors and the heartbeat keeper.
 
 Stands alone: it loads ``supervisor.wire`` and small leaves (errors, clock, the Unix
 stream), never the daemon (tests/unit/test_client_standalone.py keeps it so).
@@ -6,39 +6,11 @@ stream), never the daemon (tests/unit/test_client_standalone.py keeps it so).
 
 from __future__ import annotations
 
-from supervisor.client.connection import AsyncClient, Client
-from supervisor.client.frames import (
-    RemoteError,
-    RemotePermissionDenied,
-    RemoteProfilesUnreadable,
-    RemoteProtocolError,
-    RemoteTimeout,
-    RemoteUnauthenticated,
-    RemoteUnavailable,
-    remote_error,
-)
-from supervisor.client.keeper import (
-    HeartbeatKeeper,
-    HeartbeatThread,
-    keep_registered,
-    start_heartbeat_thread,
-)
+# The package exports its modules' public names, each listed once, in its module's __all__.
+from supervisor.client import connection, keeper, remote
+from supervisor.client.connection import *  # noqa: F403 - AsyncClient, Client
+from supervisor.client.keeper import *  # noqa: F403 - the heartbeat keeper, async or threaded
+from supervisor.client.remote import *  # noqa: F403 - RemoteError and its kinds, remote_error
 from supervisor.wire import PlanQuery
 
-__all__ = [
-    "AsyncClient",
-    "Client",
-    "HeartbeatKeeper",
-    "HeartbeatThread",
-    "PlanQuery",
-    "RemoteError",
-    "RemotePermissionDenied",
-    "RemoteProfilesUnreadable",
-    "RemoteProtocolError",
-    "RemoteTimeout",
-    "RemoteUnauthenticated",
-    "RemoteUnavailable",
-    "keep_registered",
-    "remote_error",
-    "start_heartbeat_thread",
-]
+__all__ = connection.__all__ + keeper.__all__ + remote.__all__ + ["PlanQuery"]

@@ -3,70 +3,50 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import socket
 import threading
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import anyio
+from anyio.abc import AsyncResource
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from supervisor.client.frames import (
-    MAX_RESPONSE_BYTES,
-    RemoteError,
-    apply_args,
-    connection_dropped,
-    fenced_args,
-    parse_result,
-    register_args,
-    snapshot_args,
-)
-from supervisor.errors import ProtocolError, Unavailable
+from supervisor.client.calls import Calls, answer_too_large
+from supervisor.client.frames import MAX_RESPONSE_BYTES, connection_dropped, parse_result
+from supervisor.client.remote import RemoteError
 from supervisor.system.unix_stream import UnixStream, connect_unix_stream
-from supervisor.wire import PlanQuery, query_args, request_frame
 
 __all__ = ["AsyncClient", "Client"]
 
 _RECV_CHUNK = 65536
 
 
-class AsyncClient:
+class AsyncClient(Calls[Awaitable[Mapping[str, Any]]], AsyncResource):
     """One connection to the supervisor; requests on it are serialized by a lock.
 
     The connection is made on entry (or on first use) and remade when the
-    server has closed it while idle; a failure mid-request drops it.
+    server has closed it while idle; a failure mid-request drops it. Leaving
+    ``async with`` closes it (``AsyncResource``).
     """
 
-    def __init__(
-        self,
-        socket_path: str | os.PathLike[str],
-        *,
-        token: str | None = None,
-        timeout: float = 30.0,
-    ) -> None:
-        self.socket_path = Path(socket_path)
-        self.token = token
-        self.timeout = timeout
+    _HUNG_UP: ClassVar[tuple[type[BaseException], ...]] = (
+        anyio.EndOfStream,
+        anyio.IncompleteRead,
+        anyio.BrokenResourceError,
+        OSError,
+    )
+
+    def _init_transport(self) -> None:
         self._stream: UnixStream | None = None
         self._reader: BufferedByteReceiveStream | None = None
         self._lock = anyio.Lock()
-        self._ids = itertools.count(1)
 
     async def __aenter__(self) -> Self:
         await self.connect()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def connect(self) -> None:
         if self._stream is not None:
@@ -75,7 +55,7 @@ class AsyncClient:
             with anyio.fail_after(self.timeout):
                 stream = await connect_unix_stream(self.socket_path)
         except (OSError, TimeoutError) as exc:
-            raise Unavailable(f"cannot reach the supervisor at {self.socket_path}: {exc}") from None
+            raise self._unreachable(exc) from None
         self._stream, self._reader = stream, BufferedByteReceiveStream(stream)
 
     async def aclose(self) -> None:
@@ -93,111 +73,36 @@ class AsyncClient:
             await self.connect()
             assert self._stream is not None
             assert self._reader is not None
-            request_id = str(next(self._ids))
-            frame = request_frame(
-                request_id, op, args or {}, token if token is not None else self.token
-            )
+            request_id, frame = self._frame(op, args, token)
             try:
                 with anyio.fail_after(self.timeout):
                     # The server may have refused the frame part-way (too large) and hung
                     # up: its answer is still there to read, and says more than a reset.
                     with contextlib.suppress(anyio.BrokenResourceError):
                         await self._stream.send(frame)
-                    line = await self._reader.receive_until(b"\n", MAX_RESPONSE_BYTES)
-            except TimeoutError:
-                await self.aclose()
-                raise Unavailable(f"no answer to {op} within {self.timeout}s") from None
-            except anyio.DelimiterNotFound:
-                await self.aclose()
-                raise ProtocolError(
-                    "the supervisor's answer exceeds the client's size limit"
-                ) from None
-            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, OSError):
-                await self.aclose()
-                raise Unavailable(f"the supervisor closed the connection during {op}") from None
-            except BaseException:
-                # Cancelled mid-request: the answer would arrive for nobody, so never reuse.
-                await self.aclose()
-                raise
-            try:
+                    try:
+                        line = await self._reader.receive_until(b"\n", MAX_RESPONSE_BYTES)
+                    except anyio.DelimiterNotFound:
+                        raise answer_too_large() from None
                 return parse_result(line, request_id)
-            except ProtocolError as exc:
-                if not isinstance(exc, RemoteError):
-                    await self.aclose()  # out of step with the server
-                raise
-
-    async def register(
-        self, claims: Mapping[str, Any], pid: int | None = None
-    ) -> Mapping[str, Any]:
-        return await self.request("register", register_args(claims, pid))
-
-    async def heartbeat(self, registration: Mapping[str, Any]) -> Mapping[str, Any]:
-        return await self.request("heartbeat", fenced_args(registration))
-
-    async def release(self, registration: Mapping[str, Any]) -> Mapping[str, Any]:
-        return await self.request("release", fenced_args(registration))
-
-    async def snapshot(
-        self,
-        *,
-        canonical_repository: str | None = None,
-        expected_manifest: Sequence[Mapping[str, Any]] | None = None,
-        expected_live_revision: str | None = None,
-        include_history: bool = False,
-    ) -> Mapping[str, Any]:
-        args = snapshot_args(
-            canonical_repository, expected_manifest, expected_live_revision, include_history
-        )
-        return await self.request("snapshot", args)
-
-    async def plan(
-        self, *, canonical_repository: str | None = None, query: PlanQuery | None = None
-    ) -> Mapping[str, Any]:
-        return await self.request(
-            "plan", {"canonical_repository": canonical_repository, **query_args(query)}
-        )
-
-    async def apply(
-        self,
-        *,
-        candidate_fingerprint: str,
-        worker_identities: Sequence[str],
-        registry_fingerprint: str | None = None,
-        scope_fingerprint: str | None = None,
-        canonical_repository: str | None = None,
-        override_mass_guard: bool = False,
-    ) -> Mapping[str, Any]:
-        args = apply_args(
-            candidate_fingerprint,
-            worker_identities,
-            registry_fingerprint,
-            scope_fingerprint,
-            canonical_repository,
-            override_mass_guard=override_mass_guard,
-        )
-        return await self.request("apply", args)
-
-    async def status(self) -> Mapping[str, Any]:
-        return await self.request("status")
+            except RemoteError:
+                raise  # an answer, in step with the server: the connection stays
+            except BaseException as exc:
+                await self.aclose()
+                if (lost := self._lost(op, exc)) is None:
+                    raise
+                raise lost from None
 
 
-class Client:
+class Client(Calls[Mapping[str, Any]]):
     """The same API as ``AsyncClient``, blocking, over the standard ``socket`` module."""
 
-    def __init__(
-        self,
-        socket_path: str | os.PathLike[str],
-        *,
-        token: str | None = None,
-        timeout: float = 30.0,
-    ) -> None:
-        self.socket_path = Path(socket_path)
-        self.token = token
-        self.timeout = timeout
+    _HUNG_UP: ClassVar[tuple[type[BaseException], ...]] = (EOFError, OSError)
+
+    def _init_transport(self) -> None:
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
 
     def __enter__(self) -> Self:
         self.connect()
@@ -220,7 +125,7 @@ class Client:
             sock.connect(os.fspath(self.socket_path))
         except OSError as exc:
             sock.close()
-            raise Unavailable(f"cannot reach the supervisor at {self.socket_path}: {exc}") from None
+            raise self._unreachable(exc) from None
         self._sock = sock
         self._buffer.clear()
 
@@ -234,7 +139,7 @@ class Client:
         start = 0
         while (index := self._buffer.find(b"\n", start)) < 0:
             if len(self._buffer) > MAX_RESPONSE_BYTES:
-                raise ProtocolError("the supervisor's answer exceeds the client's size limit")
+                raise answer_too_large()
             start = len(self._buffer)
             chunk = sock.recv(_RECV_CHUNK)
             if not chunk:
@@ -254,79 +159,16 @@ class Client:
             self.connect()
             sock = self._sock
             assert sock is not None
-            request_id = str(next(self._ids))
-            frame = request_frame(
-                request_id, op, args or {}, token if token is not None else self.token
-            )
+            request_id, frame = self._frame(op, args, token)
             try:
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     # As in AsyncClient.request: a refusal may be waiting behind the hang-up.
                     sock.sendall(frame)
-                line = self._readline(sock)
-            except TimeoutError:
-                self.close()
-                raise Unavailable(f"no answer to {op} within {self.timeout}s") from None
-            except (EOFError, OSError):
-                self.close()
-                raise Unavailable(f"the supervisor closed the connection during {op}") from None
-            except BaseException:
-                self.close()
+                return parse_result(self._readline(sock), request_id)
+            except RemoteError:
                 raise
-            try:
-                return parse_result(line, request_id)
-            except ProtocolError as exc:
-                if not isinstance(exc, RemoteError):
-                    self.close()
-                raise
-
-    def register(self, claims: Mapping[str, Any], pid: int | None = None) -> Mapping[str, Any]:
-        return self.request("register", register_args(claims, pid))
-
-    def heartbeat(self, registration: Mapping[str, Any]) -> Mapping[str, Any]:
-        return self.request("heartbeat", fenced_args(registration))
-
-    def release(self, registration: Mapping[str, Any]) -> Mapping[str, Any]:
-        return self.request("release", fenced_args(registration))
-
-    def snapshot(
-        self,
-        *,
-        canonical_repository: str | None = None,
-        expected_manifest: Sequence[Mapping[str, Any]] | None = None,
-        expected_live_revision: str | None = None,
-        include_history: bool = False,
-    ) -> Mapping[str, Any]:
-        args = snapshot_args(
-            canonical_repository, expected_manifest, expected_live_revision, include_history
-        )
-        return self.request("snapshot", args)
-
-    def plan(
-        self, *, canonical_repository: str | None = None, query: PlanQuery | None = None
-    ) -> Mapping[str, Any]:
-        return self.request(
-            "plan", {"canonical_repository": canonical_repository, **query_args(query)}
-        )
-
-    def apply(
-        self,
-        *,
-        candidate_fingerprint: str,
-        worker_identities: Sequence[str],
-        registry_fingerprint: str | None = None,
-        scope_fingerprint: str | None = None,
-        canonical_repository: str | None = None,
-        override_mass_guard: bool = False,
-    ) -> Mapping[str, Any]:
-        args = apply_args(
-            candidate_fingerprint,
-            worker_identities,
-            registry_fingerprint,
-            scope_fingerprint,
-            canonical_repository,
-            override_mass_guard=override_mass_guard,
-        )
-        return self.request("apply", args)
-
-    def status(self) -> Mapping[str, Any]:
-        return self.request("status")
+            except BaseException as exc:
+                self.close()
+                if (lost := self._lost(op, exc)) is None:
+                    raise
+                raise lost from None

@@ -16,7 +16,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from supervisor.client.connection import AsyncClient
-from supervisor.client.frames import RemoteError
+from supervisor.client.remote import RemoteError
 from supervisor.clock import Clock, SystemClock
 from supervisor.errors import SupervisorError
 
@@ -246,30 +246,9 @@ class HeartbeatKeeper:
         return delay
 
 
-def keep_registered(
-    socket_path: str | os.PathLike[str],
-    claims: Mapping[str, Any],
-    *,
-    pid: int | None = None,
-    clock: Clock | None = None,
-    timeout: float = 10.0,
-    initial_backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    jitter: float = 0.1,
-    rng: random.Random | None = None,
-) -> HeartbeatKeeper:
-    """``async with keep_registered(path, claims) as keeper:`` keeps the worker registered."""
-    return HeartbeatKeeper(
-        socket_path,
-        claims,
-        pid=pid,
-        clock=clock,
-        timeout=timeout,
-        initial_backoff=initial_backoff,
-        max_backoff=max_backoff,
-        jitter=jitter,
-        rng=rng,
-    )
+#: ``async with keep_registered(path, claims) as keeper:`` keeps the worker registered. The
+#: keeper's own constructor, under the name a worker's code reads best.
+keep_registered = HeartbeatKeeper
 
 
 class HeartbeatThread:
@@ -332,7 +311,7 @@ def start_heartbeat_thread(
 ) -> HeartbeatThread:
     """For non-async workers: ``stop = start_heartbeat_thread(path, claims)`` … ``stop()``."""
     thread = HeartbeatThread(
-        keep_registered(
+        HeartbeatKeeper(
             socket_path,
             claims,
             pid=pid,

@@ -42,20 +42,14 @@ def _json(status: int, value: object) -> Response:
     return Response(status=status, body=json.dumps(value, indent=1).encode() + b"\n")
 
 
+@dataclass(frozen=True, slots=True)
 class OpsRoutes:
     """Answers each path by asking the actors (through the handle); holds no fleet state."""
 
-    def __init__(
-        self,
-        handle: SupervisorHandle,
-        metrics: Metrics,
-        health: Callable[[], Awaitable[HealthReport]],
-        page: FleetPage | None = None,
-    ) -> None:
-        self._handle = handle
-        self._metrics = metrics
-        self._health = health
-        self._page = page
+    handle: SupervisorHandle
+    metrics: Metrics
+    health: Callable[[], Awaitable[HealthReport]]
+    page: FleetPage | None = None
 
     async def respond(
         self,
@@ -68,8 +62,8 @@ class OpsRoutes:
         if method not in ("GET", "HEAD"):
             return _json(405, {"error": "method_not_allowed", "detail": "only GET and HEAD"})
         route = path.split("?", 1)[0]
-        if self._page is not None and route in PAGE_ROUTES:
-            page = await self._page.respond(route, path, headers or {}, peer_uid)
+        if self.page is not None and route in PAGE_ROUTES:
+            page = await self.page.respond(route, path, headers or {}, peer_uid)
             return Response(
                 status=page.status,
                 body=page.body,
@@ -77,18 +71,18 @@ class OpsRoutes:
                 headers=page.headers,
             )
         if route == "/metrics":
-            body = self._metrics.render(await self._gauges())
-            return Response(status=200, body=body, content_type=self._metrics.content_type)
+            body = self.metrics.render(await self._gauges())
+            return Response(status=200, body=body, content_type=self.metrics.content_type)
         if route in ("/healthz", "/readyz"):
-            report = await self._health()
+            report = await self.health()
             ok = report.healthy if route == "/healthz" else report.ready
             return _json(200 if ok else 503, report.as_dict())
         return _json(404, {"error": "not_found", "detail": f"no route {route[:100]!r}"})
 
     async def _gauges(self) -> FleetGauges:
         try:
-            counts = await self._handle.fleet_counts()
-            owners = await self._handle.lease_owners()
+            counts = await self.handle.fleet_counts()
+            owners = await self.handle.lease_owners()
         except SupervisorError as exc:
             # Counters still render; the gauges say they could not be computed.
             _log.warning("metrics_gauges_unavailable", error=exc.detail)

@@ -7,21 +7,21 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import anyio
+from anyio.abc import AsyncResource
 
 from supervisor.client import AsyncClient
-from supervisor.client.frames import apply_args, snapshot_args
 from supervisor.observe.logs import configure_logging
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
-from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls
-from supervisor.surfaces.mcp.fleet_tools import APPLY, PLAN, SNAPSHOT, ToolBackend
+from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls, unanswered_as_unavailable
+from supervisor.surfaces.mcp.fleet_tools import ToolBackend
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.stdio import serve_stdio
 from supervisor.surfaces.mcp.tools import build_mcp_server
-from supervisor.wire import PlanQuery, query_args
+from supervisor.wire import PlanQuery
 
 __all__ = [
     "TOKEN_ENV",
@@ -50,32 +50,27 @@ def _manifest_frame(entry: ManifestEntry) -> dict[str, Any]:
     return frame
 
 
-class SocketToolBackend(SocketOperationCalls):
+class SocketToolBackend(SocketOperationCalls, AsyncResource):
     """A ToolBackend that asks the running daemon over its local socket.
 
     This is what ``fleet-supervisor mcp`` (stdio) runs on: a process of its own
     that forwards every tool call. The MCP-side profile is ignored: the token
     travels with every request and the daemon authenticates it and decides,
     exactly as for the CLI, so this process is trusted with nothing. One
-    connection is kept (and remade if the daemon drops it); close with ``aclose``.
-    Every declared operation is forwarded by ``SocketOperationCalls.invoke``.
+    connection is kept (and remade if the daemon drops it); close with ``aclose``
+    (or leave ``async with``: ``AsyncResource``).
+    Every other declared operation is forwarded by ``SocketOperationCalls.invoke``.
     """
 
     def __init__(self, socket_path: str | Path, token: str, *, timeout: float = 30.0) -> None:
         self._client = AsyncClient(socket_path, token=token, timeout=timeout)
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         await self._client.aclose()
 
     # The fleet ops take typed arguments in-process (the handle's own signatures); here
-    # each becomes the same frame the client library sends, through ``invoke`` like
-    # every other declared op.
+    # each is the client library's call of the same name, so the frame is the one it
+    # sends, read back as ``invoke`` reads every other declared op's answer.
 
     async def snapshot(
         self,
@@ -86,11 +81,14 @@ class SocketToolBackend(SocketOperationCalls):
         expected_live_revision: str | None,
         include_history: bool = False,
     ) -> Mapping[str, Any]:
-        manifest = [_manifest_frame(e) for e in expected_manifest]
-        args = snapshot_args(
-            canonical_repository, manifest, expected_live_revision, include_history
-        )
-        return await self.invoke(SNAPSHOT.name, profile, args)
+        del profile
+        with unanswered_as_unavailable():
+            return await self._client.snapshot(
+                canonical_repository=canonical_repository,
+                expected_manifest=[_manifest_frame(e) for e in expected_manifest],
+                expected_live_revision=expected_live_revision,
+                include_history=include_history,
+            )
 
     async def plan(
         self,
@@ -99,8 +97,9 @@ class SocketToolBackend(SocketOperationCalls):
         canonical_repository: str | None,
         query: PlanQuery | None = None,
     ) -> Mapping[str, Any]:
-        args = {"canonical_repository": canonical_repository, **query_args(query)}
-        return await self.invoke(PLAN.name, profile, args)
+        del profile
+        with unanswered_as_unavailable():
+            return await self._client.plan(canonical_repository=canonical_repository, query=query)
 
     async def apply(
         self,
@@ -113,15 +112,16 @@ class SocketToolBackend(SocketOperationCalls):
         canonical_repository: str | None,
         override_mass_guard: bool = False,
     ) -> Mapping[str, Any]:
-        args = apply_args(
-            candidate_fingerprint,
-            worker_identities,
-            registry_fingerprint,
-            scope_fingerprint,
-            canonical_repository,
-            override_mass_guard=override_mass_guard,
-        )
-        return await self.invoke(APPLY.name, profile, args)
+        del profile
+        with unanswered_as_unavailable():
+            return await self._client.apply(
+                candidate_fingerprint=candidate_fingerprint,
+                worker_identities=worker_identities,
+                registry_fingerprint=registry_fingerprint,
+                scope_fingerprint=scope_fingerprint,
+                canonical_repository=canonical_repository,
+                override_mass_guard=override_mass_guard,
+            )
 
 
 async def serve_mcp_stdio(

@@ -141,6 +141,55 @@ def _located(
     return fit_result(result, _body_budget(max_result_bytes))
 
 
+def _snapshot_values(a: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "canonical_repository": _optional_text(a["canonical_repository"]),
+        "expected_manifest": _parsed(parse_manifest, a["expected_manifest"]),
+        "expected_live_revision": _optional_text(a["expected_live_revision"]),
+        "include_history": a["include_history"] is True,
+    }
+
+
+def _plan_values(a: Mapping[str, Any]) -> dict[str, Any]:
+    wanted: dict[str, Any] = {
+        key: value
+        for key, value in {
+            "reason": _optional_text(a["reason"]),
+            "namespace": _optional_text(a["namespace"]),
+            "instance": _optional_text(a["instance"]),
+            "limit": a["limit"],
+            "cursor": _optional_text(a["cursor"]),
+            "full": a["full"],
+        }.items()
+        if value is not None
+    }
+    return {
+        "canonical_repository": _optional_text(a["canonical_repository"]),
+        "query": _parsed(lambda _raw: parse_plan_query(wanted), wanted),
+    }
+
+
+def _apply_values(a: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "candidate_fingerprint": a["candidate_fingerprint"],
+        "worker_identities": _parsed(parse_worker_identities, a["worker_identities"]),
+        "registry_fingerprint": _optional_text(a["registry_fingerprint"]),
+        "scope_fingerprint": _optional_text(a["scope_fingerprint"]),
+        "canonical_repository": _optional_text(a["canonical_repository"]),
+        "override_mass_guard": a["override_mass_guard"] is True,
+    }
+
+
+#: Each fleet tool: its operation, the backend's keyword arguments read from the tool's
+#: arguments (refusals come before the backend is asked), and whether its answer reports
+#: the repository it was asked about (plan and apply; a snapshot has none of its own).
+_HOOKS: tuple[tuple[Operation, Callable[[Mapping[str, Any]], dict[str, Any]], bool], ...] = (
+    (SNAPSHOT, _snapshot_values, False),
+    (PLAN, _plan_values, True),
+    (APPLY, _apply_values, True),
+)
+
+
 def register_fleet_tools(
     server: MCPServer[Any],
     backend: ToolBackend,
@@ -149,64 +198,21 @@ def register_fleet_tools(
     max_result_bytes: int,
 ) -> None:
     """Add the snapshot, plan and apply tools to ``server`` as their operations declare
-    them, each answered by its hook below; every decision is the backend's."""
+    them, each calling the backend method its operation names (``Operation.call``, as the
+    socket dispatches it) with the arguments its hook reads; every decision is the backend's."""
 
-    async def snapshot(**a: Any) -> dict[str, Any]:
-        manifest = _parsed(parse_manifest, a["expected_manifest"])
-        answer = await _answer(
-            SNAPSHOT,
-            a,
-            backend.snapshot(
-                profile_resolver(),
-                canonical_repository=_optional_text(a["canonical_repository"]),
-                expected_manifest=manifest,
-                expected_live_revision=_optional_text(a["expected_live_revision"]),
-                include_history=a["include_history"] is True,
-            ),
-        )
-        return fit_result(answer, _body_budget(max_result_bytes))
+    def hook(
+        op: Operation, values_of: Callable[[Mapping[str, Any]], dict[str, Any]], located: bool
+    ) -> Callable[..., Awaitable[dict[str, Any]]]:
+        async def call(**a: Any) -> dict[str, Any]:
+            values = values_of(a)
+            method: Callable[..., Awaitable[Mapping[str, Any]]] = getattr(backend, op.call)
+            result = await _answer(op, a, method(profile_resolver(), **values))
+            if located:
+                return _located(result, a, max_result_bytes)
+            return fit_result(result, _body_budget(max_result_bytes))
 
-    async def plan(**a: Any) -> dict[str, Any]:
-        wanted: dict[str, Any] = {
-            key: value
-            for key, value in {
-                "reason": _optional_text(a["reason"]),
-                "namespace": _optional_text(a["namespace"]),
-                "instance": _optional_text(a["instance"]),
-                "limit": a["limit"],
-                "cursor": _optional_text(a["cursor"]),
-                "full": a["full"],
-            }.items()
-            if value is not None
-        }
-        query = _parsed(lambda _raw: parse_plan_query(wanted), wanted)
-        result = await _answer(
-            PLAN,
-            a,
-            backend.plan(
-                profile_resolver(),
-                canonical_repository=_optional_text(a["canonical_repository"]),
-                query=query,
-            ),
-        )
-        return _located(result, a, max_result_bytes)
+        return call
 
-    async def apply(**a: Any) -> dict[str, Any]:
-        identities = _parsed(parse_worker_identities, a["worker_identities"])
-        result = await _answer(
-            APPLY,
-            a,
-            backend.apply(
-                profile_resolver(),
-                candidate_fingerprint=a["candidate_fingerprint"],
-                worker_identities=identities,
-                registry_fingerprint=_optional_text(a["registry_fingerprint"]),
-                scope_fingerprint=_optional_text(a["scope_fingerprint"]),
-                canonical_repository=_optional_text(a["canonical_repository"]),
-                override_mass_guard=a["override_mass_guard"] is True,
-            ),
-        )
-        return _located(result, a, max_result_bytes)
-
-    for op, hook in ((SNAPSHOT, snapshot), (PLAN, plan), (APPLY, apply)):
-        add_declared_tool(server, op, hook)
+    for op, values_of, located in _HOOKS:
+        add_declared_tool(server, op, hook(op, values_of, located))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from types import TracebackType
 from typing import Any, Self
 
 import anyio
+from anyio.abc import AsyncResource
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -43,8 +43,9 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
         )
 
 
-class AnsweringReadStream:
-    """The transport's read stream, minus unreadable lines, each answered on the way."""
+class AnsweringReadStream(AsyncResource):
+    """The transport's read stream, minus unreadable lines, each answered on the way; as a
+    context manager it closes the stream on exit (``AsyncResource``)."""
 
     def __init__(self, inner: Any, write_stream: Any) -> None:
         self._inner = inner
@@ -74,18 +75,6 @@ class AnsweringReadStream:
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
-
 
 def _error_for(failure: Exception) -> JSONRPCError:
     """Parse error (id null) for text that is not JSON; otherwise an error answered by the
@@ -98,37 +87,33 @@ def _error_for(failure: Exception) -> JSONRPCError:
         try:
             data = json.loads(found)
         except (ValueError, RecursionError):
-            _log.warning("mcp_unreadable_line", reason="not JSON")
-            return JSONRPCError(
-                jsonrpc="2.0",
-                id=None,
-                error=ErrorData(
-                    code=PARSE_ERROR, message="Parse error: the line is not valid JSON"
-                ),
+            return _refusal(
+                None, PARSE_ERROR, "Parse error: the line is not valid JSON", reason="not JSON"
             )
     request_id = data.get("id") if isinstance(data, dict) else None
     # Only an id the answer can carry: an int or a string that is itself valid Unicode.
     if isinstance(request_id, bool) or not _usable_id(request_id):
         request_id = None
     if isinstance(data, dict) and isinstance(data.get("method"), str) and _params_refused(failure):
-        _log.warning("mcp_unreadable_line", reason="params not an object")
-        return JSONRPCError(
-            jsonrpc="2.0",
-            id=request_id,
-            error=ErrorData(
-                code=INVALID_PARAMS, message="Invalid params: params must be a JSON object"
-            ),
+        return _refusal(
+            request_id,
+            INVALID_PARAMS,
+            "Invalid params: params must be a JSON object",
+            reason="params not an object",
         )
-    _log.warning("mcp_unreadable_line", reason="not a valid request")
-    return JSONRPCError(
-        jsonrpc="2.0",
-        id=request_id,
-        error=ErrorData(
-            code=INVALID_REQUEST,
-            message="Invalid request: not a valid JSON-RPC message "
-            "(strings must be valid Unicode; a lone UTF-16 surrogate is not)",
-        ),
+    return _refusal(
+        request_id,
+        INVALID_REQUEST,
+        "Invalid request: not a valid JSON-RPC message "
+        "(strings must be valid Unicode; a lone UTF-16 surrogate is not)",
+        reason="not a valid request",
     )
+
+
+def _refusal(request_id: int | str | None, code: int, message: str, *, reason: str) -> JSONRPCError:
+    """The JSON-RPC error answering an unreadable line, logged with ``reason``."""
+    _log.warning("mcp_unreadable_line", reason=reason)
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
 
 
 def _input_of(failure: Exception) -> str | dict[str, Any] | None:
