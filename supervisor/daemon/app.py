@@ -42,10 +42,8 @@ _log = get_logger()
 ActorRun = Callable[..., Awaitable[None]]
 
 
-class RestartBudgetExceeded(SupervisorError):
+class RestartBudgetExceeded(SupervisorError, code="restart_budget_exceeded"):
     """An actor kept crashing: stop loudly rather than flap."""
-
-    code = "restart_budget_exceeded"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
