@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -23,6 +23,8 @@ from supervisor.policy.render import decision_dict
 from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 
 __all__ = [
+    "RepositoryArgs",
+    "WorkItemArgs",
     "WriterCalls",
     "WriterMessage",
     "actions_arg",
@@ -38,6 +40,21 @@ _MAX_TEXT = 200
 
 #: A writer message waiting for its reply channel (what a checked call sends).
 WriterMessage = Callable[[Reply[WriteAck]], WriterInbox]
+
+
+class RepositoryArgs(TypedDict):
+    """The repository a call names, as its keyword arguments (checked by ``check_repository``)."""
+
+    remote: str
+    org: str
+    repo: str
+
+
+class WorkItemArgs(RepositoryArgs):
+    """The work item a call names: its repository, kind and number (checked by ``work_ref``)."""
+
+    kind: str
+    number: int
 
 
 def refused(reason: str, **extra: Any) -> dict[str, Any]:

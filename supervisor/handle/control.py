@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from actors.writer.control.inbox import (
     AllocateWork,
@@ -17,6 +17,8 @@ from actors.writer.control.inbox import (
     UpsertWorkItem,
 )
 from supervisor.handle.checks import (
+    RepositoryArgs,
+    WorkItemArgs,
     WriterMessage,
     actions_arg,
     ineligible,
@@ -84,18 +86,14 @@ class ControlPlaneCalls(HealthLinkCalls):
         self,
         profile: Profile | None,
         *,
-        remote: str,
-        org: str,
-        repo: str,
-        kind: str,
-        number: int,
         state: str | None = None,
         current_head_sha: str | None = None,
         title: str | None = None,
         priority: int | None = None,
+        **item: Unpack[WorkItemArgs],
     ) -> Mapping[str, Any]:
         def checked() -> WriterMessage:
-            ref = work_ref(remote, org, repo, kind, number)
+            ref = work_ref(**item)
             checked_state = check_state(state) if state is not None else None
             head = check_head_sha(current_head_sha)
             checked_title = optional_text(title, "title")
@@ -120,21 +118,17 @@ class ControlPlaneCalls(HealthLinkCalls):
         *,
         session_id: str,
         role: str,
-        remote: str,
-        org: str,
-        repo: str,
-        kind: str,
-        number: int,
         expected_head_sha: str | None = None,
         allowed_actions: Sequence[str] | None = None,
         forbidden_actions: Sequence[str] | None = None,
         phase: str = "assigned",
         lease_ttl_seconds: float | None = None,
         owner_pid: int | None = None,
+        **item: Unpack[WorkItemArgs],
     ) -> Mapping[str, Any]:
         def checked() -> WriterMessage:
             # The kind first, so an incident is refused as such before anything else.
-            ref = work_ref(remote, org, repo, kind, number)
+            ref = work_ref(**item)
             sid, checked_role = check_session_id(session_id), check_role(role)
             head = check_head_sha(expected_head_sha)
             allowed = actions_arg(allowed_actions, "allowed_actions")
@@ -162,17 +156,13 @@ class ControlPlaneCalls(HealthLinkCalls):
         profile: Profile | None,
         *,
         session_id: str,
-        remote: str,
-        org: str,
-        repo: str,
-        kind: str,
-        number: int,
         action: str,
+        **item: Unpack[WorkItemArgs],
     ) -> Mapping[str, Any]:
         """The mutation gate: ``success`` only for a live lease covering ``action`` now."""
 
         def checked() -> WriterMessage:
-            ref = work_ref(remote, org, repo, kind, number)
+            ref = work_ref(**item)
             sid = check_session_id(session_id)
             [checked_action] = check_actions([action], "action")
             return lambda reply: CheckAssignment(
@@ -211,17 +201,15 @@ class ControlPlaneCalls(HealthLinkCalls):
         self,
         profile: Profile | None,
         *,
-        remote: str,
-        org: str,
-        repo: str,
         terminal_pr: int | None,
         review_id: str | None = None,
         decision: str | None = None,
+        **repository: Unpack[RepositoryArgs],
     ) -> Mapping[str, Any]:
         """Make ``terminal_pr`` the repository's terminal-review lock; None clears it."""
 
         def checked() -> WriterMessage:
-            where = check_repository(remote, org, repo)
+            where = check_repository(**repository)
             if terminal_pr is not None:
                 work_ref(*where, "pr", terminal_pr)
             review = optional_text(review_id, "review_id")
@@ -240,10 +228,10 @@ class ControlPlaneCalls(HealthLinkCalls):
         return await self._guarded(profile, "terminal_lock_set", checked)
 
     async def get_terminal_lock(
-        self, profile: Profile | None, *, remote: str, org: str, repo: str
+        self, profile: Profile | None, **repository: Unpack[RepositoryArgs]
     ) -> Mapping[str, Any]:
         def checked() -> WriterMessage:
-            where = check_repository(remote, org, repo)
+            where = check_repository(**repository)
             return lambda reply: GetTerminalLock(
                 remote=where[0], org=where[1], repo=where[2], reply=reply
             )
@@ -255,14 +243,12 @@ class ControlPlaneCalls(HealthLinkCalls):
         profile: Profile | None,
         *,
         session_id: str,
-        remote: str,
-        org: str,
-        repo: str,
         candidates: Sequence[Mapping[str, Any]],
         role: str | None = None,
         apply: bool = False,
         lease_ttl_seconds: float | None = None,
         owner_pid: int | None = None,
+        **repository: Unpack[RepositoryArgs],
     ) -> Mapping[str, Any]:
         """The next item for the caller's role: a preview, or with ``apply`` a leased assignment.
 
@@ -285,7 +271,7 @@ class ControlPlaneCalls(HealthLinkCalls):
             )
         try:
             sid = check_session_id(session_id)
-            where = check_repository(remote, org, repo)
+            where = check_repository(**repository)
             parsed = candidates_from_mappings(list(candidates))
             pid = pid_arg(owner_pid)
             ttl = ttl_arg(lease_ttl_seconds)
