@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from actors.writer.control.inbox import (
     GetIncidentLinks,
@@ -17,10 +17,34 @@ from supervisor.policy.control.namespace_health import classify_namespace_probe
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.control.plane import ControlPlaneRefusal, check_session_id
 
-__all__ = ["HealthLinkCalls"]
+__all__ = ["HealthLinkCalls", "IncidentLinkArgs"]
 
 _MAX_TOOLS = 1000
 _MAX_PATH = 1024
+
+
+class IncidentLinkArgs(TypedDict):
+    """``upsert_incident_link``'s keyword arguments: the provider's issue, the Gitea issue
+    it is linked to, and observations (an absent or None one keeps what is stored)."""
+
+    provider: str
+    provider_issue_id: str
+    gitea_org: str
+    gitea_repo: str
+    gitea_issue_number: int
+    provider_base_url: NotRequired[str | None]
+    provider_org: NotRequired[str | None]
+    provider_project: NotRequired[str | None]
+    provider_short_id: NotRequired[str | None]
+    provider_permalink: NotRequired[str | None]
+    fingerprint: NotRequired[str | None]
+    linked_pr_numbers: NotRequired[Sequence[int] | None]
+    first_seen: NotRequired[str | None]
+    last_seen: NotRequired[str | None]
+    event_count: NotRequired[int | None]
+    status: NotRequired[str | None]
+    release_resolved_at: NotRequired[str | None]
+    last_sync_at: NotRequired[str | None]
 
 
 def _invalid(detail: str) -> ControlPlaneRefusal:
@@ -120,51 +144,12 @@ class HealthLinkCalls(WriterCalls):
         return await self._guarded(profile, "namespace_health_gate", checked, allowed=False)
 
     async def upsert_incident_link(
-        self,
-        profile: Profile | None,
-        *,
-        provider: str,
-        provider_issue_id: str,
-        gitea_org: str,
-        gitea_repo: str,
-        gitea_issue_number: int,
-        provider_base_url: str | None = None,
-        provider_org: str | None = None,
-        provider_project: str | None = None,
-        provider_short_id: str | None = None,
-        provider_permalink: str | None = None,
-        fingerprint: str | None = None,
-        linked_pr_numbers: Sequence[int] | None = None,
-        first_seen: str | None = None,
-        last_seen: str | None = None,
-        event_count: int | None = None,
-        status: str | None = None,
-        release_resolved_at: str | None = None,
-        last_sync_at: str | None = None,
+        self, profile: Profile | None, **link: Unpack[IncidentLinkArgs]
     ) -> Mapping[str, Any]:
         """Create or update the one link for this provider key; it is never a work item."""
 
         def checked() -> WriterMessage:
-            spec = check_incident_link(
-                provider=provider,
-                provider_issue_id=provider_issue_id,
-                gitea_org=gitea_org,
-                gitea_repo=gitea_repo,
-                gitea_issue_number=gitea_issue_number,
-                provider_base_url=provider_base_url,
-                provider_org=provider_org,
-                provider_project=provider_project,
-                provider_short_id=provider_short_id,
-                provider_permalink=provider_permalink,
-                fingerprint=fingerprint,
-                linked_pr_numbers=linked_pr_numbers,
-                first_seen=first_seen,
-                last_seen=last_seen,
-                event_count=event_count,
-                status=status,
-                release_resolved_at=release_resolved_at,
-                last_sync_at=last_sync_at,
-            )
+            spec = check_incident_link(**link)
             return lambda reply: UpsertIncidentLink(spec=spec, reply=reply)
 
         return await self._guarded(profile, "incident_link_upsert", checked)
