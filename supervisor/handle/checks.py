@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypedDict
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -34,6 +35,7 @@ __all__ = [
     "pid_arg",
     "refused",
     "ttl_arg",
+    "writer_call",
 ]
 
 _MAX_TEXT = 200
@@ -121,6 +123,38 @@ def ineligible(reason: str, role: object) -> dict[str, Any]:
         "skipped": [],
         "assignment": None,
     }
+
+
+_Calls = TypeVar("_Calls", bound="WriterCalls")
+_P = ParamSpec("_P")
+
+
+def writer_call(
+    op: str, **refusal: Any
+) -> Callable[
+    [Callable[Concatenate[_Calls, Profile | None, _P], WriterMessage]],
+    Callable[Concatenate[_Calls, Profile | None, _P], Coroutine[Any, Any, Mapping[str, Any]]],
+]:
+    """Make the handle's async call for control op ``op`` from a method that checks its
+    arguments and returns the writer message to send: deny (the grant of the op's declared
+    task), check, send, as ``WriterCalls._guarded`` does; ``refusal`` is added to a
+    refusal of the arguments."""
+    (task,) = operation(op).tasks
+
+    def call(
+        checked: Callable[Concatenate[_Calls, Profile | None, _P], WriterMessage],
+    ) -> Callable[Concatenate[_Calls, Profile | None, _P], Coroutine[Any, Any, Mapping[str, Any]]]:
+        @functools.wraps(checked)
+        async def guarded(
+            self: _Calls, profile: Profile | None, /, *args: _P.args, **kwargs: _P.kwargs
+        ) -> Mapping[str, Any]:
+            return await self._guarded(
+                profile, task, lambda: checked(self, profile, *args, **kwargs), **refusal
+            )
+
+        return guarded
+
+    return call
 
 
 class WriterCalls:
