@@ -135,10 +135,10 @@ def writer_call(
     [Callable[Concatenate[_Calls, Profile | None, _P], WriterMessage]],
     Callable[Concatenate[_Calls, Profile | None, _P], Coroutine[Any, Any, Mapping[str, Any]]],
 ]:
-    """Make the handle's async call for control op ``op`` from a method that checks its
-    arguments and returns the writer message to send: deny (the grant of the op's declared
-    task), check, send, as ``WriterCalls._guarded`` does; ``refusal`` is added to a
-    refusal of the arguments."""
+    """The async handle call of control op ``op``, made from a method that checks its
+    arguments and returns the writer message: deny (the grant of the task ``op``
+    declares), check (a ``ControlPlaneRefusal`` is answered as a refusal carrying
+    ``refusal``), send; see ``WriterCalls._guarded``."""
     (task,) = operation(op).tasks
 
     def call(
