@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 __all__ = [
     "ActorStopped",
@@ -18,9 +18,17 @@ __all__ = [
 
 
 class SupervisorError(Exception):
-    """Base of every error the supervisor reports; `code` is what clients branch on."""
+    """Base of every error the supervisor reports; `code` is what clients branch on.
+
+    A subclass names its code in its bases: ``class Gone(SupervisorError, code="gone")``.
+    """
 
     code: ClassVar[str] = "internal_error"
+
+    def __init_subclass__(cls, *, code: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -31,49 +39,33 @@ class SupervisorError(Exception):
         return {"error": self.code, "detail": self.detail}
 
 
-class ConfigError(SupervisorError):
+class ConfigError(SupervisorError, code="config_invalid"):
     """Configuration is missing, malformed or contradictory."""
 
-    code: ClassVar[str] = "config_invalid"
 
-
-class ProfilesUnreadable(ConfigError):
+class ProfilesUnreadable(ConfigError, code="profiles_unreadable"):
     """The profiles file cannot be read or parsed, so no token can prove a profile."""
 
-    code: ClassVar[str] = "profiles_unreadable"
 
-
-class StoreError(SupervisorError):
+class StoreError(SupervisorError, code="store_error"):
     """The registry database failed or holds something it should not."""
 
-    code: ClassVar[str] = "store_error"
 
-
-class StoreUnwritable(StoreError):
+class StoreUnwritable(StoreError, code="store_unwritable"):
     """The registry database (or its directory) cannot be written by this process."""
 
-    code: ClassVar[str] = "store_unwritable"
 
-
-class ActorStopped(SupervisorError):
+class ActorStopped(SupervisorError, code="actor_stopped"):
     """An actor stopped before answering a request sent to it."""
 
-    code: ClassVar[str] = "actor_stopped"
 
-
-class ProtocolError(SupervisorError):
+class ProtocolError(SupervisorError, code="bad_request"):
     """A request was malformed or violated the wire protocol."""
 
-    code: ClassVar[str] = "bad_request"
 
-
-class PermissionDenied(SupervisorError):
+class PermissionDenied(SupervisorError, code="permission_denied"):
     """The caller lacks the profile, role or operation grant the request needs."""
 
-    code: ClassVar[str] = "permission_denied"
 
-
-class Unavailable(SupervisorError):
+class Unavailable(SupervisorError, code="supervisor_unavailable"):
     """The supervisor is not running, not ready, or shutting down."""
-
-    code: ClassVar[str] = "supervisor_unavailable"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from supervisor.cli.common import (
@@ -28,8 +28,21 @@ from supervisor.cli.hosts import run_hosts
 from supervisor.cli.parser import build_parser
 from supervisor.cli.work import run_work
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
+from supervisor.settings.config import Settings
 
 __all__ = ["main"]
+
+
+#: The commands run as ``run(args, settings)``; the others are spelled out in ``_dispatch``.
+_COMMANDS: Mapping[str, Callable[[argparse.Namespace, Settings], int]] = {
+    "work": run_work,
+    "launch-config": run_launch_config,
+    "token": run_token,
+    "profiles": run_profiles,
+    "hosts": run_hosts,
+    "exec": run_exec,
+    "mcp": run_mcp,
+}
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -38,30 +51,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         return run_daemon(settings, reload=partial(settings_of, args))
     if args.command in FLEET_COMMANDS:
         return run_fleet_command(args, settings)
-    if args.command == "work":
-        return run_work(args, settings)
-    if args.command == "launch-config":
-        return run_launch_config(args, settings)
+    if (run := _COMMANDS.get(args.command)) is not None:
+        return run(args, settings)
     if args.command == "namespace-probe":
         from supervisor.cli.namespace_probe import run_probe_command
 
         return run_probe_command(args)
-    if args.command == "token":
-        return run_token(args, settings)
-    if args.command == "profiles":
-        return run_profiles(args, settings)
     if args.command == "clients":
         from supervisor.clients.command import run_clients_command
 
         return run_clients_command(args, args.config, settings.socket.path)
     if args.command == "migrate":
         return run_migrate(args)
-    if args.command == "hosts":
-        return run_hosts(args, settings)
-    if args.command == "exec":
-        return run_exec(args, settings)
-    if args.command == "mcp":
-        return run_mcp(args, settings)
     return EXIT_USAGE
 
 

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import anyio
 from anyio import create_memory_object_stream as _stream
@@ -35,17 +35,21 @@ from supervisor.observe.metrics import Metrics
 from supervisor.store.base import Store
 from supervisor.system.probes import ProbeBackend
 
-__all__ = ["AppSettings", "RestartBudgetExceeded", "Supervisor", "running_supervisor"]
+__all__ = [
+    "AppSettings",
+    "RestartBudgetExceeded",
+    "Supervisor",
+    "SupervisorParts",
+    "running_supervisor",
+]
 
 _log = get_logger()
 
 ActorRun = Callable[..., Awaitable[None]]
 
 
-class RestartBudgetExceeded(SupervisorError):
+class RestartBudgetExceeded(SupervisorError, code="restart_budget_exceeded"):
     """An actor kept crashing: stop loudly rather than flap."""
-
-    code = "restart_budget_exceeded"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,21 +80,24 @@ class _Started:
             self.outer = None
 
 
+class SupervisorParts(TypedDict):
+    """What a Supervisor is made of: its and ``running_supervisor``'s keyword arguments."""
+
+    store: Store
+    clock: Clock
+    probes: ProbeBackend
+    profiles: ProfileLookup
+    settings: NotRequired[AppSettings | None]
+    supervisor_id: NotRequired[str | None]
+    metrics: NotRequired[Metrics | None]
+
+
 class Supervisor:
     """One task group, one inbox per actor, the writer started first and stopped last."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        clock: Clock,
-        probes: ProbeBackend,
-        profiles: ProfileLookup,
-        settings: AppSettings | None = None,
-        supervisor_id: str | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.store = store
+    def __init__(self, **parts: Unpack[SupervisorParts]) -> None:
+        self.store = parts["store"]
+        metrics = parts.get("metrics")
         if metrics is None:
             # Loaded only when asked for: a daemon without /metrics never imports the client.
             from supervisor.observe.metrics_prometheus import PrometheusMetrics  # noqa: PLC0415
@@ -99,11 +106,11 @@ class Supervisor:
         self.metrics = metrics
         # One per daemon launch: tells this supervisor's host lease from a second one
         # started with the same host id.
-        self.supervisor_id = supervisor_id or f"sup-{secrets.token_hex(6)}"
-        self.clock = clock
-        self.probes = probes
-        self.profiles = profiles
-        self.settings = settings or AppSettings()
+        self.supervisor_id = parts.get("supervisor_id") or f"sup-{secrets.token_hex(6)}"
+        self.clock = parts["clock"]
+        self.probes = parts["probes"]
+        self.profiles = parts["profiles"]
+        self.settings = parts.get("settings") or AppSettings()
         capacity = self.settings.inbox_capacity
         # One bounded stream per actor: a full inbox makes its senders wait (backpressure).
         self._writer_tx, self._writer_rx = _stream[WriterInbox](capacity)
@@ -122,7 +129,7 @@ class Supervisor:
             liveness=self._liveness_tx,
             lease_watch=self._leases_tx,
             writer=self._writer_tx,
-            clock=clock,
+            clock=self.clock,
         )
         self._stop = anyio.Event()
         self.restarts: dict[str, int] = {}
@@ -357,26 +364,10 @@ async def _stop_on_signals(
 
 @asynccontextmanager
 async def running_supervisor(
-    *,
-    store: Store,
-    clock: Clock,
-    probes: ProbeBackend,
-    profiles: ProfileLookup,
-    settings: AppSettings | None = None,
-    handle_signals: bool = False,
-    supervisor_id: str | None = None,
-    metrics: Metrics | None = None,
+    *, handle_signals: bool = False, **parts: Unpack[SupervisorParts]
 ) -> AsyncIterator[Supervisor]:
     """Start every actor; on exit drain and stop them (the store stays the caller's)."""
-    supervisor = Supervisor(
-        store=store,
-        clock=clock,
-        probes=probes,
-        profiles=profiles,
-        settings=settings,
-        supervisor_id=supervisor_id,
-        metrics=metrics,
-    )
+    supervisor = Supervisor(**parts)
     signal_scope = anyio.CancelScope()
 
     async def watch_signals(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from anyio.abc import TaskGroup
@@ -23,20 +24,15 @@ __all__ = ["OpsState", "feed_watchdog", "start_ops"]
 _log = get_logger()
 
 
+@dataclass(slots=True, eq=False)
 class OpsState:
     """What the health endpoints need from the service: its supervisor and whether it serves."""
 
-    def __init__(
-        self,
-        source: HealthSource,
-        metrics: Metrics,
-        profiles: ProfileLookupWithAuth | None = None,
-    ) -> None:
-        self.source = source
-        self.metrics = metrics
-        #: Proves the fleet page's tokens; None serves the page to the same uid only.
-        self.profiles = profiles
-        self.serving = False
+    source: HealthSource
+    metrics: Metrics
+    #: Proves the fleet page's tokens; None serves the page to the same uid only.
+    profiles: ProfileLookupWithAuth | None = None
+    serving: bool = field(default=False, init=False)
 
     async def health(self) -> HealthReport:
         return await check_health(self.source, serving=self.serving)

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar
 
 import anyio
 
@@ -80,16 +79,12 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
-class McpPortUnavailable(SupervisorError):
+class McpPortUnavailable(SupervisorError, code="mcp_port_unavailable"):
     """The MCP HTTP endpoint cannot listen on its configured loopback port."""
 
-    code: ClassVar[str] = "mcp_port_unavailable"
 
-
-class OpsPortUnavailable(SupervisorError):
+class OpsPortUnavailable(SupervisorError, code="ops_port_unavailable"):
     """The ops HTTP listener (metrics, health, fleet page) cannot have its loopback port."""
-
-    code: ClassVar[str] = "ops_port_unavailable"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -23,6 +24,8 @@ from supervisor.policy.render import decision_dict
 from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 
 __all__ = [
+    "RepositoryArgs",
+    "WorkItemArgs",
     "WriterCalls",
     "WriterMessage",
     "actions_arg",
@@ -32,12 +35,28 @@ __all__ = [
     "pid_arg",
     "refused",
     "ttl_arg",
+    "writer_call",
 ]
 
 _MAX_TEXT = 200
 
 #: A writer message waiting for its reply channel (what a checked call sends).
 WriterMessage = Callable[[Reply[WriteAck]], WriterInbox]
+
+
+class RepositoryArgs(TypedDict):
+    """The repository a call names, as its keyword arguments (checked by ``check_repository``)."""
+
+    remote: str
+    org: str
+    repo: str
+
+
+class WorkItemArgs(RepositoryArgs):
+    """The work item a call names: its repository, kind and number (checked by ``work_ref``)."""
+
+    kind: str
+    number: int
 
 
 def refused(reason: str, **extra: Any) -> dict[str, Any]:
@@ -104,6 +123,38 @@ def ineligible(reason: str, role: object) -> dict[str, Any]:
         "skipped": [],
         "assignment": None,
     }
+
+
+_Calls = TypeVar("_Calls", bound="WriterCalls")
+_P = ParamSpec("_P")
+
+
+def writer_call(
+    op: str, **refusal: Any
+) -> Callable[
+    [Callable[Concatenate[_Calls, Profile | None, _P], WriterMessage]],
+    Callable[Concatenate[_Calls, Profile | None, _P], Coroutine[Any, Any, Mapping[str, Any]]],
+]:
+    """The async handle call of control op ``op``, made from a method that checks its
+    arguments and returns the writer message: deny (the grant of the task ``op``
+    declares), check (a ``ControlPlaneRefusal`` is answered as a refusal carrying
+    ``refusal``), send; see ``WriterCalls._guarded``."""
+    (task,) = operation(op).tasks
+
+    def call(
+        checked: Callable[Concatenate[_Calls, Profile | None, _P], WriterMessage],
+    ) -> Callable[Concatenate[_Calls, Profile | None, _P], Coroutine[Any, Any, Mapping[str, Any]]]:
+        @functools.wraps(checked)
+        async def guarded(
+            self: _Calls, profile: Profile | None, /, *args: _P.args, **kwargs: _P.kwargs
+        ) -> Mapping[str, Any]:
+            return await self._guarded(
+                profile, task, lambda: checked(self, profile, *args, **kwargs), **refusal
+            )
+
+        return guarded
+
+    return call
 
 
 class WriterCalls:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -49,6 +49,8 @@ __all__ = ["UNAUTHENTICATED_OUTCOME", "SupervisorHandle"]
 #: The audit outcome of a request whose token proved no profile.
 UNAUTHENTICATED_OUTCOME = "unauthenticated"
 
+_T = TypeVar("_T")
+
 _log = get_logger()
 
 
@@ -92,20 +94,22 @@ class SupervisorHandle(ControlPlaneCalls):
         self._lease_watch = lease_watch
         self._writer = writer
 
+    async def _ask_retirement(self, build: Callable[[Reply[_T]], RetirementInbox]) -> _T:
+        """The retirement actor's answer to the request ``build`` makes around its reply."""
+        return await ask(self._retirement, build, actor="retirement")
+
     async def register(self, pid: int, claims: Mapping[str, Any]) -> RegisterResult:
-        result: RegisterResult = await ask(
+        return await ask(
             self._heartbeat,
             lambda reply: Register(pid=pid, claims=dict(claims), reply=reply),
             actor="heartbeat",
         )
-        return result
 
     async def heartbeat(
         self, worker_identity: str, *, pid: int, generation_id: str, fencing_epoch: int
     ) -> HeartbeatResult:
         fenced = _Fenced(worker_identity, pid, generation_id, fencing_epoch)
-        result: HeartbeatResult = await ask(self._heartbeat, fenced.heartbeat, actor="heartbeat")
-        return result
+        return await ask(self._heartbeat, fenced.heartbeat, actor="heartbeat")
 
     async def heartbeat_many(
         self,
@@ -133,8 +137,7 @@ class SupervisorHandle(ControlPlaneCalls):
         self, worker_identity: str, *, pid: int, generation_id: str, fencing_epoch: int
     ) -> WriteAck:
         fenced = _Fenced(worker_identity, pid, generation_id, fencing_epoch)
-        result: WriteAck = await ask(self._heartbeat, fenced.release, actor="heartbeat")
-        return result
+        return await ask(self._heartbeat, fenced.release, actor="heartbeat")
 
     async def snapshot(
         self,
@@ -145,8 +148,7 @@ class SupervisorHandle(ControlPlaneCalls):
         expected_live_revision: str | None = None,
         include_history: bool = False,
     ) -> Mapping[str, Any]:
-        result: Mapping[str, Any] = await ask(
-            self._retirement,
+        return await self._ask_retirement(
             lambda reply: SnapshotRequest(
                 profile=profile,
                 canonical_repository=canonical_repository,
@@ -155,9 +157,7 @@ class SupervisorHandle(ControlPlaneCalls):
                 include_history=include_history,
                 reply=reply,
             ),
-            actor="retirement",
         )
-        return result
 
     async def plan(
         self,
@@ -166,17 +166,14 @@ class SupervisorHandle(ControlPlaneCalls):
         canonical_repository: str | None = None,
         query: PlanQuery | None = None,
     ) -> Mapping[str, Any]:
-        result: Mapping[str, Any] = await ask(
-            self._retirement,
+        return await self._ask_retirement(
             lambda reply: PlanRequest(
                 profile=profile,
                 canonical_repository=canonical_repository,
                 query=query,
                 reply=reply,
             ),
-            actor="retirement",
         )
-        return result
 
     async def apply(
         self,
@@ -189,8 +186,7 @@ class SupervisorHandle(ControlPlaneCalls):
         canonical_repository: str | None = None,
         override_mass_guard: bool = False,
     ) -> Mapping[str, Any]:
-        result: Mapping[str, Any] = await ask(
-            self._retirement,
+        return await self._ask_retirement(
             lambda reply: ApplyRequest(
                 profile=profile,
                 registry_fingerprint=registry_fingerprint,
@@ -201,41 +197,30 @@ class SupervisorHandle(ControlPlaneCalls):
                 override_mass_guard=override_mass_guard,
                 reply=reply,
             ),
-            actor="retirement",
         )
-        return result
 
     async def auto_retire(self) -> Mapping[str, Any]:
-        result: Mapping[str, Any] = await ask(
-            self._retirement, lambda reply: AutoRetireTick(reply=reply), actor="retirement"
-        )
-        return result
+        return await self._ask_retirement(lambda reply: AutoRetireTick(reply=reply))
 
     async def fleet_counts(self) -> FleetCounts:
-        result: FleetCounts = await ask(
-            self._retirement, lambda reply: FleetCountsQuery(reply=reply), actor="retirement"
-        )
-        return result
+        return await self._ask_retirement(lambda reply: FleetCountsQuery(reply=reply))
 
     async def liveness_status(self) -> LivenessStatus:
-        result: LivenessStatus = await ask(
+        return await ask(
             self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
         )
-        return result
 
     async def lease_owners(self) -> LeaseOwners:
-        result: LeaseOwners = await ask(
+        return await ask(
             self._lease_watch, lambda reply: LeaseOwnersQuery(reply=reply), actor="lease_watch"
         )
-        return result
 
     async def upsert_lease(self, lease: Mapping[str, Any]) -> WriteAck:
-        result: WriteAck = await ask(
+        return await ask(
             self._writer,
             lambda reply: UpsertLease(lease=dict(lease), reply=reply),
             actor="registry_writer",
         )
-        return result
 
     async def set_mass_guard(self, *, share: float, floor: int) -> None:
         """Reloaded settings: every apply from now on is guarded by these numbers."""

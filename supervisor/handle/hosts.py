@@ -27,21 +27,19 @@ class HostLeaseCalls:
         self._keeper = keeper
 
     async def status(self) -> HostLeaseStatus:
-        result: HostLeaseStatus = await ask(
+        return await ask(
             self._keeper, lambda reply: HostLeaseStatusQuery(reply=reply), actor="host_lease"
         )
-        return result
 
     async def plan_retirement(
         self, profile: Profile | None, host_id: str
     ) -> HostRetirementPlan | WriteAck:
         """The plan, or a ``permission_denied`` WriteAck naming what was missing."""
-        result: HostRetirementPlan | WriteAck = await ask(
+        return await ask(
             self._keeper,
             lambda reply: PlanHostRetirementRequest(profile=profile, host_id=host_id, reply=reply),
             actor="host_lease",
         )
-        return result
 
     async def apply_retirement(
         self,
@@ -52,7 +50,7 @@ class HostLeaseCalls:
         candidate_fingerprint: str,
         worker_identities: Sequence[str],
     ) -> WriteAck:
-        result: WriteAck = await ask(
+        return await ask(
             self._keeper,
             lambda reply: ApplyHostRetirementRequest(
                 profile=profile,
@@ -64,4 +62,3 @@ class HostLeaseCalls:
             ),
             actor="host_lease",
         )
-        return result

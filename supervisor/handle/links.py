@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from actors.writer.control.inbox import (
     GetIncidentLinks,
@@ -11,16 +11,40 @@ from actors.writer.control.inbox import (
     RecordNamespaceHealth,
     UpsertIncidentLink,
 )
-from supervisor.handle.checks import WriterCalls, WriterMessage, optional_text
+from supervisor.handle.checks import WriterCalls, WriterMessage, optional_text, writer_call
 from supervisor.policy.control.incident_links import check_incident_link, check_issue_target
 from supervisor.policy.control.namespace_health import classify_namespace_probe
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.control.plane import ControlPlaneRefusal, check_session_id
 
-__all__ = ["HealthLinkCalls"]
+__all__ = ["HealthLinkCalls", "IncidentLinkArgs"]
 
 _MAX_TOOLS = 1000
 _MAX_PATH = 1024
+
+
+class IncidentLinkArgs(TypedDict):
+    """``upsert_incident_link``'s keyword arguments: the provider's issue, the Gitea issue
+    it is linked to, and observations (an absent or None one keeps what is stored)."""
+
+    provider: str
+    provider_issue_id: str
+    gitea_org: str
+    gitea_repo: str
+    gitea_issue_number: int
+    provider_base_url: NotRequired[str | None]
+    provider_org: NotRequired[str | None]
+    provider_project: NotRequired[str | None]
+    provider_short_id: NotRequired[str | None]
+    provider_permalink: NotRequired[str | None]
+    fingerprint: NotRequired[str | None]
+    linked_pr_numbers: NotRequired[Sequence[int] | None]
+    first_seen: NotRequired[str | None]
+    last_seen: NotRequired[str | None]
+    event_count: NotRequired[int | None]
+    status: NotRequired[str | None]
+    release_resolved_at: NotRequired[str | None]
+    last_sync_at: NotRequired[str | None]
 
 
 def _invalid(detail: str) -> ControlPlaneRefusal:
@@ -61,7 +85,8 @@ class HealthLinkCalls(WriterCalls):
     """Mixed into ControlPlaneCalls. The classification is pure and runs here; the writer
     stores the verdict, so every surface and a restarted daemon see the same gate."""
 
-    async def assess_namespace_health(
+    @writer_call("namespace_health_assess")
+    def assess_namespace_health(
         self,
         profile: Profile | None,
         *,
@@ -74,110 +99,58 @@ class HealthLinkCalls(WriterCalls):
         config_path: str | None = None,
         configured: bool = True,
         probe_source: str | None = None,
-    ) -> Mapping[str, Any]:
+    ) -> WriterMessage:
         """Classify the probe evidence and record it as the session's verdict for ``namespace``."""
+        sid = check_session_id(session_id)
+        ns = optional_text(namespace, "namespace")
+        if ns is None:
+            raise _invalid("namespace is required")
+        if not isinstance(configured, bool):
+            raise _invalid("configured must be true or false")
+        if probe_source is not None and not isinstance(probe_source, str):
+            raise _invalid("probe_source must be a string")
+        verdict = classify_namespace_probe(
+            ns,
+            required_tool=optional_text(required_tool, "required_tool"),
+            registered_tools=_tools(registered_tools),
+            probe_result=_mapping(probe_result, "probe_result"),
+            process=_mapping(process, "process"),
+            config_path=_path(config_path),
+            configured=configured,
+            probe_source=probe_source,
+        )
+        return lambda reply: RecordNamespaceHealth(
+            session_id=sid,
+            assessment=verdict,
+            profile=profile.name if profile else None,
+            reply=reply,
+        )
 
-        def checked() -> WriterMessage:
-            sid = check_session_id(session_id)
-            ns = optional_text(namespace, "namespace")
-            if ns is None:
-                raise _invalid("namespace is required")
-            if not isinstance(configured, bool):
-                raise _invalid("configured must be true or false")
-            if probe_source is not None and not isinstance(probe_source, str):
-                raise _invalid("probe_source must be a string")
-            verdict = classify_namespace_probe(
-                ns,
-                required_tool=optional_text(required_tool, "required_tool"),
-                registered_tools=_tools(registered_tools),
-                probe_result=_mapping(probe_result, "probe_result"),
-                process=_mapping(process, "process"),
-                config_path=_path(config_path),
-                configured=configured,
-                probe_source=probe_source,
-            )
-            return lambda reply: RecordNamespaceHealth(
-                session_id=sid,
-                assessment=verdict,
-                profile=profile.name if profile else None,
-                reply=reply,
-            )
-
-        return await self._guarded(profile, "namespace_health_assess", checked)
-
-    async def namespace_health_gate(
+    @writer_call("namespace_health_gate", allowed=False)
+    def namespace_health_gate(
         self, profile: Profile | None, *, session_id: str, task: str
-    ) -> Mapping[str, Any]:
+    ) -> WriterMessage:
         """Whether the session's recorded verdicts let ``task`` (merge_pr, ...) run now."""
+        sid = check_session_id(session_id)
+        checked_task = optional_text(task, "task")
+        if checked_task is None:
+            raise _invalid("task is required")
+        return lambda reply: NamespaceHealthGate(session_id=sid, task=checked_task, reply=reply)
 
-        def checked() -> WriterMessage:
-            sid = check_session_id(session_id)
-            checked_task = optional_text(task, "task")
-            if checked_task is None:
-                raise _invalid("task is required")
-            return lambda reply: NamespaceHealthGate(session_id=sid, task=checked_task, reply=reply)
-
-        return await self._guarded(profile, "namespace_health_gate", checked, allowed=False)
-
-    async def upsert_incident_link(
-        self,
-        profile: Profile | None,
-        *,
-        provider: str,
-        provider_issue_id: str,
-        gitea_org: str,
-        gitea_repo: str,
-        gitea_issue_number: int,
-        provider_base_url: str | None = None,
-        provider_org: str | None = None,
-        provider_project: str | None = None,
-        provider_short_id: str | None = None,
-        provider_permalink: str | None = None,
-        fingerprint: str | None = None,
-        linked_pr_numbers: Sequence[int] | None = None,
-        first_seen: str | None = None,
-        last_seen: str | None = None,
-        event_count: int | None = None,
-        status: str | None = None,
-        release_resolved_at: str | None = None,
-        last_sync_at: str | None = None,
-    ) -> Mapping[str, Any]:
+    @writer_call("incident_link_upsert")
+    def upsert_incident_link(
+        self, profile: Profile | None, **link: Unpack[IncidentLinkArgs]
+    ) -> WriterMessage:
         """Create or update the one link for this provider key; it is never a work item."""
+        spec = check_incident_link(**link)
+        return lambda reply: UpsertIncidentLink(spec=spec, reply=reply)
 
-        def checked() -> WriterMessage:
-            spec = check_incident_link(
-                provider=provider,
-                provider_issue_id=provider_issue_id,
-                gitea_org=gitea_org,
-                gitea_repo=gitea_repo,
-                gitea_issue_number=gitea_issue_number,
-                provider_base_url=provider_base_url,
-                provider_org=provider_org,
-                provider_project=provider_project,
-                provider_short_id=provider_short_id,
-                provider_permalink=provider_permalink,
-                fingerprint=fingerprint,
-                linked_pr_numbers=linked_pr_numbers,
-                first_seen=first_seen,
-                last_seen=last_seen,
-                event_count=event_count,
-                status=status,
-                release_resolved_at=release_resolved_at,
-                last_sync_at=last_sync_at,
-            )
-            return lambda reply: UpsertIncidentLink(spec=spec, reply=reply)
-
-        return await self._guarded(profile, "incident_link_upsert", checked)
-
-    async def get_incident_link_for_gitea_issue(
+    @writer_call("incident_link_get")
+    def get_incident_link_for_gitea_issue(
         self, profile: Profile | None, *, gitea_org: str, gitea_repo: str, gitea_issue_number: int
-    ) -> Mapping[str, Any]:
+    ) -> WriterMessage:
         """The link (lowest link_id) and every link pointing at this Gitea issue."""
-
-        def checked() -> WriterMessage:
-            org, repo, number = check_issue_target(gitea_org, gitea_repo, gitea_issue_number)
-            return lambda reply: GetIncidentLinks(
-                gitea_org=org, gitea_repo=repo, gitea_issue_number=number, reply=reply
-            )
-
-        return await self._guarded(profile, "incident_link_read", checked)
+        org, repo, number = check_issue_target(gitea_org, gitea_repo, gitea_issue_number)
+        return lambda reply: GetIncidentLinks(
+            gitea_org=org, gitea_repo=repo, gitea_issue_number=number, reply=reply
+        )

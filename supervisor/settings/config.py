@@ -7,7 +7,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from actors.heartbeat.actor import HeartbeatSettings
 from actors.host_lease import HostLeaseSettings
@@ -42,6 +42,9 @@ from supervisor.settings.config_checks import (
     setting,
     text_check,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "LOG_LEVELS",
@@ -99,6 +102,11 @@ def default_config_path() -> Path:
     return _xdg_dir("XDG_CONFIG_HOME", Path.home() / ".config") / _APP_DIR / "supervisor.toml"
 
 
+def _values(table: DataclassInstance) -> dict[str, Any]:
+    """A table's keys and values, for an actor's settings that spell every key alike."""
+    return {f.name: getattr(table, f.name) for f in fields(table)}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DatabaseSettings:
     path: Path = field(
@@ -126,13 +134,7 @@ class HeartbeatConfig:
     max_in_flight: int = setting(4, integer_check(1))
 
     def to_actor(self) -> HeartbeatSettings:
-        return HeartbeatSettings(
-            ttl_seconds=self.ttl_seconds,
-            min_ttl_seconds=self.min_ttl_seconds,
-            max_ttl_seconds=self.max_ttl_seconds,
-            max_batch=self.max_batch,
-            max_in_flight=self.max_in_flight,
-        )
+        return HeartbeatSettings(**_values(self))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,11 +144,7 @@ class LivenessConfig:
     use_pidfd: bool = setting(True, boolean_check)
 
     def to_actor(self) -> LivenessSettings:
-        return LivenessSettings(
-            sweep_interval_seconds=self.sweep_interval_seconds,
-            sweep_chunk=self.sweep_chunk,
-            use_pidfd=self.use_pidfd,
-        )
+        return LivenessSettings(**_values(self))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,12 +175,7 @@ class HostsConfig:
     retire_after_seconds: float = setting(600.0, POSITIVE)
 
     def to_actor(self, *, shared: bool) -> HostLeaseSettings:
-        return HostLeaseSettings(
-            enabled=shared,
-            lease_seconds=self.lease_seconds,
-            renew_interval_seconds=self.renew_interval_seconds,
-            retire_after_seconds=self.retire_after_seconds,
-        )
+        return HostLeaseSettings(enabled=shared, **_values(self))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,7 +8,6 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
 
 from supervisor.errors import ConfigError, SupervisorError
 
@@ -26,10 +25,8 @@ __all__ = [
 _HOLDER_READ_SIZE = 32
 
 
-class DatabaseLocked(SupervisorError):
+class DatabaseLocked(SupervisorError, code="database_locked"):
     """Another daemon already runs on this registry database."""
-
-    code: ClassVar[str] = "database_locked"
 
 
 def _open(path: Path) -> int:

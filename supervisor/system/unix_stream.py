@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import ByteStream, SocketAttribute
 
 __all__ = ["UnixStream", "accept_socket", "connect_unix_stream"]
+
+_T = TypeVar("_T")
 
 # Why not anyio's own UNIX socket streams: on asyncio they wait by registering
 # `future.set_result` as the selector callback, so a read cancelled in the same
@@ -43,34 +46,32 @@ class UnixStream(ByteStream):
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         await anyio.lowlevel.checkpoint()
-        while True:
-            if self._closed:
-                raise anyio.ClosedResourceError
-            try:
-                data = self._sock.recv(max_bytes)
-            except BlockingIOError:
-                await anyio.wait_readable(self._sock)
-                continue
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
-            if not data:
-                raise anyio.EndOfStream
-            return data
+        data = await self._retry(partial(self._sock.recv, max_bytes), anyio.wait_readable)
+        if not data:
+            raise anyio.EndOfStream
+        return data
 
     async def send(self, item: bytes) -> None:
         await anyio.lowlevel.checkpoint()
         view = memoryview(item)
         while view:
+            sent = await self._retry(partial(self._sock.send, view), anyio.wait_writable)
+            view = view[sent:]
+
+    async def _retry(
+        self, attempt: Callable[[], _T], wait: Callable[[socket.socket], Awaitable[None]]
+    ) -> _T:
+        """``attempt`` one non-blocking call, waiting with ``wait`` until the socket is ready
+        for it; a closed stream or a socket error ends it the way anyio's streams do."""
+        while True:
             if self._closed:
                 raise anyio.ClosedResourceError
             try:
-                sent = self._sock.send(view)
+                return attempt()
             except BlockingIOError:
-                await anyio.wait_writable(self._sock)
-                continue
+                await wait(self._sock)
             except OSError as exc:
                 raise anyio.BrokenResourceError from exc
-            view = view[sent:]
 
     async def send_eof(self) -> None:
         try:
