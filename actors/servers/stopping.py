@@ -31,18 +31,9 @@ class TreeOps(Protocol):
 class LocalTree:
     """This host's processes, read from ``/proc`` and signalled through pidfds."""
 
-    def members(
-        self,
-        leader_pid: int,
-        leader_start: str,
-        *,
-        uid: int | None = None,
-        cgroup: str | None = None,
-    ) -> Sequence[Member]:
-        return find_members(leader_pid, leader_start, uid=uid, cgroup=cgroup)
-
-    def signal(self, member: Member, signum: int) -> bool:
-        return signal_verified(member, signum)
+    # The OS functions themselves: their signatures are the protocol's (mypy checks).
+    members = staticmethod(find_members)
+    signal = staticmethod(signal_verified)
 
 
 @dataclass(slots=True, kw_only=True)
