@@ -15,6 +15,7 @@ from supervisor.policy.control.plane import WorkRef
 __all__ = [
     "AllocateWork",
     "AssignAndLease",
+    "AssignTerms",
     "CheckAssignment",
     "ControlOp",
     "ControlWrite",
@@ -63,8 +64,8 @@ class UpsertWorkItem:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AssignAndLease:
-    """One transaction: decide, then write the lease and the assignment together (or nothing)."""
+class AssignTerms:
+    """Who takes which item, on what terms: asked for (AssignAndLease) or the allocator's pick."""
 
     session_id: str
     role: str
@@ -74,8 +75,14 @@ class AssignAndLease:
     allowed_actions: tuple[str, ...] | None = None
     forbidden_actions: tuple[str, ...] | None = None
     phase: str = "assigned"
-    ttl_seconds: float | None = None
     owner_pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssignAndLease(AssignTerms):
+    """One transaction: decide, then write the lease and the assignment together (or nothing)."""
+
+    ttl_seconds: float | None = None
     profile: str | None = None
     reply: Reply[WriteAck]
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from actors.replies import WriteAck
 from actors.writer.control.context import event, refusal
+from actors.writer.control.inbox import AssignTerms
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.plane import STATE_MERGED, STATE_OPEN, ControlPlaneRefusal, WorkRef
 from supervisor.store.base import ControlTx, Row, WriteTx
@@ -59,18 +60,14 @@ async def _expired_event(control: ControlTx, stamp: str, lease: Row, *, by: str)
 
 
 async def ensure_session(
-    control: ControlTx,
-    *,
-    session_id: str,
-    role: str,
-    profile: str | None,
-    pid: int | None,
-    stamp: str,
+    control: ControlTx, terms: AssignTerms, *, profile: str | None, stamp: str
 ) -> Row:
-    """The caller's session, created on first use; refused (``session_ended``) when it has ended.
+    """The session of ``terms``, created on first use; refused (``session_ended``) when it
+    has ended.
 
     Raised before any write, so the caller's refusal handler answers with nothing written.
     """
+    session_id, role, pid = terms.session_id, terms.role, terms.owner_pid
     found = await control.session(session_id)
     if found is None:
         row: Row = {
