@@ -28,6 +28,7 @@ from actors.writer.inbox import (
     ReleaseRegistration,
     TouchHeartbeats,
     WriterInbox,
+    ask_writer,
 )
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
@@ -217,14 +218,7 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         if problem:
             return RegisterResult(ok=False, code="invalid_registration", detail=problem)
         row = self._row(message, host_id=host_id, start_time=seen.start_time)
-        try:
-            ack: WriteAck = await ask(
-                self._writer,
-                lambda reply: InsertRegistration(row=row, reply=reply),
-                actor="registry_writer",
-            )
-        except SupervisorError as exc:
-            return RegisterResult(ok=False, code=exc.code, detail=exc.detail)
+        ack = await ask_writer(self._writer, lambda reply: InsertRegistration(row=row, reply=reply))
         if not ack.ok:
             return RegisterResult(ok=False, code=ack.code, detail=ack.detail)
         registration = dict(ack.data.get("registration", row))
@@ -293,22 +287,17 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
 
     async def _release(self, message: Release) -> WriteAck:
         stamp = format_stamp(self._clock.now())
-        try:
-            ack: WriteAck = await ask(
-                self._writer,
-                lambda reply: ReleaseRegistration(
-                    worker_identity=message.worker_identity,
-                    pid=message.pid,
-                    generation_id=message.generation_id,
-                    fencing_epoch=message.fencing_epoch,
-                    stamp=stamp,
-                    reply=reply,
-                ),
-                actor="registry_writer",
-            )
-        except SupervisorError as exc:
-            return WriteAck(ok=False, code=exc.code, detail=exc.detail)
-        return ack
+        return await ask_writer(
+            self._writer,
+            lambda reply: ReleaseRegistration(
+                worker_identity=message.worker_identity,
+                pid=message.pid,
+                generation_id=message.generation_id,
+                fencing_epoch=message.fencing_epoch,
+                stamp=stamp,
+                reply=reply,
+            ),
+        )
 
 
 def _touch(

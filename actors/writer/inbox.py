@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from actors.mailbox import Reply
+from actors.mailbox import Outbox, Reply, ask
 from actors.replies import (
     ApplyOutcome,
     HeartbeatResult,
@@ -14,6 +14,7 @@ from actors.replies import (
 )
 from actors.writer.control.inbox import ControlWrite
 from actors.writer.hosts import HostWrite
+from supervisor.errors import SupervisorError
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.retirement.apply_rules import TokenMode
 
@@ -27,6 +28,7 @@ __all__ = [
     "TouchHeartbeats",
     "UpsertLease",
     "WriterInbox",
+    "ask_writer",
 ]
 
 
@@ -121,3 +123,14 @@ WriterInbox = (
     | ControlWrite
     | HostWrite
 )
+
+
+async def ask_writer(
+    writer: Outbox[WriterInbox], build: Callable[[Reply[WriteAck]], WriterInbox]
+) -> WriteAck:
+    """Ask the registry writer for one write; a writer that is not running answers as a
+    refusal ack with the error's code and detail, so callers handle one kind of "no"."""
+    try:
+        return await ask(writer, build, actor="registry_writer")
+    except SupervisorError as exc:
+        return WriteAck(ok=False, code=exc.code, detail=exc.detail)
