@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any, assert_never
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
 from actors.heartbeat.inbox import (
     BeatClaim,
@@ -20,7 +20,7 @@ from actors.heartbeat.inbox import (
     Release,
 )
 from actors.liveness.inbox import LivenessInbox, Watch
-from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve, take_waiting, tell
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, take_waiting, tell
 from actors.replies import HeartbeatResult, RegisterResult, WriteAck
 from actors.writer.inbox import (
     HeartbeatWrite,
@@ -101,10 +101,6 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         self._probes = probes
         self._settings = settings or HeartbeatSettings()
         self._in_flight = anyio.Semaphore(self._settings.max_in_flight)
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until the inbox closes; in-flight batches finish before returning."""
-        await serve(self._inbox, self, task_status=task_status)
 
     async def on_receive(self, message: HeartbeatInbox, tg: TaskGroup) -> None:
         batch = [message]

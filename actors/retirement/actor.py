@@ -6,12 +6,11 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, assert_never
 
-import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
 from actors.lease_watch import LeaseWatchInbox
 from actors.liveness.inbox import LivenessInbox
-from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask
 from actors.replies import ApplyOutcome, FleetCounts
 from actors.retirement.apply_gates import plan_actions, token_of
 from actors.retirement.evidence import Facts
@@ -116,9 +115,6 @@ class RetirementActor(Actor[RetirementInbox]):
         # Per-row inputs of the evidence request, kept between plans the same way.
         self._plan_columns = PlanColumns()
         self._history_reads = HistoryReads()
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        await serve(self._inbox, self, task_status=task_status)
 
     async def on_start(self, tg: TaskGroup) -> None:
         if self._settings.auto_enabled:

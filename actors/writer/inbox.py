@@ -25,6 +25,7 @@ __all__ = [
     "HeartbeatWrite",
     "InsertRegistration",
     "ReleaseRegistration",
+    "Single",
     "TouchHeartbeats",
     "UpsertLease",
     "WriterInbox",
@@ -110,19 +111,20 @@ class ApplyRetirement:
     reply: Reply[ApplyOutcome]
 
 
-#: Control-plane messages (control/inbox.py) are part of the writer's inbox: every
-#: lease grant is serialized with every other write, retirement applies included.
-WriterInbox = (
+#: Messages that share a group-commit transaction one by one (heartbeats are judged as a
+#: batch; an apply always runs alone). Control-plane messages (control/inbox.py) are
+#: among them, so a lease grant, an expiry and a heartbeat batch share the same
+#: serialized, group-committed path, and every write is serialized with an apply.
+Single = (
     InsertRegistration
-    | TouchHeartbeats
     | ReleaseRegistration
     | ExpireLeases
     | UpsertLease
     | AppendAudit
-    | ApplyRetirement
     | ControlWrite
     | HostWrite
 )
+WriterInbox = Single | TouchHeartbeats | ApplyRetirement
 
 
 async def ask_writer(
