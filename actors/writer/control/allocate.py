@@ -8,7 +8,7 @@ from typing import Any
 from actors.replies import WriteAck
 from actors.writer.control.assign import assign_in
 from actors.writer.control.context import ControlContext, refusal
-from actors.writer.control.inbox import AllocateWork, AssignTerms
+from actors.writer.control.inbox import AllocateWork, AssignTerms, ItemFacts
 from actors.writer.control.steps import ensure_session, put_item
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.allocation import (
@@ -106,14 +106,13 @@ async def _allocate(ctx: ControlContext, control: ControlTx, m: AllocateWork) ->
     )
     session = await ensure_session(control, terms, profile=m.profile, stamp=stamp)
     # The caller's inventory is what Gitea says now: the item's head follows it.
-    put = await put_item(
-        control,
-        terms.ref,
-        stamp=stamp,
+    facts = ItemFacts(
+        ref=terms.ref,
         current_head_sha=selected.head_sha,
         title=selected.title or None,
         priority=selected.priority,
     )
+    put = await put_item(control, facts, stamp=stamp)
     if not put.ok:
         return answer(OUTCOME_NO_SAFE, [put.detail], selected=None)
     assigned = await assign_in(ctx, control, terms, ttl=ttl, session=session, now=now, stamp=stamp)

@@ -7,7 +7,7 @@ from typing import Any, assert_never
 
 from actors.replies import WriteAck
 from actors.writer.control.context import ControlContext, event
-from actors.writer.control.inbox import AssignAndLease, AssignTerms, CheckAssignment
+from actors.writer.control.inbox import AssignAndLease, AssignTerms, CheckAssignment, ItemFacts
 from actors.writer.control.links import namespace_gate
 from actors.writer.control.steps import ensure_session, expire_one, item_row, put_item
 from supervisor.errors import StoreError
@@ -135,7 +135,8 @@ async def _grant(
     ref = terms.ref
     if item is None or (terms.expected_head_sha and not item.get("current_head_sha")):
         # First sight of the item, or its first pin: the caller read this head.
-        await put_item(control, ref, stamp=stamp, current_head_sha=terms.expected_head_sha)
+        first = ItemFacts(ref=ref, current_head_sha=terms.expected_head_sha)
+        await put_item(control, first, stamp=stamp)
     deadline = format_stamp(now + timedelta(seconds=ttl))
     pid = terms.owner_pid if terms.owner_pid is not None else session.get("pid")
     lease: Row = {

@@ -106,12 +106,4 @@ async def _upsert_work_item(
     ctx: ControlContext, control: ControlTx, message: UpsertWorkItem
 ) -> WriteAck:
     _, stamp = ctx.now()
-    return await put_item(
-        control,
-        message.ref,
-        stamp=stamp,
-        state=message.state,
-        current_head_sha=message.current_head_sha,
-        title=message.title,
-        priority=message.priority,
-    )
+    return await put_item(control, message, stamp=stamp)

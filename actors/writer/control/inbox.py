@@ -22,6 +22,7 @@ __all__ = [
     "GetIncidentLinks",
     "GetTerminalLock",
     "HeartbeatLease",
+    "ItemFacts",
     "LinkOp",
     "NamespaceHealthGate",
     "RecordNamespaceHealth",
@@ -52,14 +53,20 @@ class UpsertSession:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UpsertWorkItem:
-    """Record what Gitea says about an item; None fields keep what is stored."""
+class ItemFacts:
+    """What Gitea says about an item now; None fields keep what is stored."""
 
     ref: WorkRef
     state: str | None = None
     current_head_sha: str | None = None
     title: str | None = None
     priority: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpsertWorkItem(ItemFacts):
+    """Record what Gitea says about an item (the facts are the message's own fields)."""
+
     reply: Reply[WriteAck]
 
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from actors.replies import WriteAck
 from actors.writer.control.context import event, refusal
-from actors.writer.control.inbox import AssignTerms
+from actors.writer.control.inbox import AssignTerms, ItemFacts
 from supervisor.policy.canonical import canon
-from supervisor.policy.control.plane import STATE_MERGED, STATE_OPEN, ControlPlaneRefusal, WorkRef
+from supervisor.policy.control.plane import STATE_MERGED, STATE_OPEN, ControlPlaneRefusal
 from supervisor.store.base import ControlTx, Row, WriteTx
 
 __all__ = ["after_expiry", "ensure_session", "expire_one", "item_row", "put_item"]
@@ -94,17 +94,9 @@ async def ensure_session(
     return found
 
 
-async def put_item(
-    control: ControlTx,
-    ref: WorkRef,
-    *,
-    stamp: str,
-    state: str | None = None,
-    current_head_sha: str | None = None,
-    title: str | None = None,
-    priority: int | None = None,
-) -> WriteAck:
+async def put_item(control: ControlTx, facts: ItemFacts, *, stamp: str) -> WriteAck:
     """Create or update a work item; one event when something actually changed."""
+    ref, state = facts.ref, facts.state
     found = await item_row(control, ref.key)
     old_state = canon(found.get("state")) if found is not None else None
     if old_state == STATE_MERGED and state not in (None, STATE_MERGED):
@@ -120,9 +112,9 @@ async def put_item(
         "updated_at": stamp,
     }
     for column, value in (
-        ("current_head_sha", current_head_sha),
-        ("title", title),
-        ("priority", priority),
+        ("current_head_sha", facts.current_head_sha),
+        ("title", facts.title),
+        ("priority", facts.priority),
     ):
         if value is not None:
             row[column] = value
