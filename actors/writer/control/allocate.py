@@ -59,7 +59,7 @@ async def _allocate(ctx: ControlContext, control: ControlTx, m: AllocateWork) ->
     holders = {
         by_item_key[str(lease["work_item_key"])]: canon(lease["session_id"]) for lease in live
     }
-    lock = await control.active_terminal_lock(remote=m.remote, org=m.org, repo=m.repo)
+    lock = await control.active_terminal_lock(**m.where())
     terminal_pr = int(lock["terminal_pr"]) if lock is not None else None
     routing = route(
         candidates,

@@ -56,9 +56,7 @@ async def handle_control(ctx: ControlContext, tx: WriteTx, message: ControlOp) -
             case SetTerminalLock():
                 return await set_lock(ctx, control, message)
             case GetTerminalLock():
-                lock = await control.active_terminal_lock(
-                    remote=message.remote, org=message.org, repo=message.repo
-                )
+                lock = await control.active_terminal_lock(**message.where())
                 return WriteAck(ok=True, data={"success": True, "terminal_lock": lock})
             case (
                 RecordNamespaceHealth()

@@ -23,10 +23,12 @@ __all__ = [
     "GetTerminalLock",
     "HeartbeatLease",
     "ItemFacts",
+    "LeaseClaim",
     "LinkOp",
     "NamespaceHealthGate",
     "RecordNamespaceHealth",
     "ReleaseLease",
+    "RepoScope",
     "SetTerminalLock",
     "UpsertIncidentLink",
     "UpsertSession",
@@ -105,27 +107,41 @@ class CheckAssignment:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HeartbeatLease:
+class LeaseClaim:
+    """A lease as a session names it: refused unless that session owns it."""
+
     session_id: str
     lease_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatLease(LeaseClaim):
     ttl_seconds: float | None = None
     reply: Reply[WriteAck]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReleaseLease:
-    session_id: str
-    lease_id: str
+class ReleaseLease(LeaseClaim):
     reply: Reply[WriteAck]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SetTerminalLock:
-    """Make ``terminal_pr`` the repository's active terminal-review lock; None clears it."""
+class RepoScope:
+    """The repository a terminal-review lock or an allocation is about."""
 
     remote: str
     org: str
     repo: str
+
+    def where(self) -> dict[str, str]:
+        """The repository as keyword arguments (the store's lock lookup, the views)."""
+        return {"remote": self.remote, "org": self.org, "repo": self.repo}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetTerminalLock(RepoScope):
+    """Make ``terminal_pr`` the repository's active terminal-review lock; None clears it."""
+
     terminal_pr: int | None
     review_id: str | None = None
     decision: str | None = None
@@ -134,22 +150,16 @@ class SetTerminalLock:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetTerminalLock:
-    remote: str
-    org: str
-    repo: str
+class GetTerminalLock(RepoScope):
     reply: Reply[WriteAck]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AllocateWork:
+class AllocateWork(RepoScope):
     """Route the candidates and, with ``apply``, reserve the pick in the same transaction."""
 
     session_id: str
     role: str
-    remote: str
-    org: str
-    repo: str
     candidates: tuple[Candidate, ...]
     apply: bool
     ttl_seconds: float | None = None
