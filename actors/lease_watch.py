@@ -7,7 +7,7 @@ from typing import assert_never
 
 from anyio.abc import TaskGroup
 
-from actors.mailbox import Actor, Inbox, Outbox, Reply, ask
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with
 from actors.replies import LeaseOwners, WriteAck
 from actors.writer.inbox import ExpireLeases, WriterInbox
 from supervisor.clock import Clock
@@ -70,8 +70,7 @@ class LeaseWatch(Actor[LeaseWatchInbox]):
     async def on_receive(self, message: LeaseWatchInbox, tg: TaskGroup) -> None:
         match message:
             case LeaseOwnersQuery():
-                with message.reply:
-                    message.reply.send(await self.refresh())
+                await reply_with(message.reply, self.refresh())
             case _:
                 assert_never(message)
 

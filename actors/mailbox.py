@@ -13,7 +13,18 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from supervisor.errors import ActorStopped
 
-__all__ = ["Actor", "Inbox", "Outbox", "Reply", "ask", "post", "serve", "take_waiting", "tell"]
+__all__ = [
+    "Actor",
+    "Inbox",
+    "Outbox",
+    "Reply",
+    "ask",
+    "post",
+    "reply_with",
+    "serve",
+    "take_waiting",
+    "tell",
+]
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -117,6 +128,12 @@ class Reply(Generic[T]):
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+async def reply_with(reply: Reply[T], work: Awaitable[T]) -> None:
+    """Send what ``work`` returns; if it raises, the slot closes unanswered (``Reply``)."""
+    with reply:
+        reply.send(await work)
 
 
 async def post(outbox: MemoryObjectSendStream[M], message: M, *, actor: str) -> None:

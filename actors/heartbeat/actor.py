@@ -20,7 +20,7 @@ from actors.heartbeat.inbox import (
     Release,
 )
 from actors.liveness.inbox import LivenessInbox, Watch
-from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, take_waiting, tell
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with, take_waiting, tell
 from actors.replies import HeartbeatResult, RegisterResult, WriteAck
 from actors.writer.inbox import (
     HeartbeatWrite,
@@ -116,11 +116,9 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
     async def _handle(self, message: Register | Release) -> None:
         match message:
             case Register():
-                with message.reply:
-                    message.reply.send(await self._register(message))
+                await reply_with(message.reply, self._register(message))
             case Release():
-                with message.reply:
-                    message.reply.send(await self._release(message))
+                await reply_with(message.reply, self._release(message))
             case _:
                 assert_never(message)
 

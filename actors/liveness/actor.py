@@ -13,7 +13,7 @@ from anyio.abc import TaskGroup
 
 from actors.liveness.answers import NO_SHORTCUTS, ProbeShortcuts, answer, reuse
 from actors.liveness.inbox import LivenessInbox, LivenessStatusQuery, ProbeNow, Watch
-from actors.mailbox import Actor, Inbox
+from actors.mailbox import Actor, Inbox, reply_with
 from actors.replies import LivenessStatus, Verdict
 from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
@@ -153,8 +153,7 @@ class LivenessActor(Actor[LivenessInbox]):
                 with message.reply:
                     message.reply.send(self.probe_now(message.pids))
             case LivenessStatusQuery():
-                with message.reply:
-                    message.reply.send(await self._status())
+                await reply_with(message.reply, self._status())
             case _:
                 assert_never(message)
 

@@ -10,7 +10,7 @@ from anyio.abc import TaskGroup
 
 from actors.lease_watch import LeaseWatchInbox
 from actors.liveness.inbox import LivenessInbox
-from actors.mailbox import Actor, Inbox, Outbox, Reply, ask
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with
 from actors.replies import ApplyOutcome, FleetCounts
 from actors.retirement.apply_gates import plan_actions, token_of
 from actors.retirement.evidence import Facts
@@ -123,8 +123,7 @@ class RetirementActor(Actor[RetirementInbox]):
     async def on_receive(self, message: RetirementInbox, tg: TaskGroup) -> None:
         match message:
             case SnapshotRequest():
-                with message.reply:
-                    message.reply.send(await self._guarded(self.snapshot(message)))
+                await reply_with(message.reply, self._guarded(self.snapshot(message)))
             case PlanRequest():
                 with message.reply:
                     result = await self._guarded(self.plan(message))
