@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, assert_never
 
-import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.mailbox import Actor, Inbox, Reply, ask, serve
+from actors.mailbox import Actor, Inbox, Reply, ask
 from actors.replies import HostLeaseStatus, WriteAck
 from actors.retirement.actor import ProfileLookup
 from actors.writer.hosts import RenewHostLease, RetireHostRows
@@ -113,9 +112,6 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
         self.status = HostLeaseStatus(
             host_id=host_id, supervisor_id=supervisor_id, enabled=settings.enabled
         )
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        await serve(self._inbox, self, task_status=task_status)
 
     async def on_start(self, tg: TaskGroup) -> None:
         if self._settings.enabled and self._host_id is not None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import assert_never
 
-import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
-from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with
 from actors.replies import LeaseOwners, WriteAck
 from actors.writer.inbox import ExpireLeases, WriterInbox
 from supervisor.clock import Clock
@@ -65,17 +64,13 @@ class LeaseWatch(Actor[LeaseWatchInbox]):
         self.last = _UNREADABLE
         self.expired_total = 0
 
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        await serve(self._inbox, self, task_status=task_status)
-
     async def on_start(self, tg: TaskGroup) -> None:
         tg.start_soon(self._expirer)
 
     async def on_receive(self, message: LeaseWatchInbox, tg: TaskGroup) -> None:
         match message:
             case LeaseOwnersQuery():
-                with message.reply:
-                    message.reply.send(await self.refresh())
+                await reply_with(message.reply, self.refresh())
             case _:
                 assert_never(message)
 
@@ -107,13 +102,7 @@ class LeaseWatch(Actor[LeaseWatchInbox]):
         try:
             leases = await self._store.read_leases(status="active")
         except Exception as exc:
-            self.last = LeaseOwners(
-                readable=False,
-                owners=ProtectedOwners(),
-                fingerprint="",
-                active_lease_count=0,
-                detail=f"lease store unreadable: {exc}",
-            )
+            self.last = replace(_UNREADABLE, detail=f"lease store unreadable: {exc}")
             return self.last
         self.last = LeaseOwners(
             readable=True,

@@ -13,7 +13,18 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from supervisor.errors import ActorStopped
 
-__all__ = ["Actor", "Inbox", "Outbox", "Reply", "ask", "post", "serve", "take_waiting", "tell"]
+__all__ = [
+    "Actor",
+    "Inbox",
+    "Outbox",
+    "Reply",
+    "ask",
+    "post",
+    "reply_with",
+    "serve",
+    "take_waiting",
+    "tell",
+]
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -119,6 +130,12 @@ def _wake(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+async def reply_with(reply: Reply[T], work: Awaitable[T]) -> None:
+    """Send what ``work`` returns; if it raises, the slot closes unanswered (``Reply``)."""
+    with reply:
+        reply.send(await work)
+
+
 async def post(outbox: MemoryObjectSendStream[M], message: M, *, actor: str) -> None:
     """Queue a message, waiting only while the inbox is full; report a stopped actor.
 
@@ -165,6 +182,13 @@ class Actor(Generic[M]):
     #: message handled in a task of its own is still answered) or cancel them (False:
     #: background loops such as timers and sweepers).
     finish_tasks: ClassVar[bool] = False
+
+    #: Where the actor's messages arrive; every actor's constructor sets it.
+    _inbox: MemoryObjectReceiveStream[M]
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve the inbox (``serve``) until every sender has closed its end, then return."""
+        await serve(self._inbox, self, task_status=task_status)
 
     async def on_start(self, tg: TaskGroup) -> None:
         """Before ready: start background tasks on ``tg``."""

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any, assert_never
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
 from actors.heartbeat.inbox import (
     BeatClaim,
@@ -20,7 +20,7 @@ from actors.heartbeat.inbox import (
     Release,
 )
 from actors.liveness.inbox import LivenessInbox, Watch
-from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve, take_waiting, tell
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with, take_waiting, tell
 from actors.replies import HeartbeatResult, RegisterResult, WriteAck
 from actors.writer.inbox import (
     HeartbeatWrite,
@@ -28,6 +28,7 @@ from actors.writer.inbox import (
     ReleaseRegistration,
     TouchHeartbeats,
     WriterInbox,
+    ask_writer,
 )
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
@@ -101,10 +102,6 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         self._settings = settings or HeartbeatSettings()
         self._in_flight = anyio.Semaphore(self._settings.max_in_flight)
 
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until the inbox closes; in-flight batches finish before returning."""
-        await serve(self._inbox, self, task_status=task_status)
-
     async def on_receive(self, message: HeartbeatInbox, tg: TaskGroup) -> None:
         batch = [message]
         take_waiting(self._inbox, batch, self._settings.max_batch)
@@ -119,11 +116,9 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
     async def _handle(self, message: Register | Release) -> None:
         match message:
             case Register():
-                with message.reply:
-                    message.reply.send(await self._register(message))
+                await reply_with(message.reply, self._register(message))
             case Release():
-                with message.reply:
-                    message.reply.send(await self._release(message))
+                await reply_with(message.reply, self._release(message))
             case _:
                 assert_never(message)
 
@@ -217,14 +212,7 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         if problem:
             return RegisterResult(ok=False, code="invalid_registration", detail=problem)
         row = self._row(message, host_id=host_id, start_time=seen.start_time)
-        try:
-            ack: WriteAck = await ask(
-                self._writer,
-                lambda reply: InsertRegistration(row=row, reply=reply),
-                actor="registry_writer",
-            )
-        except SupervisorError as exc:
-            return RegisterResult(ok=False, code=exc.code, detail=exc.detail)
+        ack = await ask_writer(self._writer, lambda reply: InsertRegistration(row=row, reply=reply))
         if not ack.ok:
             return RegisterResult(ok=False, code=ack.code, detail=ack.detail)
         registration = dict(ack.data.get("registration", row))
@@ -293,22 +281,17 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
 
     async def _release(self, message: Release) -> WriteAck:
         stamp = format_stamp(self._clock.now())
-        try:
-            ack: WriteAck = await ask(
-                self._writer,
-                lambda reply: ReleaseRegistration(
-                    worker_identity=message.worker_identity,
-                    pid=message.pid,
-                    generation_id=message.generation_id,
-                    fencing_epoch=message.fencing_epoch,
-                    stamp=stamp,
-                    reply=reply,
-                ),
-                actor="registry_writer",
-            )
-        except SupervisorError as exc:
-            return WriteAck(ok=False, code=exc.code, detail=exc.detail)
-        return ack
+        return await ask_writer(
+            self._writer,
+            lambda reply: ReleaseRegistration(
+                worker_identity=message.worker_identity,
+                pid=message.pid,
+                generation_id=message.generation_id,
+                fencing_epoch=message.fencing_epoch,
+                stamp=stamp,
+                reply=reply,
+            ),
+        )
 
 
 def _touch(

@@ -9,11 +9,11 @@ from typing import assert_never
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
 from actors.liveness.answers import NO_SHORTCUTS, ProbeShortcuts, answer, reuse
 from actors.liveness.inbox import LivenessInbox, LivenessStatusQuery, ProbeNow, Watch
-from actors.mailbox import Actor, Inbox, serve
+from actors.mailbox import Actor, Inbox, reply_with
 from actors.replies import LivenessStatus, Verdict
 from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
@@ -126,9 +126,6 @@ class LivenessActor(Actor[LivenessInbox]):
     def sweeps_completed(self) -> int:
         return self._sweeps
 
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        await serve(self._inbox, self, task_status=task_status)
-
     async def on_start(self, tg: TaskGroup) -> None:
         if self._pidfd_open is not None and exit_watch_supported():
             self._exits = ExitWatchSet()
@@ -156,8 +153,7 @@ class LivenessActor(Actor[LivenessInbox]):
                 with message.reply:
                     message.reply.send(self.probe_now(message.pids))
             case LivenessStatusQuery():
-                with message.reply:
-                    message.reply.send(await self._status())
+                await reply_with(message.reply, self._status())
             case _:
                 assert_never(message)
 

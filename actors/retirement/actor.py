@@ -6,12 +6,11 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, assert_never
 
-import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
 from actors.lease_watch import LeaseWatchInbox
 from actors.liveness.inbox import LivenessInbox
-from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, serve
+from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with
 from actors.replies import ApplyOutcome, FleetCounts
 from actors.retirement.apply_gates import plan_actions, token_of
 from actors.retirement.evidence import Facts
@@ -117,9 +116,6 @@ class RetirementActor(Actor[RetirementInbox]):
         self._plan_columns = PlanColumns()
         self._history_reads = HistoryReads()
 
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        await serve(self._inbox, self, task_status=task_status)
-
     async def on_start(self, tg: TaskGroup) -> None:
         if self._settings.auto_enabled:
             tg.start_soon(self._auto_timer)
@@ -127,8 +123,7 @@ class RetirementActor(Actor[RetirementInbox]):
     async def on_receive(self, message: RetirementInbox, tg: TaskGroup) -> None:
         match message:
             case SnapshotRequest():
-                with message.reply:
-                    message.reply.send(await self._guarded(self.snapshot(message)))
+                await reply_with(message.reply, self._guarded(self.snapshot(message)))
             case PlanRequest():
                 with message.reply:
                     result = await self._guarded(self.plan(message))

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.servers.identity import ServerFacts
+from actors.servers.watches import Key
 from supervisor.policy.identity.exec_marker import ExecMarker
 from supervisor.system.process_tree import stat_facts, ticks
 
 __all__ = ["Found", "inspect_found", "unwatched"]
-
-Key = tuple[int, str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

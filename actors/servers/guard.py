@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, assert_never
 
-import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
 from actors.heartbeat.inbox import HeartbeatInbox, Register
-from actors.mailbox import Actor, Inbox, Outbox, ask, serve
+from actors.mailbox import Actor, Inbox, Outbox, ask
 from actors.replies import AdoptResult, RegisterResult
 from actors.servers.adoption import Found, inspect_found, unwatched
 from actors.servers.beats import BeatSchedule
@@ -85,6 +84,9 @@ class ServerGuardSettings:
 class ServerGuard(Actor[ServerGuardInbox]):
     """Owns every pidfd and stdin duplicate of the wrapped servers; writes through the writer."""
 
+    # ``finish_tasks`` stays False: draining cancels what is in flight; running servers are
+    # left running, and the next guard adopts them.
+
     def __init__(
         self,
         *,
@@ -116,11 +118,6 @@ class ServerGuard(Actor[ServerGuardInbox]):
     @property
     def _servers(self) -> dict[tuple[int, str], Watched]:
         return self._watches.servers if self._watches is not None else {}
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        # Draining cancels what is in flight: running servers are left running, and the
-        # next guard adopts them.
-        await serve(self._inbox, self, task_status=task_status)
 
     async def on_start(self, tg: TaskGroup) -> None:
         self._watches = Watches()
@@ -197,7 +194,7 @@ class ServerGuard(Actor[ServerGuardInbox]):
             self._pending.discard(facts.pid)
         if not result.ok:
             return _refused(result.code, result.detail)
-        return _server_from_row(result.registration, facts)
+        return _server(facts, result.registration)
 
     def _watch_server(self, server: Watched, stdin_fd: int | None) -> None:
         """Start watching; ownership of ``stdin_fd`` passes to the guard."""
@@ -338,17 +335,8 @@ class ServerGuard(Actor[ServerGuardInbox]):
                 _log.warning("server_adopt_refused", pid=facts.pid, code=registered.code)
                 return
             server = registered
-        elif found.row is not None:
-            server = _server_from_row(found.row, facts)
         else:
-            server = Watched(
-                worker_identity=None,
-                pid=facts.pid,
-                start=facts.start,
-                client=(facts.client_pid, facts.client_start),
-                name=facts.name,
-                uid=owner_uid(facts.pid),
-            )
+            server = _server(facts, found.row)
         _log.info(
             "server_found",
             pid=facts.pid,
@@ -376,14 +364,21 @@ def _refused(code: str, detail: str) -> AdoptResult:
     return AdoptResult(ok=False, code=code, detail=detail)
 
 
-def _server_from_row(row: Mapping[str, Any], facts: ServerFacts) -> Watched:
-    return Watched(
-        uid=owner_uid(facts.pid),
-        worker_identity=str(row["worker_identity"]),
+def _server(facts: ServerFacts, row: Mapping[str, Any] | None) -> Watched:
+    """The watch entry of the server ``facts`` name, fenced by its row if it has one."""
+    server = Watched(
+        worker_identity=None,
         pid=facts.pid,
         start=facts.start,
         client=(facts.client_pid, facts.client_start),
         name=facts.name,
+        uid=owner_uid(facts.pid),
+    )
+    if row is None:
+        return server
+    return replace(
+        server,
+        worker_identity=str(row["worker_identity"]),
         generation_id=str(row["generation_id"]),
         fencing_epoch=int(row["fencing_epoch"]),
         ttl=float(row.get("heartbeat_ttl_seconds") or 30.0),

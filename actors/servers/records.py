@@ -6,10 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.mailbox import Outbox, ask
-from actors.replies import WriteAck
 from actors.servers.stopping import StopOutcome
 from actors.servers.watches import Watched
-from actors.writer.inbox import AppendAudit, ReleaseRegistration, WriterInbox
+from actors.writer.inbox import AppendAudit, ReleaseRegistration, WriterInbox, ask_writer
 from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger
 
@@ -55,22 +54,18 @@ async def release_exited(
         await _append_audit(writer, audit)
         return
     identity = server.worker_identity
-    try:
-        ack: WriteAck = await ask(
-            writer,
-            lambda reply: ReleaseRegistration(
-                worker_identity=identity,
-                pid=server.pid,
-                generation_id=server.generation_id,
-                fencing_epoch=server.fencing_epoch,
-                stamp=stamp,
-                audit=audit,
-                reply=reply,
-            ),
-            actor="registry_writer",
-        )
-    except SupervisorError as exc:
-        ack = WriteAck(ok=False, code=exc.code, detail=exc.detail)
+    ack = await ask_writer(
+        writer,
+        lambda reply: ReleaseRegistration(
+            worker_identity=identity,
+            pid=server.pid,
+            generation_id=server.generation_id,
+            fencing_epoch=server.fencing_epoch,
+            stamp=stamp,
+            audit=audit,
+            reply=reply,
+        ),
+    )
     if not ack.ok:
         _log.warning(
             "server_release_refused", worker_identity=identity, code=ack.code, detail=ack.detail

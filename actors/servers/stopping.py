@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from supervisor.clock import Clock
@@ -31,18 +32,9 @@ class TreeOps(Protocol):
 class LocalTree:
     """This host's processes, read from ``/proc`` and signalled through pidfds."""
 
-    def members(
-        self,
-        leader_pid: int,
-        leader_start: str,
-        *,
-        uid: int | None = None,
-        cgroup: str | None = None,
-    ) -> Sequence[Member]:
-        return find_members(leader_pid, leader_start, uid=uid, cgroup=cgroup)
-
-    def signal(self, member: Member, signum: int) -> bool:
-        return signal_verified(member, signum)
+    # The OS functions themselves: their signatures are the protocol's (mypy checks).
+    members = staticmethod(find_members)
+    signal = staticmethod(signal_verified)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -58,21 +50,14 @@ class StopOutcome:
 
 
 async def _wait_gone(
-    ops: TreeOps,
-    leader_pid: int,
-    leader_start: str,
-    *,
-    uid: int | None,
-    cgroup: str | None,
-    clock: Clock,
-    until: float,
-    poll: float,
+    members: Callable[[], Sequence[Member]], *, clock: Clock, until: float, poll: float
 ) -> Sequence[Member]:
-    members = ops.members(leader_pid, leader_start, uid=uid, cgroup=cgroup)
-    while members and clock.monotonic() < until:
+    """The tree's members once none are left or ``until`` has come, read every ``poll``."""
+    left = members()
+    while left and clock.monotonic() < until:
         await clock.sleep(min(poll, max(until - clock.monotonic(), 0.0)))
-        members = ops.members(leader_pid, leader_start, uid=uid, cgroup=cgroup)
-    return members
+        left = members()
+    return left
 
 
 async def stop_tree(
@@ -94,7 +79,8 @@ async def stop_tree(
     member's start time at that moment: a pid reused in between is never signalled.
     """
     outcome = StopOutcome()
-    members = ops.members(leader_pid, leader_start, uid=uid, cgroup=cgroup)
+    read_members = partial(ops.members, leader_pid, leader_start, uid=uid, cgroup=cgroup)
+    members = read_members()
     outcome.pids = sorted(m.pid for m in members)
     for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, kill_wait)):
         if not members:
@@ -103,14 +89,7 @@ async def stop_tree(
             if ops.signal(member, signum):
                 outcome.record(member, signum)
         members = await _wait_gone(
-            ops,
-            leader_pid,
-            leader_start,
-            uid=uid,
-            cgroup=cgroup,
-            clock=clock,
-            until=clock.monotonic() + wait,
-            poll=poll,
+            read_members, clock=clock, until=clock.monotonic() + wait, poll=poll
         )
     outcome.gone = not members
     return outcome

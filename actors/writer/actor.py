@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
-from actors.mailbox import Actor, Inbox, Reply, serve
+from actors.mailbox import Actor, Inbox, Reply
 from actors.replies import WriteAck
 from actors.writer.apply_tx import ApplySettings, run_apply
 from actors.writer.beats import (
@@ -38,8 +38,8 @@ from actors.writer.inbox import (
     UpsertLease,
     WriterInbox,
 )
+from actors.writer.inbox import Single as _Single
 from actors.writer.isolation import Batchable as _Batchable
-from actors.writer.isolation import Single as _Single
 from actors.writer.isolation import isolate_failure
 from actors.writer.registrations import register, release
 from supervisor.clock import Clock
@@ -74,6 +74,9 @@ class RegistryWriter(Actor[WriterInbox]):
     itself fails, nothing in it is acknowledged as written, and the batch is
     retried in halves (``isolate_failure``) so a beat or message the database
     refuses fails alone.
+
+    The store was opened (and migrated) before this actor started, so it is ready
+    for writes from the first message on.
     """
 
     def __init__(
@@ -112,12 +115,6 @@ class RegistryWriter(Actor[WriterInbox]):
     def batches_committed(self) -> int:
         """Transactions committed so far, queued heartbeat jobs included."""
         return self._batches_committed + self._beats.committed
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until every sender has closed its end of the inbox, then return."""
-        # The store was opened (and migrated) before this actor started, so it
-        # is ready for writes from the first message on.
-        await serve(self._inbox, self, task_status=task_status)
 
     async def on_receive(self, message: WriterInbox, tg: TaskGroup) -> None:
         if isinstance(message, ApplyRetirement):

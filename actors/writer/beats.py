@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actors.heartbeat.inbox import BeatClaim
 from actors.replies import HeartbeatResult
-from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats
+from actors.writer.inbox import TouchHeartbeats
 from supervisor.observe.logs import get_logger
 from supervisor.policy.canonical import canon
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
@@ -49,8 +50,8 @@ def fencing_of(row: Mapping[str, Any]) -> Fencing:
     return (canon(row.get("pid")), canon(row.get("generation_id")), canon(row.get("fencing_epoch")))
 
 
-def check_beat(row: Mapping[str, Any] | None, beat: HeartbeatWrite) -> tuple[str, str]:
-    """Does this beat belong to the registration it names? ``ok`` or a refusal code."""
+def check_beat(row: Mapping[str, Any] | None, beat: BeatClaim) -> tuple[str, str]:
+    """Does this beat (or release) belong to the registration it names? ``ok`` or a refusal."""
     if row is None:
         return UNKNOWN, f"no registration {beat.worker_identity!r}"
     if str(row.get("status") or "") != STATUS_ACTIVE:
@@ -58,11 +59,7 @@ def check_beat(row: Mapping[str, Any] | None, beat: HeartbeatWrite) -> tuple[str
             NOT_ACTIVE,
             f"registration is {row.get('status')!r}; register again under a new identity",
         )
-    if fencing_of(row) != (
-        canon(beat.pid),
-        canon(beat.generation_id),
-        canon(beat.fencing_epoch),
-    ):
+    if fencing_of(row) != _claim(beat):
         return FENCING_MISMATCH, _MISMATCH_DETAIL
     return "ok", ""
 
@@ -96,7 +93,7 @@ def judge_beats(
 _OK = ("ok", "")
 
 
-def _claim(beat: HeartbeatWrite) -> Fencing:
+def _claim(beat: BeatClaim) -> Fencing:
     pid, generation, epoch = beat.pid, beat.generation_id, beat.fencing_epoch
     # What canon() gives for the types a beat normally carries, without three calls.
     if type(pid) is int and type(generation) is str and type(epoch) is int:

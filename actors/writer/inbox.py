@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from actors.mailbox import Reply
+from actors.mailbox import Outbox, Reply, ask
 from actors.replies import (
     ApplyOutcome,
     HeartbeatResult,
@@ -14,6 +14,7 @@ from actors.replies import (
 )
 from actors.writer.control.inbox import ControlWrite
 from actors.writer.hosts import HostWrite
+from supervisor.errors import SupervisorError
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.retirement.apply_rules import TokenMode
 
@@ -25,9 +26,11 @@ __all__ = [
     "InsertRegistration",
     "ReleaseRegistration",
     "SetMassGuard",
+    "Single",
     "TouchHeartbeats",
     "UpsertLease",
     "WriterInbox",
+    "ask_writer",
 ]
 
 
@@ -120,17 +123,29 @@ class SetMassGuard:
     reply: Reply[None]
 
 
-#: Control-plane messages (control/inbox.py) are part of the writer's inbox: every
-#: lease grant is serialized with every other write, retirement applies included.
-WriterInbox = (
+#: Messages that share a group-commit transaction one by one (heartbeats are judged as a
+#: batch; an apply always runs alone). Control-plane messages (control/inbox.py) are
+#: among them, so a lease grant, an expiry and a heartbeat batch share the same
+#: serialized, group-committed path, and every write is serialized with an apply.
+Single = (
     InsertRegistration
-    | TouchHeartbeats
     | ReleaseRegistration
     | ExpireLeases
     | UpsertLease
     | AppendAudit
-    | ApplyRetirement
-    | SetMassGuard
     | ControlWrite
     | HostWrite
 )
+#: An apply and new settings are each handled alone, after the writes before them.
+WriterInbox = Single | TouchHeartbeats | ApplyRetirement | SetMassGuard
+
+
+async def ask_writer(
+    writer: Outbox[WriterInbox], build: Callable[[Reply[WriteAck]], WriterInbox]
+) -> WriteAck:
+    """Ask the registry writer for one write; a writer that is not running answers as a
+    refusal ack with the error's code and detail, so callers handle one kind of "no"."""
+    try:
+        return await ask(writer, build, actor="registry_writer")
+    except SupervisorError as exc:
+        return WriteAck(ok=False, code=exc.code, detail=exc.detail)

@@ -7,31 +7,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from actors.mailbox import Reply
 from actors.replies import HeartbeatResult, WriteAck
 from actors.writer.beats import failed_results
-from actors.writer.control.inbox import ControlWrite
-from actors.writer.hosts import HostWrite
-from actors.writer.inbox import (
-    AppendAudit,
-    ExpireLeases,
-    InsertRegistration,
-    ReleaseRegistration,
-    TouchHeartbeats,
-    UpsertLease,
-)
+from actors.writer.inbox import Single, TouchHeartbeats
 
-__all__ = ["Batchable", "Single", "fail_batch", "isolate_failure"]
+__all__ = ["Batchable", "fail_batch", "isolate_failure"]
 
-#: Messages that share a group-commit transaction (an apply always runs alone).
-#: Control-plane messages are among them, so a lease grant, an expiry and a heartbeat
-#: batch share the same serialized, group-committed path.
-Single = (
-    InsertRegistration
-    | ReleaseRegistration
-    | ExpireLeases
-    | UpsertLease
-    | AppendAudit
-    | ControlWrite
-    | HostWrite
-)
+#: What one group-commit transaction takes (an apply always runs alone).
 Batchable = Single | TouchHeartbeats
 
 #: Writes a batch in one transaction and answers it, or returns the failure having

@@ -7,7 +7,7 @@ from typing import Any
 
 from actors.replies import WriteAck
 from actors.writer.beats import NOT_ACTIVE, Fencing, check_beat, fencing_of
-from actors.writer.inbox import HeartbeatWrite, ReleaseRegistration
+from actors.writer.inbox import ReleaseRegistration
 from supervisor.policy.canonical import canon
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE, STATUS_RELEASED, STATUS_SUPERSEDED
 from supervisor.store.base import Row, WriteTx
@@ -61,14 +61,7 @@ async def release(
 ) -> WriteAck:
     """Release a registration whose claim still matches it."""
     rows = await tx.registrations(worker_identities=[message.worker_identity])
-    beat = HeartbeatWrite(
-        worker_identity=message.worker_identity,
-        pid=message.pid,
-        generation_id=message.generation_id,
-        fencing_epoch=message.fencing_epoch,
-        stamp=message.stamp,
-    )
-    code, detail = check_beat(rows[0] if rows else None, beat)
+    code, detail = check_beat(rows[0] if rows else None, message)
     if code != "ok":
         return WriteAck(ok=False, code=code, detail=detail)
     changed = await tx.set_status(

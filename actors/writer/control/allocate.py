@@ -6,9 +6,9 @@ from dataclasses import replace
 from typing import Any
 
 from actors.replies import WriteAck
-from actors.writer.control.assign import AssignSpec, assign_in
+from actors.writer.control.assign import assign_in
 from actors.writer.control.context import ControlContext, refusal
-from actors.writer.control.inbox import AllocateWork
+from actors.writer.control.inbox import AllocateWork, AssignTerms, ItemFacts
 from actors.writer.control.steps import ensure_session, put_item
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.allocation import (
@@ -59,7 +59,7 @@ async def _allocate(ctx: ControlContext, control: ControlTx, m: AllocateWork) ->
     holders = {
         by_item_key[str(lease["work_item_key"])]: canon(lease["session_id"]) for lease in live
     }
-    lock = await control.active_terminal_lock(remote=m.remote, org=m.org, repo=m.repo)
+    lock = await control.active_terminal_lock(**m.where())
     terminal_pr = int(lock["terminal_pr"]) if lock is not None else None
     routing = route(
         candidates,
@@ -94,40 +94,28 @@ async def _allocate(ctx: ControlContext, control: ControlTx, m: AllocateWork) ->
         )
     if not m.apply:
         return answer(OUTCOME_PREVIEW, [*routing.reasons, _DRY_RUN])
-    session = await ensure_session(
-        control,
-        session_id=m.session_id,
-        role=m.role,
-        profile=m.profile,
-        pid=m.owner_pid,
-        stamp=stamp,
-    )
     selected = routing.selected
     assert selected is not None
-    ref = refs[selected.key]
+    terms = AssignTerms(
+        session_id=m.session_id,
+        role=m.role,
+        ref=refs[selected.key],
+        expected_head_sha=selected.head_sha,
+        phase="allocated",
+        owner_pid=m.owner_pid,
+    )
+    session = await ensure_session(control, terms, profile=m.profile, stamp=stamp)
     # The caller's inventory is what Gitea says now: the item's head follows it.
-    put = await put_item(
-        control,
-        ref,
-        stamp=stamp,
+    facts = ItemFacts(
+        ref=terms.ref,
         current_head_sha=selected.head_sha,
         title=selected.title or None,
         priority=selected.priority,
     )
+    put = await put_item(control, facts, stamp=stamp)
     if not put.ok:
         return answer(OUTCOME_NO_SAFE, [put.detail], selected=None)
-    spec = AssignSpec(
-        session_id=m.session_id,
-        role=m.role,
-        ref=ref,
-        expected_head_sha=selected.head_sha,
-        allowed_actions=None,
-        forbidden_actions=None,
-        phase="allocated",
-        ttl_seconds=ttl,
-        owner_pid=m.owner_pid,
-    )
-    assigned = await assign_in(ctx, control, spec, session=session, now=now, stamp=stamp)
+    assigned = await assign_in(ctx, control, terms, ttl=ttl, session=session, now=now, stamp=stamp)
     outcome = {
         ASSIGN_OUTCOME_ASSIGNED: OUTCOME_ASSIGNED,
         ASSIGN_OUTCOME_WAIT: OUTCOME_WAIT,

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, assert_never
 
 from actors.replies import WriteAck
 from actors.writer.control.context import ControlContext, event
-from actors.writer.control.inbox import AssignAndLease, CheckAssignment
+from actors.writer.control.inbox import AssignAndLease, AssignTerms, CheckAssignment, ItemFacts
 from actors.writer.control.links import namespace_gate
 from actors.writer.control.steps import ensure_session, expire_one, item_row, put_item
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.decisions import GateVerdict, check_mutation, decide_assign
 from supervisor.policy.control.namespace_health import GATE_NAMESPACE_UNHEALTHY
-from supervisor.policy.control.plane import WorkRef, role_actions
+from supervisor.policy.control.plane import role_actions
 from supervisor.policy.control.render import (
     ASSIGN_OUTCOME_ASSIGNED,
     ASSIGN_OUTCOME_NO_SAFE_WORK,
@@ -27,42 +26,29 @@ from supervisor.policy.control.render import (
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
 
-__all__ = ["AssignSpec", "actions_for", "assign", "assign_in", "check_gate"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AssignSpec:
-    """One assign-and-lease, whether asked for directly or chosen by the allocator."""
-
-    session_id: str
-    role: str
-    ref: WorkRef
-    expected_head_sha: str | None
-    allowed_actions: tuple[str, ...] | None
-    forbidden_actions: tuple[str, ...] | None
-    phase: str
-    ttl_seconds: float
-    owner_pid: int | None
+__all__ = ["actions_for", "assign", "assign_in", "check_gate"]
 
 
 async def assign_in(
     ctx: ControlContext,
     control: ControlTx,
-    spec: AssignSpec,
+    terms: AssignTerms,
     *,
+    ttl: float,
     session: Row,
     now: datetime,
     stamp: str,
 ) -> dict[str, Any]:
-    """Decide and write one assignment; the allocator calls this too."""
-    ref = spec.ref
+    """Decide and write one assignment for ``ttl`` seconds (already checked); the allocator
+    calls this too."""
+    ref = terms.ref
     item = await item_row(control, ref.key)
     leases = await control.item_leases([ref.key])
     decision = decide_assign(
-        session_id=spec.session_id,
-        role=spec.role,
+        session_id=terms.session_id,
+        role=terms.role,
         ref=ref,
-        expected_head_sha=spec.expected_head_sha,
+        expected_head_sha=terms.expected_head_sha,
         item=item,
         leases=leases,
         now_stamp=stamp,
@@ -77,8 +63,8 @@ async def assign_in(
             code=decision.code,
             reason=decision.reason,
             ref=ref,
-            session_id=spec.session_id,
-            role=spec.role,
+            session_id=terms.session_id,
+            role=terms.role,
             **extra,
         )
 
@@ -92,39 +78,43 @@ async def assign_in(
         case "resume":
             assert decision.lease is not None
             lease, assignment = await _resume(
-                ctx, control, spec, dict(decision.lease), now=now, stamp=stamp
+                ctx, control, terms, dict(decision.lease), ttl=ttl, now=now, stamp=stamp
             )
             return view(ASSIGN_OUTCOME_ASSIGNED, lease=lease, assignment=assignment, resumed=True)
         case "grant":
             lease, assignment = await _grant(
-                ctx, control, spec, item=item, session=session, now=now, stamp=stamp
+                ctx, control, terms, ttl=ttl, item=item, session=session, now=now, stamp=stamp
             )
             return view(ASSIGN_OUTCOME_ASSIGNED, lease=lease, assignment=assignment)
         case _:
             assert_never(decision.kind)
 
 
-def actions_for(spec: AssignSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    default_allowed, default_forbidden = role_actions(spec.role)
-    allowed = spec.allowed_actions if spec.allowed_actions is not None else default_allowed
-    forbidden = spec.forbidden_actions if spec.forbidden_actions is not None else default_forbidden
+def actions_for(terms: AssignTerms) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    default_allowed, default_forbidden = role_actions(terms.role)
+    allowed = terms.allowed_actions if terms.allowed_actions is not None else default_allowed
+    forbidden = (
+        terms.forbidden_actions if terms.forbidden_actions is not None else default_forbidden
+    )
     # Forbidden wins, as for operation grants: an action named in both is not allowed.
     return tuple(a for a in allowed if a not in forbidden), forbidden
 
 
-def _assignment_row(ctx: ControlContext, spec: AssignSpec, lease_id: str, stamp: str) -> Row:
-    allowed, forbidden = actions_for(spec)
+def _assignment_row(
+    ctx: ControlContext, terms: AssignTerms, ttl: float, lease_id: str, stamp: str
+) -> Row:
+    allowed, forbidden = actions_for(terms)
     return {
         "assignment_id": ctx.make_id("asn"),
         "lease_id": lease_id,
-        "work_item_key": spec.ref.key,
-        "session_id": spec.session_id,
-        "role": spec.role,
-        "phase": spec.phase,
-        "expected_head_sha": spec.expected_head_sha,
+        "work_item_key": terms.ref.key,
+        "session_id": terms.session_id,
+        "role": terms.role,
+        "phase": terms.phase,
+        "expected_head_sha": terms.expected_head_sha,
         "allowed_actions": allowed,
         "forbidden_actions": forbidden,
-        "ttl_seconds": spec.ttl_seconds,
+        "ttl_seconds": ttl,
         "status": "active",
         "created_at": stamp,
         "updated_at": stamp,
@@ -134,33 +124,35 @@ def _assignment_row(ctx: ControlContext, spec: AssignSpec, lease_id: str, stamp:
 async def _grant(
     ctx: ControlContext,
     control: ControlTx,
-    spec: AssignSpec,
+    terms: AssignTerms,
     *,
+    ttl: float,
     item: Row | None,
     session: Row,
     now: datetime,
     stamp: str,
 ) -> tuple[Row, Row]:
-    ref = spec.ref
-    if item is None or (spec.expected_head_sha and not item.get("current_head_sha")):
+    ref = terms.ref
+    if item is None or (terms.expected_head_sha and not item.get("current_head_sha")):
         # First sight of the item, or its first pin: the caller read this head.
-        await put_item(control, ref, stamp=stamp, current_head_sha=spec.expected_head_sha)
-    deadline = format_stamp(now + timedelta(seconds=spec.ttl_seconds))
-    pid = spec.owner_pid if spec.owner_pid is not None else session.get("pid")
+        first = ItemFacts(ref=ref, current_head_sha=terms.expected_head_sha)
+        await put_item(control, first, stamp=stamp)
+    deadline = format_stamp(now + timedelta(seconds=ttl))
+    pid = terms.owner_pid if terms.owner_pid is not None else session.get("pid")
     lease: Row = {
         "lease_id": ctx.make_id("lease"),
         "work_item_key": ref.key,
-        "session_id": spec.session_id,
+        "session_id": terms.session_id,
         # The retirement planner protects the registration owning this pid and session.
         "owner_pid": pid if isinstance(pid, int) else None,
-        "role": spec.role,
-        "phase": spec.phase,
+        "role": terms.role,
+        "phase": terms.phase,
         "status": "active",
         "acquired_at": stamp,
         "heartbeat_at": stamp,
         "expires_at": deadline,
     }
-    assignment = _assignment_row(ctx, spec, str(lease["lease_id"]), stamp)
+    assignment = _assignment_row(ctx, terms, ttl, str(lease["lease_id"]), stamp)
     await control.insert_lease(lease)
     await control.insert_assignment(assignment)
     await event(
@@ -168,12 +160,12 @@ async def _grant(
         stamp,
         "lease_granted",
         work_item_key=ref.key,
-        session_id=spec.session_id,
+        session_id=terms.session_id,
         lease_id=str(lease["lease_id"]),
         assignment_id=assignment["assignment_id"],
-        role=spec.role,
+        role=terms.role,
         expires_at=deadline,
-        expected_head_sha=spec.expected_head_sha,
+        expected_head_sha=terms.expected_head_sha,
     )
     return lease, assignment
 
@@ -181,29 +173,30 @@ async def _grant(
 async def _resume(
     ctx: ControlContext,
     control: ControlTx,
-    spec: AssignSpec,
+    terms: AssignTerms,
     held: Row,
     *,
+    ttl: float,
     now: datetime,
     stamp: str,
 ) -> tuple[Row, Row]:
     lease_id = str(held["lease_id"])
     refresh = {
-        "expires_at": format_stamp(now + timedelta(seconds=spec.ttl_seconds)),
+        "expires_at": format_stamp(now + timedelta(seconds=ttl)),
         "heartbeat_at": stamp,
     }
     if not await control.update_lease(lease_id, expected_status="active", changes=refresh):
         raise StoreError(f"lease {lease_id} changed during owner-resume")
     lease = {**held, **refresh}
     assignment = await control.assignment_by_lease(lease_id)
-    changes: Row = {"updated_at": stamp, "ttl_seconds": spec.ttl_seconds}
-    if spec.expected_head_sha is not None:
-        changes["expected_head_sha"] = spec.expected_head_sha
-    if spec.allowed_actions is not None or spec.forbidden_actions is not None:
-        changes["allowed_actions"], changes["forbidden_actions"] = actions_for(spec)
+    changes: Row = {"updated_at": stamp, "ttl_seconds": ttl}
+    if terms.expected_head_sha is not None:
+        changes["expected_head_sha"] = terms.expected_head_sha
+    if terms.allowed_actions is not None or terms.forbidden_actions is not None:
+        changes["allowed_actions"], changes["forbidden_actions"] = actions_for(terms)
     if assignment is None or canon(assignment.get("status")) != "active":
         # A lease written without one (UpsertLease): give it its assignment now.
-        assignment = _assignment_row(ctx, spec, lease_id, stamp)
+        assignment = _assignment_row(ctx, terms, ttl, lease_id, stamp)
         await control.insert_assignment(assignment)
     else:
         await control.update_assignments([lease_id], expected_status="active", changes=changes)
@@ -212,8 +205,8 @@ async def _resume(
         control,
         stamp,
         "lease_resumed",
-        work_item_key=spec.ref.key,
-        session_id=spec.session_id,
+        work_item_key=terms.ref.key,
+        session_id=terms.session_id,
         lease_id=lease_id,
         expires_at=lease["expires_at"],
     )
@@ -260,25 +253,9 @@ async def check_gate(ctx: ControlContext, control: ControlTx, message: CheckAssi
 
 async def assign(ctx: ControlContext, control: ControlTx, message: AssignAndLease) -> WriteAck:
     now, stamp = ctx.now()
-    spec = AssignSpec(
-        session_id=message.session_id,
-        role=message.role,
-        ref=message.ref,
-        expected_head_sha=message.expected_head_sha,
-        allowed_actions=message.allowed_actions,
-        forbidden_actions=message.forbidden_actions,
-        phase=message.phase,
-        ttl_seconds=ctx.ttl(message.ttl_seconds),
-        owner_pid=message.owner_pid,
-    )
-    session = await ensure_session(
-        control,
-        session_id=spec.session_id,
-        role=spec.role,
-        profile=message.profile,
-        pid=spec.owner_pid,
-        stamp=stamp,
-    )
-    view = await assign_in(ctx, control, spec, session=session, now=now, stamp=stamp)
+    # The message is its own terms; its lease length is checked before anything is written.
+    ttl = ctx.ttl(message.ttl_seconds)
+    session = await ensure_session(control, message, profile=message.profile, stamp=stamp)
+    view = await assign_in(ctx, control, message, ttl=ttl, session=session, now=now, stamp=stamp)
     ok = view["outcome"] != ASSIGN_OUTCOME_REFUSED
     return WriteAck(ok=ok, code=str(view["code"]), detail=str(view["reason"]), data=view)

@@ -56,9 +56,7 @@ async def handle_control(ctx: ControlContext, tx: WriteTx, message: ControlOp) -
             case SetTerminalLock():
                 return await set_lock(ctx, control, message)
             case GetTerminalLock():
-                lock = await control.active_terminal_lock(
-                    remote=message.remote, org=message.org, repo=message.repo
-                )
+                lock = await control.active_terminal_lock(**message.where())
                 return WriteAck(ok=True, data={"success": True, "terminal_lock": lock})
             case (
                 RecordNamespaceHealth()
@@ -106,12 +104,4 @@ async def _upsert_work_item(
     ctx: ControlContext, control: ControlTx, message: UpsertWorkItem
 ) -> WriteAck:
     _, stamp = ctx.now()
-    return await put_item(
-        control,
-        message.ref,
-        stamp=stamp,
-        state=message.state,
-        current_head_sha=message.current_head_sha,
-        title=message.title,
-        priority=message.priority,
-    )
+    return await put_item(control, message, stamp=stamp)

@@ -15,16 +15,20 @@ from supervisor.policy.control.plane import WorkRef
 __all__ = [
     "AllocateWork",
     "AssignAndLease",
+    "AssignTerms",
     "CheckAssignment",
     "ControlOp",
     "ControlWrite",
     "GetIncidentLinks",
     "GetTerminalLock",
     "HeartbeatLease",
+    "ItemFacts",
+    "LeaseClaim",
     "LinkOp",
     "NamespaceHealthGate",
     "RecordNamespaceHealth",
     "ReleaseLease",
+    "RepoScope",
     "SetTerminalLock",
     "UpsertIncidentLink",
     "UpsertSession",
@@ -51,20 +55,26 @@ class UpsertSession:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UpsertWorkItem:
-    """Record what Gitea says about an item; None fields keep what is stored."""
+class ItemFacts:
+    """What Gitea says about an item now; None fields keep what is stored."""
 
     ref: WorkRef
     state: str | None = None
     current_head_sha: str | None = None
     title: str | None = None
     priority: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpsertWorkItem(ItemFacts):
+    """Record what Gitea says about an item (the facts are the message's own fields)."""
+
     reply: Reply[WriteAck]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AssignAndLease:
-    """One transaction: decide, then write the lease and the assignment together (or nothing)."""
+class AssignTerms:
+    """Who takes which item, on what terms: asked for (AssignAndLease) or the allocator's pick."""
 
     session_id: str
     role: str
@@ -74,8 +84,14 @@ class AssignAndLease:
     allowed_actions: tuple[str, ...] | None = None
     forbidden_actions: tuple[str, ...] | None = None
     phase: str = "assigned"
-    ttl_seconds: float | None = None
     owner_pid: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssignAndLease(AssignTerms):
+    """One transaction: decide, then write the lease and the assignment together (or nothing)."""
+
+    ttl_seconds: float | None = None
     profile: str | None = None
     reply: Reply[WriteAck]
 
@@ -91,27 +107,41 @@ class CheckAssignment:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HeartbeatLease:
+class LeaseClaim:
+    """A lease as a session names it: refused unless that session owns it."""
+
     session_id: str
     lease_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatLease(LeaseClaim):
     ttl_seconds: float | None = None
     reply: Reply[WriteAck]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReleaseLease:
-    session_id: str
-    lease_id: str
+class ReleaseLease(LeaseClaim):
     reply: Reply[WriteAck]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SetTerminalLock:
-    """Make ``terminal_pr`` the repository's active terminal-review lock; None clears it."""
+class RepoScope:
+    """The repository a terminal-review lock or an allocation is about."""
 
     remote: str
     org: str
     repo: str
+
+    def where(self) -> dict[str, str]:
+        """The repository as keyword arguments (the store's lock lookup, the views)."""
+        return {"remote": self.remote, "org": self.org, "repo": self.repo}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetTerminalLock(RepoScope):
+    """Make ``terminal_pr`` the repository's active terminal-review lock; None clears it."""
+
     terminal_pr: int | None
     review_id: str | None = None
     decision: str | None = None
@@ -120,22 +150,16 @@ class SetTerminalLock:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetTerminalLock:
-    remote: str
-    org: str
-    repo: str
+class GetTerminalLock(RepoScope):
     reply: Reply[WriteAck]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AllocateWork:
+class AllocateWork(RepoScope):
     """Route the candidates and, with ``apply``, reserve the pick in the same transaction."""
 
     session_id: str
     role: str
-    remote: str
-    org: str
-    repo: str
     candidates: tuple[Candidate, ...]
     apply: bool
     ttl_seconds: float | None = None

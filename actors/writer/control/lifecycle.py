@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from actors.replies import WriteAck
 from actors.writer.control.context import ControlContext, event, refusal
-from actors.writer.control.inbox import HeartbeatLease, ReleaseLease, SetTerminalLock
+from actors.writer.control.inbox import HeartbeatLease, LeaseClaim, ReleaseLease, SetTerminalLock
 from actors.writer.control.steps import expire_one
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
@@ -18,7 +18,7 @@ from supervisor.store.base import ControlTx, Row
 __all__ = ["heartbeat", "release", "set_lock"]
 
 
-async def _owned(control: ControlTx, message: HeartbeatLease | ReleaseLease) -> tuple[Row, str]:
+async def _owned(control: ControlTx, message: LeaseClaim) -> tuple[Row, str]:
     """The caller's own lease and its status; refused when it is unknown or another's."""
     lease = await control.lease(message.lease_id)
     if lease is None:
@@ -35,7 +35,7 @@ async def _lease_event(
     stamp: str,
     kind: str,
     lease: Row,
-    message: HeartbeatLease | ReleaseLease,
+    message: LeaseClaim,
     **detail: object,
 ) -> None:
     await event(
@@ -106,7 +106,7 @@ async def release(ctx: ControlContext, control: ControlTx, message: ReleaseLease
 
 async def set_lock(ctx: ControlContext, control: ControlTx, message: SetTerminalLock) -> WriteAck:
     _, stamp = ctx.now()
-    where = {"remote": message.remote, "org": message.org, "repo": message.repo}
+    where = message.where()
     active = await control.active_terminal_lock(**where)
     repo_key = f"{message.remote}/{message.org}/{message.repo}"
     same = active is not None and (

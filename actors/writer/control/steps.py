@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from actors.replies import WriteAck
 from actors.writer.control.context import event, refusal
+from actors.writer.control.inbox import AssignTerms, ItemFacts
 from supervisor.policy.canonical import canon
-from supervisor.policy.control.plane import STATE_MERGED, STATE_OPEN, ControlPlaneRefusal, WorkRef
+from supervisor.policy.control.plane import STATE_MERGED, STATE_OPEN, ControlPlaneRefusal
 from supervisor.store.base import ControlTx, Row, WriteTx
 
 __all__ = ["after_expiry", "ensure_session", "expire_one", "item_row", "put_item"]
@@ -59,18 +60,14 @@ async def _expired_event(control: ControlTx, stamp: str, lease: Row, *, by: str)
 
 
 async def ensure_session(
-    control: ControlTx,
-    *,
-    session_id: str,
-    role: str,
-    profile: str | None,
-    pid: int | None,
-    stamp: str,
+    control: ControlTx, terms: AssignTerms, *, profile: str | None, stamp: str
 ) -> Row:
-    """The caller's session, created on first use; refused (``session_ended``) when it has ended.
+    """The session of ``terms``, created on first use; refused (``session_ended``) when it
+    has ended.
 
     Raised before any write, so the caller's refusal handler answers with nothing written.
     """
+    session_id, role, pid = terms.session_id, terms.role, terms.owner_pid
     found = await control.session(session_id)
     if found is None:
         row: Row = {
@@ -97,17 +94,9 @@ async def ensure_session(
     return found
 
 
-async def put_item(
-    control: ControlTx,
-    ref: WorkRef,
-    *,
-    stamp: str,
-    state: str | None = None,
-    current_head_sha: str | None = None,
-    title: str | None = None,
-    priority: int | None = None,
-) -> WriteAck:
+async def put_item(control: ControlTx, facts: ItemFacts, *, stamp: str) -> WriteAck:
     """Create or update a work item; one event when something actually changed."""
+    ref, state = facts.ref, facts.state
     found = await item_row(control, ref.key)
     old_state = canon(found.get("state")) if found is not None else None
     if old_state == STATE_MERGED and state not in (None, STATE_MERGED):
@@ -123,9 +112,9 @@ async def put_item(
         "updated_at": stamp,
     }
     for column, value in (
-        ("current_head_sha", current_head_sha),
-        ("title", title),
-        ("priority", priority),
+        ("current_head_sha", facts.current_head_sha),
+        ("title", facts.title),
+        ("priority", facts.priority),
     ):
         if value is not None:
             row[column] = value
