@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Collection, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store.control_base import ControlTx
@@ -20,6 +20,7 @@ __all__ = [
     "RowVersions",
     "Store",
     "WriteTx",
+    "opened",
 ]
 
 Row = dict[str, Any]
@@ -272,3 +273,20 @@ class CommitChain:
 
     def __init__(self) -> None:
         self.broken = False
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Closable)
+
+
+@asynccontextmanager
+async def opened(open_store: Callable[[], Awaitable[_S]]) -> AsyncIterator[_S]:
+    """The store ``open_store()`` opens on entry, closed however the block ends."""
+    store = await open_store()
+    try:
+        yield store
+    finally:
+        await store.close()

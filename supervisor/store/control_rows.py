@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from supervisor.errors import StoreError
+from supervisor.store.rows import decoded_json, detail_json, known_columns, refuse_unknown
 from supervisor.store.schema.control import (
     ASSIGNMENT_COLUMNS,
     ASSIGNMENT_STATUSES,
@@ -124,12 +124,7 @@ def _value(table: Table, column: str, value: Any) -> Any:
 
 
 def _known(table: Table, row: Mapping[str, Any]) -> tuple[str, ...]:
-    unknown = sorted(set(row) - set(table.columns))
-    if unknown:
-        # Refuse rather than drop: a silently ignored key is a field the caller
-        # believes is stored and is not.
-        raise StoreError(f"unknown {table.name} column(s): {', '.join(unknown)}")
-    return tuple(c for c in table.columns if c in row)
+    return known_columns(row, frozenset(table.columns), table.columns, table.name)
 
 
 def row_params(table: Table, row: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
@@ -153,27 +148,12 @@ def change_params(
 
 def event_params(event: Mapping[str, Any]) -> tuple[Any, ...]:
     """Values in EVENT_INSERT_COLUMNS order; detail becomes canonical JSON text."""
-    unknown = sorted(set(event) - set(EVENT_INSERT_COLUMNS))
-    if unknown:
-        raise StoreError(f"unknown control event column(s): {', '.join(unknown)}")
+    refuse_unknown(event, frozenset(EVENT_INSERT_COLUMNS), "control event")
     require_stamp(event.get("at"), "at")
     if not event.get("kind"):
         raise StoreError("a control event needs a kind")
-    detail = event.get("detail")
-    if detail is not None:
-        try:
-            detail = json.dumps(detail, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"event detail is not JSON-serializable: {exc}") from exc
+    detail = detail_json(event.get("detail"), "event")
     return tuple(detail if c == "detail" else event.get(c) for c in EVENT_INSERT_COLUMNS)
-
-
-def _decode(raw: Any) -> Any:
-    if isinstance(raw, str):
-        # Text written by something other than this store stays text.
-        with contextlib.suppress(ValueError):
-            return json.loads(raw)
-    return raw
 
 
 def as_dicts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
@@ -185,7 +165,7 @@ def assignment_rows(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
     out = as_dicts(ASSIGNMENT_COLUMNS, rows)
     for row in out:
         for column in _JSON_COLUMNS:
-            decoded = _decode(row[column])
+            decoded = decoded_json(row[column])
             row[column] = tuple(decoded) if isinstance(decoded, list) else ()
     return out
 
@@ -193,5 +173,5 @@ def assignment_rows(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
 def event_rows(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
     out = as_dicts(CONTROL_EVENT_COLUMNS, rows)
     for row in out:
-        row["detail"] = _decode(row["detail"])
+        row["detail"] = decoded_json(row["detail"])
     return out

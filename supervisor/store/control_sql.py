@@ -22,7 +22,7 @@ __all__ = [
 @lru_cache(maxsize=64)
 def insert_row(d: Dialect, table: str, columns: tuple[str, ...]) -> str:
     """INSERT of exactly ``columns``; a duplicate key fails rather than overwrites."""
-    marks = ", ".join(d.param(i) for i in range(1, len(columns) + 1))
+    marks = d.params(len(columns))
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
 
 
@@ -33,7 +33,7 @@ def upsert_row(d: Dialect, table: str, key: str, columns: tuple[str, ...]) -> st
     ``columns`` starts with ``key`` and holds every NOT NULL column (both engines check
     them on the would-be inserted row before resolving the conflict).
     """
-    marks = ", ".join(d.param(i) for i in range(1, len(columns) + 1))
+    marks = d.params(len(columns))
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != key)
     return (
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
@@ -72,7 +72,7 @@ def select_in(
     order_by: str = "",
 ) -> str:
     """Rows whose ``column`` is one of ``count`` parameters."""
-    marks = ", ".join(d.param(i) for i in range(1, count + 1))
+    marks = d.params(count)
     extra = " AND status = 'active'" if active_only else ""
     order = f" ORDER BY {order_by}" if order_by else ""
     return f"SELECT {', '.join(columns)} FROM {table} WHERE {column} IN ({marks}){extra}{order}"

@@ -25,6 +25,10 @@ class Dialect:
         """The placeholder for the 1-based parameter ``number``."""
         return f"{self.placeholder_prefix}{number}"
 
+    def params(self, count: int, first: int = 1) -> str:
+        """``count`` placeholders from ``first`` on, comma-separated: a VALUES or IN list."""
+        return ", ".join(self.param(number) for number in range(first, first + count))
+
     def render(self, statement: str) -> str:
         """Substitute the dialect tokens used in schema DDL."""
         return statement.replace("{auto_id_pk}", self.auto_id_pk)

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import aiosqlite
 
 from supervisor.errors import StoreError
+from supervisor.store.control_sql import insert_row
 from supervisor.store.dialect import SQLITE
 from supervisor.store.schema.hosts import HOST_LEASE_COLUMNS, HOST_LEASE_STATUSES
 from supervisor.store.sqlite.connection import execute, fetchall
@@ -86,8 +87,7 @@ class HostLeaseTx:
             if row.get(required) is None or row.get(required) == "":
                 raise StoreError(f"a host lease needs {required}")
         columns = [c for c in HOST_LEASE_COLUMNS if c in row]
-        marks = ", ".join(SQLITE.param(i) for i in range(1, len(columns) + 1))
-        statement = f"INSERT INTO host_leases ({', '.join(columns)}) VALUES ({marks})"
+        statement = insert_row(SQLITE, "host_leases", tuple(columns))
         await execute(self._live(), statement, [row[c] for c in columns])
 
     async def update(

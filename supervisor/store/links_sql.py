@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from supervisor.store.control_sql import insert_row
 from supervisor.store.dialect import Dialect
 
 __all__ = ["insert_returning", "update_by_key", "upsert_composite"]
@@ -16,7 +17,7 @@ def upsert_composite(
     d: Dialect, table: str, keys: tuple[str, ...], columns: tuple[str, ...]
 ) -> str:
     """Insert, or replace every non-key column of the row with these ``keys``."""
-    marks = ", ".join(d.param(i) for i in range(1, len(columns) + 1))
+    marks = d.params(len(columns))
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keys)
     return (
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
@@ -27,8 +28,7 @@ def upsert_composite(
 @lru_cache(maxsize=16)
 def insert_returning(d: Dialect, table: str, columns: tuple[str, ...], returning: str) -> str:
     """INSERT that answers the store-generated key (RETURNING: SQLite 3.35+, PostgreSQL)."""
-    marks = ", ".join(d.param(i) for i in range(1, len(columns) + 1))
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) RETURNING {returning}"
+    return f"{insert_row(d, table, columns)} RETURNING {returning}"
 
 
 @lru_cache(maxsize=16)

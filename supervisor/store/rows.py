@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from math import isnan
 from sys import intern
 from typing import Any
@@ -29,8 +30,12 @@ __all__ = [
     "as_dicts",
     "audit_params",
     "audit_rows",
+    "decoded_json",
+    "detail_json",
     "dict_builder",
+    "known_columns",
     "lease_params",
+    "refuse_unknown",
     "registration_params",
     "retire_params",
     "status_params",
@@ -41,6 +46,7 @@ STAMPABLE_STATUS_COLUMNS: frozenset[str] = frozenset({"released_at"})
 
 _REGISTRATION_SET = frozenset(REGISTRATION_COLUMNS)
 _LEASE_SET = frozenset(LEASE_COLUMNS)
+_AUDIT_SET = frozenset(AUDIT_INSERT_COLUMNS)
 
 
 # Registration columns with few distinct texts in a fleet (one host, boot, repository,
@@ -142,15 +148,43 @@ def as_dicts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[dict
     return list(map(dict_builder(columns), rows))
 
 
-def _known_columns(
-    row: Mapping[str, Any], known: frozenset[str], ordered: Sequence[str], what: str
-) -> tuple[str, ...]:
+def refuse_unknown(row: Mapping[str, Any], known: AbstractSet[str], what: str) -> None:
+    """Refuse any key of ``row`` that is not a column of ``what``."""
     unknown = sorted(set(row) - known)
     if unknown:
         # Refuse rather than drop: a silently ignored key is a field the caller
         # believes is stored and is not.
         raise StoreError(f"unknown {what} column(s): {', '.join(unknown)}")
+
+
+def known_columns(
+    row: Mapping[str, Any], known: AbstractSet[str], ordered: Sequence[str], what: str
+) -> tuple[str, ...]:
+    """The columns of ``ordered`` that ``row`` holds, once no key is unknown."""
+    refuse_unknown(row, known, what)
     return tuple(c for c in ordered if c in row)
+
+
+def detail_json(detail: Any, what: str) -> str | None:
+    """An event's ``detail`` as canonical JSON text (``None`` stays ``None``)."""
+    if detail is None:
+        return None
+    try:
+        # sort_keys: the same detail always serializes to the same text.
+        # allow_nan=False: PostgreSQL's JSON types reject NaN/Infinity.
+        return json.dumps(detail, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{what} detail is not JSON-serializable: {exc}") from exc
+
+
+def decoded_json(raw: Any) -> Any:
+    """Text read back from a JSON column, decoded; anything else as it is."""
+    if isinstance(raw, str):
+        # Text written by something other than this store stays as it is, rather
+        # than failing a read that only feeds an operator view.
+        with contextlib.suppress(ValueError):
+            return json.loads(raw)
+    return raw
 
 
 def _check_status(value: Any, allowed: tuple[str, ...], what: str) -> None:
@@ -160,7 +194,7 @@ def _check_status(value: Any, allowed: tuple[str, ...], what: str) -> None:
 
 def registration_params(row: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
     """Columns (in schema order) and values for inserting one registration."""
-    columns = _known_columns(row, _REGISTRATION_SET, REGISTRATION_COLUMNS, "registration")
+    columns = known_columns(row, _REGISTRATION_SET, REGISTRATION_COLUMNS, "registration")
     if "worker_identity" not in row or not row["worker_identity"]:
         raise StoreError("a registration needs a non-empty worker_identity")
     _check_status(row.get("status"), REGISTRATION_STATUSES, "registration status")
@@ -220,7 +254,7 @@ def lease_params(lease: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Any, 
     lease_id, work_item_key and status are required; other absent columns are NULL on
     insert and left untouched on update.
     """
-    columns = _known_columns(lease, _LEASE_SET, LEASE_COLUMNS, "lease")
+    columns = known_columns(lease, _LEASE_SET, LEASE_COLUMNS, "lease")
     for required in ("lease_id", "work_item_key"):
         # Both engines check NOT NULL on the would-be inserted row before resolving
         # the conflict, so even an update must carry the NOT NULL columns.
@@ -236,21 +270,11 @@ def lease_params(lease: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Any, 
 
 def audit_params(event: Mapping[str, Any]) -> tuple[Any, ...]:
     """Values in AUDIT_INSERT_COLUMNS order; detail becomes canonical JSON text."""
-    allowed = frozenset(AUDIT_INSERT_COLUMNS)
-    unknown = sorted(set(event) - allowed)
-    if unknown:
-        raise StoreError(f"unknown audit column(s): {', '.join(unknown)}")
+    refuse_unknown(event, _AUDIT_SET, "audit")
     for required in ("at", "action"):
         if not event.get(required):
             raise StoreError(f"an audit event needs a non-empty {required}")
-    detail = event.get("detail")
-    if detail is not None:
-        try:
-            # sort_keys: the same detail always serializes to the same text.
-            # allow_nan=False: PostgreSQL's JSON types reject NaN/Infinity.
-            detail = json.dumps(detail, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"audit detail is not JSON-serializable: {exc}") from exc
+    detail = detail_json(event.get("detail"), "audit")
     return tuple(detail if c == "detail" else event.get(c) for c in AUDIT_INSERT_COLUMNS)
 
 
@@ -258,10 +282,5 @@ def audit_rows(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
     """Audit dicts with detail decoded back from JSON (kept as text if it is not JSON)."""
     events = as_dicts(AUDIT_COLUMNS, rows)
     for event in events:
-        raw = event["detail"]
-        if isinstance(raw, str):
-            # Text written by something other than this store stays as it is, rather
-            # than failing a read that only feeds an operator view.
-            with contextlib.suppress(ValueError):
-                event["detail"] = json.loads(raw)
+        event["detail"] = decoded_json(event["detail"])
     return events

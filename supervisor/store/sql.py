@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
+from supervisor.store.control_sql import insert_row, upsert_row
 from supervisor.store.dialect import Dialect
 from supervisor.store.schema.tables import (
     AUDIT_COLUMNS,
@@ -42,6 +44,18 @@ AUDIT_INSERT_COLUMNS: tuple[str, ...] = AUDIT_COLUMNS[1:]  # event_id is store-g
 
 # Every builder is cached: the writer runs the same few shapes thousands of times, and
 # equal text also lets the sqlite3 statement cache reuse the prepared statement.
+def _fixed(statement: str) -> Callable[[Dialect], str]:
+    """The builder of a statement whose text is fixed but for its placeholders: written
+    with SQLite's numbered ones (``?1``), answered in the spelling of the given dialect."""
+
+    @lru_cache(maxsize=4)
+    def build(d: Dialect) -> str:
+        # No statement here holds a ``?`` anywhere but in a placeholder.
+        return statement.replace("?", d.placeholder_prefix)
+
+    return build
+
+
 @lru_cache(maxsize=256)
 def select_registrations(d: Dialect, *, by_status: bool, id_count: int | None) -> str:
     """Registration rows, optionally filtered by status and/or an IN-list of identities."""
@@ -51,8 +65,7 @@ def select_registrations(d: Dialect, *, by_status: bool, id_count: int | None) -
         n += 1
         where.append(f"status = {d.param(n)}")
     if id_count is not None:
-        marks = ", ".join(d.param(n + i) for i in range(1, id_count + 1))
-        where.append(f"worker_identity IN ({marks})")
+        where.append(f"worker_identity IN ({d.params(id_count, n + 1)})")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT {_REGISTRATION_LIST} FROM worker_registrations{clause} ORDER BY worker_identity"
 
@@ -60,50 +73,37 @@ def select_registrations(d: Dialect, *, by_status: bool, id_count: int | None) -
 #: The columns a liveness sweep needs, in this order.
 PROCESS_COLUMNS: tuple[str, ...] = ("worker_identity", "pid", "host_id", "process_start_time")
 
+#: Just the process identity of every active row: what a liveness sweep reads.
+#: Unordered on purpose: a sweep does not care about order, and ORDER BY makes the
+#: first step sort every active row at once, a multi-millisecond block on the
+#: database thread that competes with the event loop for a core.
+select_active_processes = _fixed(
+    f"SELECT {', '.join(PROCESS_COLUMNS)} FROM worker_registrations WHERE status = 'active'"
+)
 
-@lru_cache(maxsize=4)
-def select_active_processes(d: Dialect) -> str:
-    """Just the process identity of every active row: what a liveness sweep reads.
+#: Highest epoch ever issued for one (instance, namespace) slot, whatever the status.
+max_fencing_epoch = _fixed(
+    "SELECT MAX(fencing_epoch) FROM worker_registrations "
+    "WHERE client_instance_id = ?1 AND namespace = ?2"
+)
 
-    Unordered on purpose: a sweep does not care about order, and ORDER BY makes
-    the first step sort every active row at once, a multi-millisecond block on
-    the database thread that competes with the event loop for a core.
-    """
-    return f"SELECT {', '.join(PROCESS_COLUMNS)} FROM worker_registrations WHERE status = 'active'"
-
-
-@lru_cache(maxsize=4)
-def max_fencing_epoch(d: Dialect) -> str:
-    """Highest epoch ever issued for one (instance, namespace) slot, whatever the status."""
-    return (
-        "SELECT MAX(fencing_epoch) FROM worker_registrations "
-        f"WHERE client_instance_id = {d.param(1)} AND namespace = {d.param(2)}"
-    )
-
-
-@lru_cache(maxsize=4)
-def select_active_by_pid(d: Dialect) -> str:
-    """Active rows that name one pid number (to find an earlier row of the same process)."""
-    return (
-        f"SELECT {_REGISTRATION_LIST} FROM worker_registrations "
-        f"WHERE status = 'active' AND pid = {d.param(1)} ORDER BY worker_identity"
-    )
+#: Active rows that name one pid number (to find an earlier row of the same process).
+select_active_by_pid = _fixed(
+    f"SELECT {_REGISTRATION_LIST} FROM worker_registrations "
+    "WHERE status = 'active' AND pid = ?1 ORDER BY worker_identity"
+)
 
 
-@lru_cache(maxsize=256)
 def insert_registration(d: Dialect, columns: tuple[str, ...]) -> str:
     """INSERT of exactly ``columns`` (already validated against REGISTRATION_COLUMNS)."""
-    marks = ", ".join(d.param(i) for i in range(1, len(columns) + 1))
-    return f"INSERT INTO worker_registrations ({', '.join(columns)}) VALUES ({marks})"
+    return insert_row(d, "worker_registrations", columns)
 
 
-@lru_cache(maxsize=8)
-def touch_heartbeats(d: Dialect) -> str:
-    """Heartbeat stamp for one active row; parameters are (worker_identity, stamp)."""
-    return (
-        f"UPDATE worker_registrations SET last_heartbeat_at = {d.param(2)} "
-        f"WHERE worker_identity = {d.param(1)} AND status = 'active'"
-    )
+#: Heartbeat stamp for one active row; parameters are (worker_identity, stamp).
+touch_heartbeats = _fixed(
+    "UPDATE worker_registrations SET last_heartbeat_at = ?2 "
+    "WHERE worker_identity = ?1 AND status = 'active'"
+)
 
 
 #: Sizes the set-based heartbeat UPDATE is prepared for; a batch is padded up to one, so
@@ -166,61 +166,40 @@ def select_leases(d: Dialect, *, by_status: bool) -> str:
     return f"SELECT {_LEASE_LIST} FROM leases{clause} ORDER BY lease_id"
 
 
-@lru_cache(maxsize=256)
 def upsert_lease(d: Dialect, columns: tuple[str, ...]) -> str:
     """Insert a lease, or update only the given columns of the existing one.
 
     ``columns`` starts with lease_id and always holds the NOT NULL columns.
     ON CONFLICT ... DO UPDATE is spelled the same on SQLite (3.24+) and PostgreSQL (9.5+).
     """
-    marks = ", ".join(d.param(i) for i in range(1, len(columns) + 1))
-    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "lease_id")
-    return (
-        f"INSERT INTO leases ({', '.join(columns)}) VALUES ({marks}) "
-        f"ON CONFLICT (lease_id) DO UPDATE SET {updates}"
-    )
+    return upsert_row(d, "leases", "lease_id", columns)
 
 
 # expires_at <= now compares text: valid only for the fixed-width stamps of stamps.py.
-@lru_cache(maxsize=8)
-def select_due_leases(d: Dialect) -> str:
-    """Active leases whose deadline has passed; parameter: now stamp."""
-    return (
-        f"SELECT {_LEASE_LIST} FROM leases "
-        f"WHERE status = 'active' AND expires_at <= {d.param(1)} "
-        "ORDER BY expires_at, lease_id"
-    )
+#: Active leases whose deadline has passed; parameter: now stamp.
+select_due_leases = _fixed(
+    f"SELECT {_LEASE_LIST} FROM leases "
+    "WHERE status = 'active' AND expires_at <= ?1 "
+    "ORDER BY expires_at, lease_id"
+)
+
+#: Mark every due active lease expired; parameter: now stamp (same predicate as above).
+expire_due_leases = _fixed(
+    "UPDATE leases SET status = 'expired' WHERE status = 'active' AND expires_at <= ?1"
+)
 
 
-@lru_cache(maxsize=8)
-def expire_due_leases(d: Dialect) -> str:
-    """Mark every due active lease expired; parameter: now stamp (same predicate as above)."""
-    return (
-        "UPDATE leases SET status = 'expired' "
-        f"WHERE status = 'active' AND expires_at <= {d.param(1)}"
-    )
-
-
-@lru_cache(maxsize=8)
 def insert_audit(d: Dialect) -> str:
     """Append one audit event; parameters in AUDIT_INSERT_COLUMNS order."""
-    marks = ", ".join(d.param(i) for i in range(1, len(AUDIT_INSERT_COLUMNS) + 1))
-    return f"INSERT INTO audit_events ({', '.join(AUDIT_INSERT_COLUMNS)}) VALUES ({marks})"
+    return insert_row(d, "audit_events", AUDIT_INSERT_COLUMNS)
 
 
-@lru_cache(maxsize=8)
-def select_audit(d: Dialect) -> str:
-    """The newest events, newest first; parameter: limit."""
-    return (
-        f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_events "
-        f"ORDER BY event_id DESC LIMIT {d.param(1)}"
-    )
+#: The newest events, newest first; parameter: limit.
+select_audit = _fixed(
+    f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit_events ORDER BY event_id DESC LIMIT ?1"
+)
 
-
-@lru_cache(maxsize=8)
-def record_migration(d: Dialect) -> str:
-    """Ledger row for an applied migration; parameters: version, description, applied_at."""
-    return (
-        "INSERT INTO schema_migrations (version, description, applied_at) "
-        f"VALUES ({d.param(1)}, {d.param(2)}, {d.param(3)})"
-    )
+#: Ledger row for an applied migration; parameters: version, description, applied_at.
+record_migration = _fixed(
+    "INSERT INTO schema_migrations (version, description, applied_at) VALUES (?1, ?2, ?3)"
+)

@@ -68,6 +68,7 @@ _READY_LABELS = frozenset({"status:ready", "status:in-progress"})
 _BLOCKED_LABEL = "status:blocked"
 
 _Key = tuple[str, int]
+_RouteKind = Literal["assign", "resume", "wait", "none"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,7 +89,7 @@ class Routing:
     holds it), ``wait`` (the best candidate is another session's) or ``none``.
     """
 
-    kind: Literal["assign", "resume", "wait", "none"]
+    kind: _RouteKind
     outcome: str
     selected: Candidate | None
     owner_session_id: str | None
@@ -205,16 +206,24 @@ def route(
             eligible.append(c)
             continue
         skipped.append(Skip(kind=c.kind, number=c.number, code=verdict[0], reason=verdict[1]))
+
+    def answer(
+        kind: _RouteKind, outcome: str, reason: str, pick: Candidate | None, owner: str | None
+    ) -> Routing:
+        # Every answer carries what was passed over so far, and one reason.
+        return Routing(
+            kind=kind,
+            outcome=outcome,
+            selected=pick,
+            owner_session_id=owner,
+            skipped=tuple(skipped),
+            reasons=(reason,),
+        )
+
     own = next((c for c in eligible if holders.get(c.key) == session_id), None)
     if own is not None:
-        return Routing(
-            kind="resume",
-            outcome=OUTCOME_ASSIGNED,
-            selected=own,
-            owner_session_id=session_id,
-            skipped=tuple(skipped),
-            reasons=(f"{own.label} is already leased to this session (owner-resume)",),
-        )
+        reason = f"{own.label} is already leased to this session (owner-resume)"
+        return answer("resume", OUTCOME_ASSIGNED, reason, own, session_id)
     held: list[Candidate] = []
     for c in eligible:
         owner = holders.get(c.key)
@@ -228,45 +237,21 @@ def route(
                 )
                 for h in held
             )
-            return Routing(
-                kind="assign",
-                outcome=OUTCOME_ASSIGNED,
-                selected=c,
-                owner_session_id=None,
-                skipped=tuple(skipped),
-                reasons=(f"{c.label} is the first free item for role {role!r}",),
-            )
+            reason = f"{c.label} is the first free item for role {role!r}"
+            return answer("assign", OUTCOME_ASSIGNED, reason, c, None)
         held.append(c)
     if held:
         first = held[0]
-        return Routing(
-            kind="wait",
-            outcome=OUTCOME_WAIT,
-            selected=first,
-            owner_session_id=holders[first.key],
-            skipped=tuple(skipped),
-            reasons=(f"every item {role!r} could take is leased; {first.label} is the next one",),
-        )
+        reason = f"every item {role!r} could take is leased; {first.label} is the next one"
+        return answer("wait", OUTCOME_WAIT, reason, first, holders[first.key])
     if role in _TERMINAL_PATH_ROLES and any(s.code == SKIP_TERMINAL_PATH for s in skipped):
-        return Routing(
-            kind="none",
-            outcome=OUTCOME_BLOCKED_TERMINAL,
-            selected=None,
-            owner_session_id=None,
-            skipped=tuple(skipped),
-            reasons=(
-                f"no safe work for {role!r}: PR #{terminal_pr} holds the terminal-review lock "
-                "and must be resolved first",
-            ),
+        reason = (
+            f"no safe work for {role!r}: PR #{terminal_pr} holds the terminal-review lock "
+            "and must be resolved first"
         )
-    return Routing(
-        kind="none",
-        outcome=OUTCOME_NO_SAFE,
-        selected=None,
-        owner_session_id=None,
-        skipped=tuple(skipped),
-        reasons=(f"no safe work for {role!r} among {len(candidates)} candidate(s)",),
-    )
+        return answer("none", OUTCOME_BLOCKED_TERMINAL, reason, None, None)
+    reason = f"no safe work for {role!r} among {len(candidates)} candidate(s)"
+    return answer("none", OUTCOME_NO_SAFE, reason, None, None)
 
 
 def next_command(role: str, candidate: Candidate) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -65,30 +65,10 @@ class Candidate:
         return f"{self.kind}#{self.number}"
 
 
-_BOOL_FIELDS = (
-    "request_changes_current_head",
-    "approval_on_current_head",
-    "approval_stale",
-    "approval_contaminated",
-    "mergeable",
-    "blocked",
-    "dependency_unmet",
-    "already_claimed_elsewhere",
-)
-CANDIDATE_FIELDS: frozenset[str] = frozenset(
-    {
-        "kind",
-        "number",
-        "state",
-        "labels",
-        "title",
-        "priority",
-        "head_sha",
-        "created_at",
-        "dependency_reason",
-        *_BOOL_FIELDS,
-    }
-)
+# Read from the declaration: with postponed annotations a field's type is its text.
+#: The routing signals, in declaration order: each must be true or false.
+_BOOL_FIELDS = tuple(f.name for f in fields(Candidate) if f.type == "bool")
+CANDIDATE_FIELDS: frozenset[str] = frozenset(f.name for f in fields(Candidate))
 
 
 def _refuse(detail: str) -> ControlPlaneRefusal:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, Literal
 
 from supervisor.policy.canonical import canon
@@ -95,6 +96,10 @@ def split_due(leases: Sequence[_Row], now_stamp: str) -> tuple[list[_Row], list[
     return live, due
 
 
+def _lease_id(lease: _Row) -> str:
+    return canon(lease.get("lease_id"))
+
+
 def _terminal(item: _Row | None) -> bool:
     return item is not None and canon(item.get("state")) in TERMINAL_STATES
 
@@ -138,39 +143,36 @@ def decide_assign(
             ),
         )
     live, due = split_due(leases, now_stamp)
-    expire = tuple(sorted(canon(lease.get("lease_id")) for lease in due))
-    live.sort(key=lambda lease: (canon(lease.get("acquired_at")), canon(lease.get("lease_id"))))
+    # Every decision from here on also expires the leases found past their deadline.
+    decided = partial(AssignDecision, expire_lease_ids=tuple(sorted(map(_lease_id, due))))
+    live.sort(key=lambda lease: (canon(lease.get("acquired_at")), _lease_id(lease)))
     own = [lease for lease in live if canon(lease.get("session_id")) == session_id]
     if own:
         held_role = canon(own[0].get("role"))
         if held_role and held_role != role:
-            return AssignDecision(
+            return decided(
                 kind=ASSIGN_REFUSED,
                 code="role_mismatch",
                 reason=f"session {session_id} already holds {ref.label} as {held_role}, not {role}",
-                expire_lease_ids=expire,
             )
-        return AssignDecision(
+        return decided(
             kind=ASSIGN_RESUME,
             code="owner_resume",
             reason=f"owner-resume: session {session_id} already holds {ref.label}; lease refreshed",
-            expire_lease_ids=expire,
             lease=own[0],
         )
     if live:
         owner = canon(live[0].get("session_id")) or "an unnamed session"
-        return AssignDecision(
+        return decided(
             kind=ASSIGN_WAIT,
             code="foreign_lease",
             reason=f"{ref.label} is leased to session {owner} until {live[0].get('expires_at')}",
-            expire_lease_ids=expire,
             lease=live[0],
         )
-    return AssignDecision(
+    return decided(
         kind=ASSIGN_GRANT,
         code="assigned",
         reason=f"{ref.label} assigned to session {session_id} as {role}",
-        expire_lease_ids=expire,
     )
 
 

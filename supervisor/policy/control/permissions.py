@@ -59,45 +59,31 @@ def _operation_granted(profile: Profile, operation: str) -> bool:
 def decide_rule(profile: Profile | None, task: str, rule: TaskRule | None) -> Decision:
     """Allowed only for a known task (``rule``), a granted (not forbidden) operation and a
     fitting role. The table of rules is the operations' (``supervisor.operations``)."""
+    # One verdict, whatever refuses: an unknown task, no profile, or what the profile lacks.
+    operation = rule.operation if rule else None
+    roles = tuple(sorted(rule.roles)) if rule else ()
+    missing: str | None = None
+    role_denied = False
+    reasons: list[str] = []
     if rule is None:
-        return Decision(
-            allowed=False,
-            task=task,
-            profile=profile.name if profile else None,
-            role_kind=profile.role_kind if profile else None,
-            required_operation=None,
-            required_roles=(),
-            missing_operation=None,
-            role_denied=False,
-            reason=f"unknown task {task!r}",
-        )
-    roles = tuple(sorted(rule.roles))
-    if profile is None:
-        return Decision(
-            allowed=False,
-            task=task,
-            profile=None,
-            role_kind=None,
-            required_operation=rule.operation,
-            required_roles=roles,
-            missing_operation=rule.operation,
-            role_denied=True,
-            reason="no authenticated profile",
-        )
-    missing = None if _operation_granted(profile, rule.operation) else rule.operation
-    role_denied = profile.role_kind not in rule.roles
-    reasons = []
-    if missing:
-        state = "forbidden" if missing in profile.forbidden_operations else "not granted"
-        reasons.append(f"operation {missing!r} is {state} for profile {profile.name!r}")
-    if role_denied:
-        reasons.append(f"role kind {profile.role_kind!r} is not one of {list(roles)}")
+        reasons.append(f"unknown task {task!r}")
+    elif profile is None:
+        missing, role_denied = rule.operation, True
+        reasons.append("no authenticated profile")
+    else:
+        if not _operation_granted(profile, rule.operation):
+            missing = rule.operation
+            state = "forbidden" if missing in profile.forbidden_operations else "not granted"
+            reasons.append(f"operation {missing!r} is {state} for profile {profile.name!r}")
+        if profile.role_kind not in rule.roles:
+            role_denied = True
+            reasons.append(f"role kind {profile.role_kind!r} is not one of {list(roles)}")
     return Decision(
         allowed=not reasons,
         task=task,
-        profile=profile.name,
-        role_kind=profile.role_kind,
-        required_operation=rule.operation,
+        profile=profile.name if profile else None,
+        role_kind=profile.role_kind if profile else None,
+        required_operation=operation,
         required_roles=roles,
         missing_operation=missing,
         role_denied=role_denied,

@@ -9,6 +9,7 @@ from typing import Any
 
 from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import EvidenceMap, evidence_for, row_pid
+from supervisor.policy.flat import flat
 from supervisor.policy.identity.instance import (
     UNKNOWN_CLIENT,
     InstanceIdentity,
@@ -27,10 +28,14 @@ __all__ = [
     "OWNERSHIP_ORPHANED",
     "OWNERSHIP_STALE",
     "REVISION_COLUMNS",
+    "RowColumns",
     "WorkerView",
     "build_worker_view",
+    "foreign_repository",
     "process_identity",
+    "row_columns",
     "self_contradicting",
+    "text_of",
 ]
 
 OWNERSHIP_HISTORICAL = "historical"
@@ -46,8 +51,8 @@ REVISION_COLUMNS = ("startup_revision", "loaded_revision", "parity_revision", "l
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerView:
-    """What the snapshot and the planner know about one row at one instant."""
+class RowColumns:
+    """One row's columns, normalized as every reader takes them (``row_columns``)."""
 
     worker_identity: str | None
     client_type: str
@@ -68,6 +73,12 @@ class WorkerView:
     status: str
     last_heartbeat_at: Any
     identity: InstanceIdentity
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerView(RowColumns):
+    """What the snapshot and the planner know about one row at one instant."""
+
     liveness: Liveness
     live: bool
     historical: bool
@@ -79,18 +90,56 @@ class WorkerView:
     mutation_safe: bool
 
 
-def _text(row: Mapping[str, Any], name: str) -> str | None:
+# Read once: ``fields`` is too slow to call per row of a 10k-row snapshot.
+_COLUMN_NAMES, _COLUMN_VALUES = flat(RowColumns)
+
+
+def text_of(row: Mapping[str, Any], name: str) -> str | None:
+    """A column's canonical text, stripped; ``None`` when empty."""
     text = canon(row.get(name)).strip()
     return text or None
 
 
 def process_identity(row: Mapping[str, Any]) -> str | None:
     """The recorded process identity, or ``pid-<n>`` when only the pid is known."""
-    explicit = _text(row, "process_identity")
+    explicit = text_of(row, "process_identity")
     if explicit:
         return explicit
     pid = row_pid(row)
     return f"pid-{pid}" if pid is not None else None
+
+
+def row_columns(row: Mapping[str, Any]) -> RowColumns:
+    """The row's columns as every reader takes them; liveness, judged per instant, is not here."""
+    identity = assess_instance_identity(row.get("client_instance_id"))
+    return RowColumns(
+        worker_identity=text_of(row, "worker_identity"),
+        client_type=normalize_client_name(row.get("client_name") or row.get("client_type")),
+        client_instance_id=identity.client_instance_id,
+        fleet_run_id=text_of(row, "fleet_run_id"),
+        namespace=text_of(row, "namespace"),
+        profile=text_of(row, "profile"),
+        role=text_of(row, "role"),
+        session_id=text_of(row, "session_id"),
+        generation_id=text_of(row, "generation_id"),
+        fencing_epoch=row.get("fencing_epoch"),
+        process_identity=process_identity(row),
+        pid=row_pid(row),
+        host_id=text_of(row, "host_id"),
+        boot_id=text_of(row, "boot_id"),
+        process_start_time=text_of(row, "process_start_time"),
+        repository_binding=text_of(row, "repository_binding"),
+        status=str(row.get("status") or ""),
+        last_heartbeat_at=row.get("last_heartbeat_at"),
+        identity=identity,
+    )
+
+
+def foreign_repository(binding: str | None, canonical_repository: str | None) -> bool:
+    """The row is bound to a repository other than the canonical one (trailing ``/`` aside)."""
+    return bool(
+        canonical_repository and binding and binding.rstrip("/") != canonical_repository.rstrip("/")
+    )
 
 
 def self_contradicting(row: Mapping[str, Any]) -> bool:
@@ -98,10 +147,6 @@ def self_contradicting(row: Mapping[str, Any]) -> bool:
     started = parse_stamp(row.get("started_at"))
     beat = parse_stamp(row.get("last_heartbeat_at"))
     return started is None or (beat is not None and started > beat)
-
-
-def _same_repository(binding: str, canonical: str) -> bool:
-    return binding.rstrip("/") == canonical.rstrip("/")
 
 
 def build_worker_view(
@@ -114,29 +159,23 @@ def build_worker_view(
     expected_live_revision: str | None = None,
 ) -> WorkerView:
     """Classify one row; pure and deterministic for the same row, evidence and ``now``."""
-    status = str(row.get("status") or "")
-    identity = assess_instance_identity(row.get("client_instance_id"))
+    columns = row_columns(row)
+    foreign = foreign_repository(columns.repository_binding, canonical_repository)
     pid_alive = evidence_for(row, evidence).alive
     liveness = assess_liveness(row, now=now, pid_alive=pid_alive, current_host_id=current_host_id)
-    historical = status != STATUS_ACTIVE
+    historical = columns.status != STATUS_ACTIVE
     live = liveness.live and not historical
-    client_type = normalize_client_name(row.get("client_name") or row.get("client_type"))
-    binding = _text(row, "repository_binding")
-    foreign = bool(
-        canonical_repository and binding and not _same_repository(binding, canonical_repository)
-    )
     old_revision = bool(expected_live_revision) and any(
-        (rev := _text(row, column)) is not None and rev != expected_live_revision
+        (rev := text_of(row, column)) is not None and rev != expected_live_revision
         for column in REVISION_COLUMNS
     )
-    session_id = _text(row, "session_id")
     if historical:
         ownership = OWNERSHIP_HISTORICAL
     elif not live:
         ownership = OWNERSHIP_INCONSISTENT if self_contradicting(row) else OWNERSHIP_STALE
-    elif not session_id:
+    elif not columns.session_id:
         ownership = OWNERSHIP_ORPHANED
-    elif not identity.trusted:
+    elif not columns.identity.trusted:
         ownership = OWNERSHIP_LIVE_UNTRUSTED
     else:
         ownership = OWNERSHIP_LIVE
@@ -144,28 +183,10 @@ def build_worker_view(
         ownership == OWNERSHIP_LIVE
         and not foreign
         and not old_revision
-        and client_type != UNKNOWN_CLIENT
+        and columns.client_type != UNKNOWN_CLIENT
     )
     return WorkerView(
-        worker_identity=_text(row, "worker_identity"),
-        client_type=client_type,
-        client_instance_id=identity.client_instance_id,
-        fleet_run_id=_text(row, "fleet_run_id"),
-        namespace=_text(row, "namespace"),
-        profile=_text(row, "profile"),
-        role=_text(row, "role"),
-        session_id=session_id,
-        generation_id=_text(row, "generation_id"),
-        fencing_epoch=row.get("fencing_epoch"),
-        process_identity=process_identity(row),
-        pid=row_pid(row),
-        host_id=_text(row, "host_id"),
-        boot_id=_text(row, "boot_id"),
-        process_start_time=_text(row, "process_start_time"),
-        repository_binding=binding,
-        status=status,
-        last_heartbeat_at=row.get("last_heartbeat_at"),
-        identity=identity,
+        **dict(zip(_COLUMN_NAMES, _COLUMN_VALUES(columns), strict=True)),
         liveness=liveness,
         live=live,
         historical=historical,

@@ -40,7 +40,7 @@ from operator import attrgetter
 
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
-from supervisor.policy.fleet.worker_view import OWNERSHIP_STALE
+from supervisor.policy.fleet.worker_view import OWNERSHIP_STALE, RowColumns
 
 from .facts import RowFacts, Verdict
 from .moment import Moment
@@ -63,7 +63,7 @@ from .reasons import (
     REASON_UNTRUSTED_PROVENANCE,
     REASON_WORKER_LIVE,
 )
-from .seen import FactsContext, Seen
+from .seen import FactsContext
 
 __all__ = [
     "PID_ALIVE_VERDICT",
@@ -112,7 +112,7 @@ def static_verdict(status: str, missing: list[str], beat: datetime | None) -> Ve
     return None
 
 
-def identity_proof(view: Seen, context: FactsContext) -> Verdict:
+def identity_proof(view: RowColumns, context: FactsContext) -> Verdict:
     """Requirement 14: attribution (launcher-minted instance) plus fencing (same host,
     known boots)."""
     if not view.identity.trusted:

@@ -6,14 +6,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from supervisor.policy.canonical import canon
-from supervisor.policy.fleet.liveness import STATUS_ACTIVE, pid_evidence_applies
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE, pid_evidence_applies, ttl_seconds
+from supervisor.policy.fleet.worker_view import RowColumns, foreign_repository, row_columns
 from supervisor.policy.stamps import parse_stamp
 
 from .conjunction import identity_proof, static_verdict
 from .facts import REQUIRED_IDENTITY_FIELDS, RowFacts
 from .fingerprints import stamped_digest, static_digest
 from .freshness import epoch_us, fresh_until
-from .seen import EvidenceTemplate, FactsContext, Seen, seen
+from .seen import EvidenceTemplate, FactsContext
 
 __all__ = ["missing_fields", "row_facts"]
 
@@ -36,7 +37,7 @@ def missing_fields(others: tuple[str, ...], beat_raw: Any) -> list[str]:
     return sorted((*others, _BEAT), key=_REQUIRED_ORDER.__getitem__)
 
 
-def _conflict_keys(view: Seen) -> tuple[tuple[str, str], ...]:
+def _conflict_keys(view: RowColumns) -> tuple[tuple[str, str], ...]:
     keys = (
         ("session_id", canon(view.session_id)),
         ("generation_id", canon(view.generation_id)),
@@ -49,7 +50,9 @@ def _conflict_keys(view: Seen) -> tuple[tuple[str, str], ...]:
 def row_facts(row: Mapping[str, Any], context: FactsContext, *, lazy: bool = False) -> RowFacts:
     """The static facts of one row. ``lazy``: the caller never changes ``row``, so its
     evidence template may be built from it later (``EvidenceTemplate``)."""
-    view = seen(row, context)
+    view = row_columns(row)
+    ttl = ttl_seconds(row)
+    foreign = foreign_repository(view.repository_binding, context.canonical_repository)
     active = view.status == STATUS_ACTIVE
     slot = (
         (view.client_instance_id, view.namespace)
@@ -79,16 +82,16 @@ def row_facts(row: Mapping[str, Any], context: FactsContext, *, lazy: bool = Fal
         process_start_time=view.process_start_time,
         identity_trusted=view.identity.trusted,
         active=active,
-        ttl=view.ttl,
+        ttl=ttl,
         beat_us=beat_us,
-        fresh_until=fresh_until(beat_us, view.ttl),
+        fresh_until=fresh_until(beat_us, ttl),
         pid_local=pid_evidence_applies(row, context.host_id),
         # As worker_view.self_contradicting, from the stamps parsed once here.
         self_contradicting=started is None or (beat is not None and started > beat),
         static_verdict=static_verdict(
             view.status, missing_fields(missing_besides_beat, beat_raw), beat
         ),
-        repository_unfit=not view.repository_binding or view.foreign_repository,
+        repository_unfit=not view.repository_binding or foreign,
         same_incarnation_space=comparable,
         conflict_keys=_conflict_keys(view),
         slot=slot,

@@ -46,20 +46,22 @@ def _integer(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            return value
+        return _converted(int, value)
     return value
 
 
 def _real(value: Any) -> Any:
     if isinstance(value, int | str) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except ValueError:
-            return value
+        return _converted(float, value)
     return value
+
+
+def _converted(convert: Coerce, value: Any) -> Any:
+    # A value that does not convert is left for the driver to refuse.
+    try:
+        return convert(value)
+    except ValueError:
+        return value
 
 
 def _same(value: Any) -> Any:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -13,6 +13,7 @@ import anyio.lowlevel
 
 from supervisor.errors import StoreError
 from supervisor.store import sql
+from supervisor.store.base import opened
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.migrations import run_migrations
 from supervisor.store.postgres.connection import PgConnection, connect
@@ -162,13 +163,8 @@ async def open_postgres_store(url: str, *, connect_timeout: float = 10.0) -> Pos
     )
 
 
-@asynccontextmanager
-async def postgres_store(
+def postgres_store(
     url: str, *, connect_timeout: float = 10.0
-) -> AsyncIterator[PostgresStore]:
+) -> AbstractAsyncContextManager[PostgresStore]:
     """``async with postgres_store(url) as store:`` — open, migrate, and always close."""
-    store = await open_postgres_store(url, connect_timeout=connect_timeout)
-    try:
-        yield store
-    finally:
-        await store.close()
+    return opened(partial(open_postgres_store, url, connect_timeout=connect_timeout))

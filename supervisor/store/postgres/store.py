@@ -18,12 +18,12 @@ from supervisor.store import sql
 from supervisor.store.base import CommitChain, RegistryView, Row
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
+from supervisor.store.portable_reads import PortableReads
 from supervisor.store.postgres.beats import stamp_and_commit
 from supervisor.store.postgres.connection import PgConnection, connect, redact_url, to_dollar_params
 from supervisor.store.postgres.history import PgHistory, history_page
 from supervisor.store.postgres.tx import PostgresWriteTx
 from supervisor.store.schema.tables import (
-    LEASE_COLUMNS,
     REGISTRATION_COLUMNS,
 )
 
@@ -34,7 +34,7 @@ _T = TypeVar("_T")
 _SELECT_ACTIVE = sql.select_registrations(POSTGRESQL, by_status=True, id_count=None)
 
 
-class PostgresStore:
+class PostgresStore(PortableReads):
     """The PostgreSQL implementation of ``supervisor.store.base.Store``.
 
     Several supervisors (one per host) share the database; inside each, the registry
@@ -46,6 +46,7 @@ class PostgresStore:
     """
 
     dialect: str = POSTGRESQL.name
+    sql_dialect = POSTGRESQL
 
     def __init__(
         self,
@@ -144,17 +145,6 @@ class PostgresStore:
     async def read_active_processes(self) -> list[tuple[str, Any, Any, Any]]:
         rows = await self._read(sql.select_active_processes(POSTGRESQL))
         return [(str(r[0]), r[1], r[2], r[3]) for r in rows]
-
-    async def read_leases(self, *, status: str | None = None) -> list[Row]:
-        statement = sql.select_leases(POSTGRESQL, by_status=status is not None)
-        rows = await self._read(statement, (status,) if status is not None else ())
-        return rowmap.as_dicts(LEASE_COLUMNS, rows)
-
-    async def read_audit(self, *, limit: int = 100) -> list[Row]:
-        if limit < 0:
-            raise StoreError(f"limit must be >= 0, got {limit}")
-        newest_first = await self._read(sql.select_audit(POSTGRESQL), (limit,))
-        return rowmap.audit_rows(reversed(newest_first))
 
     async def read_host_leases(self) -> list[Row]:
         statement = to_dollar_params(select_host_leases(one=False))

@@ -11,6 +11,7 @@ from supervisor.policy.control.incident_links import (
     INCIDENT_SCOPE_FIELDS,
     plan_legacy_collapse,
 )
+from supervisor.store.control_sql import insert_row
 from supervisor.store.dialect import Dialect
 
 __all__ = [
@@ -120,8 +121,7 @@ async def migrate_incident_links(conn: MigrationConn) -> None:
     await conn.run(f"ALTER TABLE incident_links RENAME TO {_LEGACY}")
     await conn.run(_INCIDENT_LINKS_DDL)
     await conn.run(_INCIDENT_LINKS_INDEX)
-    marks = ", ".join(conn.dialect.param(i) for i in range(1, len(INCIDENT_LINK_COLUMNS) + 1))
-    insert = f"INSERT INTO incident_links ({', '.join(INCIDENT_LINK_COLUMNS)}) VALUES ({marks})"
+    insert = insert_row(conn.dialect, "incident_links", INCIDENT_LINK_COLUMNS)
     for row in plan.keep:
         values = {**row, "status": row.get("status") or "open"}
         for field in INCIDENT_SCOPE_FIELDS:

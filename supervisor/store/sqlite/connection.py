@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -33,12 +34,19 @@ T = TypeVar("T")
 # Each helper is one aiosqlite call, i.e. one hop to the connection's thread; callers
 # keep the number of hops per transaction small. sqlite3 errors become StoreError here
 # so no engine exception type escapes supervisor/store.
+@contextmanager
+def _store_errors(what: str) -> Iterator[None]:
+    """An sqlite3 error inside becomes ``StoreError("SQLite <what> failed: …")``."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite {what} failed: {exc}") from exc
+
+
 async def execute(conn: aiosqlite.Connection, statement: str, params: Sequence[Any] = ()) -> int:
     """Run one statement; return its rowcount."""
-    try:
+    with _store_errors("statement"):
         cursor = await conn.execute(statement, params)
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite statement failed: {exc}") from exc
     return cursor.rowcount
 
 
@@ -46,10 +54,8 @@ async def executemany(
     conn: aiosqlite.Connection, statement: str, seq: Iterable[Sequence[Any]]
 ) -> int:
     """Run one statement for every parameter tuple; return the summed rowcount."""
-    try:
+    with _store_errors("batch statement"):
         cursor = await conn.executemany(statement, seq)
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite batch statement failed: {exc}") from exc
     return cursor.rowcount
 
 
@@ -57,18 +63,14 @@ async def fetchall(
     conn: aiosqlite.Connection, statement: str, params: Sequence[Any] = ()
 ) -> list[Sequence[Any]]:
     """Run a query and fetch every row in the same hop."""
-    try:
+    with _store_errors("query"):
         return list(await conn.execute_fetchall(statement, params))
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite query failed: {exc}") from exc
 
 
 async def fetch_job(pending: Awaitable[T]) -> T:
     """Await a read job queued with ``submit``; engine errors become ``StoreError``."""
-    try:
+    with _store_errors("query"):
         return await pending
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite query failed: {exc}") from exc
 
 
 async def fetch_in_chunks(
@@ -87,12 +89,10 @@ async def fetch_in_chunks(
     keeps the conversion from becoming one such block of its own afterwards.
     """
     rows: list[T] = []
-    try:
+    with _store_errors("query"):
         async with conn.execute(statement, params) as cursor:
             while chunk := await cursor.fetchmany(size):
                 rows.extend(map(convert, chunk))
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite query failed: {exc}") from exc
     return rows
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -19,6 +19,7 @@ import anyio.to_thread
 
 from supervisor.errors import StoreError, StoreUnwritable
 from supervisor.store import sql
+from supervisor.store.base import opened
 from supervisor.store.dialect import SQLITE
 from supervisor.store.history_cache import HistoryCache
 from supervisor.store.migrations import run_migrations
@@ -277,13 +278,8 @@ def _unwritable_detail(path: Path, problem: str) -> str:
     )
 
 
-@asynccontextmanager
-async def sqlite_store(
+def sqlite_store(
     path: str | Path, *, busy_timeout_ms: int = 5000
-) -> AsyncIterator[SQLiteStore]:
+) -> AbstractAsyncContextManager[SQLiteStore]:
     """``async with sqlite_store(path) as store:`` — open, migrate, and always close."""
-    store = await open_sqlite_store(path, busy_timeout_ms=busy_timeout_ms)
-    try:
-        yield store
-    finally:
-        await store.close()
+    return opened(partial(open_sqlite_store, path, busy_timeout_ms=busy_timeout_ms))

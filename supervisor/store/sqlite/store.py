@@ -20,8 +20,8 @@ from supervisor.store.base import CommitChain, RegistryView, Row
 from supervisor.store.dialect import SQLITE
 from supervisor.store.history_cache import HistoryCache, scope_digests
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
+from supervisor.store.portable_reads import PortableReads
 from supervisor.store.schema.tables import (
-    LEASE_COLUMNS,
     REGISTRATION_COLUMNS,
 )
 from supervisor.store.sqlite.active import ActiveCache, active_job, compact_active_job
@@ -55,7 +55,7 @@ __all__ = ["SQLiteStore"]
 _SCOPE_ATTEMPTS = 3
 
 
-class SQLiteStore:
+class SQLiteStore(PortableReads):
     """The SQLite implementation of ``supervisor.store.base.Store``.
 
     Writes go through one connection in autocommit mode (``isolation_level=None``): the
@@ -66,6 +66,7 @@ class SQLiteStore:
     """
 
     dialect: str = SQLITE.name
+    sql_dialect = SQLITE
 
     def __init__(
         self,
@@ -149,17 +150,6 @@ class SQLiteStore:
         return await fetch_in_chunks(
             self._reader, sql.select_active_processes(SQLITE), convert=_process_tuple
         )
-
-    async def read_leases(self, *, status: str | None = None) -> list[Row]:
-        statement = sql.select_leases(SQLITE, by_status=status is not None)
-        rows = await self._read(statement, (status,) if status is not None else ())
-        return rowmap.as_dicts(LEASE_COLUMNS, rows)
-
-    async def read_audit(self, *, limit: int = 100) -> list[Row]:
-        if limit < 0:
-            raise StoreError(f"limit must be >= 0, got {limit}")
-        newest_first = await self._read(sql.select_audit(SQLITE), (limit,))
-        return rowmap.audit_rows(reversed(newest_first))
 
     async def read_host_leases(self) -> list[Row]:
         return host_lease_rows(await self._read(select_host_leases(one=False), ()))
