@@ -125,6 +125,7 @@ async def test_tool_calls_reach_the_daemon_with_the_token(socket_path: Path) -> 
         "candidate_fingerprint": "candidatefp-1",
         "worker_identities": ["w-1", "w-2"],
         "canonical_repository": None,
+        "override_mass_guard": False,
     }
     assert snapshot["received"]["canonical_repository"] == "/srv/repos/fleet"
     assert snapshot["received"]["expected_manifest"] == [

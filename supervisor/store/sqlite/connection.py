@@ -108,11 +108,8 @@ async def begin_immediate(conn: aiosqlite.Connection, *, durable: bool = True) -
     thread and leave the connection inside a transaction nobody owns. The wait is
     bounded by busy_timeout.
     """
-    with anyio.CancelScope(shield=True):
-        try:
-            await submit(conn, begin_flushed if durable else begin_unflushed)
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite statement failed: {exc}") from exc
+    with anyio.CancelScope(shield=True), _store_errors("statement"):
+        await submit(conn, begin_flushed if durable else begin_unflushed)
 
 
 def begin_flushed(raw: sqlite3.Connection) -> None:
