@@ -180,3 +180,56 @@ async def test_a_broken_profiles_file_is_named_not_blamed_on_the_token(tmp_path:
     assert "not valid TOML" in refused.json()["error_description"]
     assert missing == 401  # no token at all is still the caller's problem
     assert after == 200
+
+
+async def test_every_request_with_a_readable_id_is_answered_by_that_id(tmp_path: Path) -> None:
+    # The SDK answered these with id null (-32602 for any shape problem, -32700 for a lone
+    # surrogate its strict parser refuses), so the client could not tell which request failed.
+    bearer = {**_HEADERS, "Authorization": f"Bearer {TOKENS[READER.name]}"}
+    bodies = [
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"x"}',
+        b'{"jsonrpc":"2.0","id":"eight","method":"tools/list","params":[1]}',
+        b'{"jsonrpc":"2.0","id":9,"params":{}}',
+        b'{"jsonrpc":"1.0","id":10,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{"a":"\\ud800"}}',
+        b"not json",
+    ]
+    async with (
+        harness(tmp_path) as h,
+        http_tools(h, tmp_path) as (url, _),
+        httpx2.AsyncClient(timeout=30.0) as http,
+    ):
+        started = await http.post(url, json=_INITIALIZE, headers=bearer)
+        session = {
+            **bearer,
+            "mcp-session-id": started.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        answers = [await http.post(url, content=body, headers=session) for body in bodies]
+        # Before a session too, and on the SDK's newer-protocol path.
+        fresh = await http.post(url, content=bodies[0], headers=bearer)
+        modern = await http.post(
+            url, content=bodies[0], headers={**bearer, "mcp-protocol-version": "2026-07-28"}
+        )
+        unauthenticated = await http.post(url, content=bodies[0], headers=_HEADERS)
+        # A well-formed request is answered as before.
+        listed = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 12, "method": "tools/list"}, headers=session
+        )
+
+    assert [(a.status_code, a.json()["id"], a.json()["error"]["code"]) for a in answers] == [
+        (400, 7, -32602),
+        (400, "eight", -32602),
+        (400, 9, -32600),
+        (400, 10, -32600),
+        (400, 11, -32600),
+        (400, None, -32700),  # no id to read: a parse error, as JSON-RPC says
+    ]
+    assert "params must be a JSON object" in answers[0].json()["error"]["message"]
+    for answer in (fresh, modern):
+        assert (answer.status_code, answer.json()["id"]) == (400, 7)
+        assert answer.json()["error"]["code"] == -32602
+    assert int(answers[0].headers["content-length"]) == len(answers[0].content)
+    assert unauthenticated.status_code == 401  # authentication still comes first
+    assert listed.status_code == 200
+    assert '"id":12' in listed.text

@@ -21,6 +21,7 @@ from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.fleet_tools import ToolBackend
+from supervisor.surfaces.mcp.http_envelope import answer_by_id
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.tools import build_mcp_server
 
@@ -223,6 +224,8 @@ async def _serve_http(
     )
     # host= makes the SDK reject Host/Origin headers that are not loopback (DNS rebinding).
     app: ASGIApp = server.streamable_http_app(host=host)
+    # Every request with a readable id is answered by that id, an unreadable one too.
+    app = answer_by_id(app)
     if audit is not None:
         app = _audit_missing_bearer(app, audit)
     app = _refuse_while_profiles_unreadable(app, profiles)
