@@ -11,6 +11,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from actors.mailbox import Reply, ask
 from actors.replies import WriteAck
 from actors.writer.inbox import WriterInbox
+from supervisor.errors import PermissionDenied
 from supervisor.operations.registry import decide, operation
 from supervisor.policy.control.allocation import OUTCOME_ROLE_INELIGIBLE
 from supervisor.policy.control.permissions import Profile
@@ -24,6 +25,7 @@ from supervisor.policy.render import decision_dict
 from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 
 __all__ = [
+    "PERMISSION_DENIED",
     "RepositoryArgs",
     "WorkItemArgs",
     "WriterCalls",
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 _MAX_TEXT = 200
+#: The code of every permission denial, on every surface (the wire error's code too).
+PERMISSION_DENIED = PermissionDenied.code
 
 #: A writer message waiting for its reply channel (what a checked call sends).
 WriterMessage = Callable[[Reply[WriteAck]], WriterInbox]
@@ -59,10 +63,12 @@ class WorkItemArgs(RepositoryArgs):
     number: int
 
 
-def refused(reason: str, **extra: Any) -> dict[str, Any]:
+def refused(code: str, reason: str, **extra: Any) -> dict[str, Any]:
+    """A refusal answer: nothing was done, why (``reasons``) and its stable ``code``."""
     return {
         "success": False,
         "outcome": OUTCOME_REFUSED,
+        "code": code,
         "mutation_performed": False,
         "reasons": [reason],
         **extra,
@@ -116,6 +122,7 @@ def ineligible(reason: str, role: object) -> dict[str, Any]:
     return {
         "success": False,
         "outcome": OUTCOME_ROLE_INELIGIBLE,
+        "code": OUTCOME_ROLE_INELIGIBLE,
         "mutation_performed": False,
         "role": role,
         "reasons": [reason],
@@ -189,7 +196,7 @@ class WriterCalls:
         try:
             message = checked()
         except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code, **refusal)
+            return refused(exc.code, exc.detail, **refusal)
         return await self._send(message)
 
     @staticmethod
@@ -198,5 +205,8 @@ class WriterCalls:
         if decision.allowed:
             return None
         return refused(
-            f"{task} refused: {decision.reason}", permission=decision_dict(decision), denied=True
+            PERMISSION_DENIED,
+            f"{task} refused: {decision.reason}",
+            permission=decision_dict(decision),
+            denied=True,
         )

@@ -260,7 +260,7 @@ class ControlPlaneCalls(HealthLinkCalls):
             pid = pid_arg(owner_pid)
             ttl = ttl_arg(lease_ttl_seconds)
         except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code, apply=apply)
+            return refused(exc.code, exc.detail, apply=apply)
         return await self._send(
             lambda reply: AllocateWork(
                 session_id=sid,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import SupervisorError
+from supervisor.errors import PermissionDenied, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import Profile
@@ -40,6 +40,7 @@ async def status_report(
         return {
             "success": False,
             "outcome": OUTCOME_REFUSED,
+            "code": PermissionDenied.code,
             "mutation_performed": False,
             "reasons": [f"status refused: {decision.reason}"],
             "permission": decision_dict(decision),
