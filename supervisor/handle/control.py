@@ -240,7 +240,7 @@ class ControlPlaneCalls(HealthLinkCalls):
         so an author profile can never be handed a merge.
         """
         task = "allocate_apply" if apply else "allocate_preview"
-        if (denied := self._deny(profile, task)) is not None:
+        if (denied := await self._deny(profile, task, "allocate")) is not None:
             return denied
         assert profile is not None  # decide() refuses a missing profile
         try:

@@ -17,6 +17,7 @@ from supervisor.policy.control.permissions import Profile
 from supervisor.settings.profiles import ProfileBook, hash_token
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, TOOL_NAMES
 from supervisor.surfaces.mcp.http import serve_mcp_http
+from supervisor.surfaces.mcp.operation_tools import HEARTBEAT_TOOL
 from tests.actors.harness import AUTHOR, READER, RETIRER, Harness, harness
 from tests.actors.helpers_retirement import status_of
 from tests.integration.helpers_mcp import call, call_error, stale_fleet
@@ -172,9 +173,16 @@ async def test_a_broken_profiles_file_is_named_not_blamed_on_the_token(tmp_path:
         async with httpx2.AsyncClient(timeout=30.0) as http:
             refused = await http.post(url, json=_INITIALIZE, headers={**_HEADERS, **bearer})
         missing = await raw_post(url, {})
+        # Audited (committed) before the 503 went out, as every denial is.
+        audit = [e for e in await h.store.read_audit() if e["outcome"] == "profiles_unreadable"]
         path.write_text(good, encoding="utf-8")
         after = await raw_post(url, bearer)
 
+    [event] = audit
+    assert (event["actor"], event["action"]) == (None, "mcp_http_request")
+    assert event["detail"]["surface"] == "mcp_http"
+    assert event["detail"]["reasons"] == [refused.json()["error_description"]]
+    assert TOKENS[READER.name] not in str(event)
     assert refused.status_code == 503
     assert refused.json()["error"] == "profiles_unreadable"
     assert "not valid TOML" in refused.json()["error_description"]
@@ -233,3 +241,21 @@ async def test_every_request_with_a_readable_id_is_answered_by_that_id(tmp_path:
     assert unauthenticated.status_code == 401  # authentication still comes first
     assert listed.status_code == 200
     assert '"id":12' in listed.text
+
+
+async def test_a_control_plane_denial_is_coded_and_audited(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h, http_tools(h, tmp_path) as (url, _):
+        async with client_for(url, TOKENS[AUTHOR.name]) as author:
+            denied = await call_error(author, HEARTBEAT_TOOL, session_id="s-1", lease_id="l-1")
+        # Read once the answer is in: the row was committed before it was sent.
+        audit = [e for e in await h.store.read_audit() if e["action"] == "lease_heartbeat"]
+
+    assert (denied["code"], denied["denied"], denied["outcome"]) == (
+        "permission_denied",
+        True,
+        "refused",
+    )
+    [event] = audit
+    assert (event["actor"], event["role"], event["outcome"]) == (AUTHOR.name, "author", "refused")
+    assert event["detail"]["code"] == "permission_denied"
+    assert event["detail"]["reasons"] == denied["reasons"]

@@ -183,6 +183,7 @@ async def test_every_refusal_of_every_op_carries_a_documented_code(
                 # owner may read status without one).
                 answer = await _socket(s["path"], op.name, None, minimal)
                 note(op.name, "socket/no-token", _socket_code(answer))
+        audit = await s["h"].store.read_audit(limit=100_000)
         # A profiles file that cannot be read: no token can be proved, on any op that needs one.
         s["profiles"].write_text("[profiles.broken\n", encoding="utf-8")
         for op in OPERATIONS.values():
@@ -214,6 +215,15 @@ async def test_every_refusal_of_every_op_carries_a_documented_code(
             if op.tool is not None:
                 assert seen[(op.name, "daemon/denied")] == {"permission_denied"}, op.name
                 assert seen[(op.name, "bridge/denied")] == {"permission_denied"}, op.name
+    # Every denial is on the audit trail, as a refusal of its op with its code.
+    denials = {
+        e["action"]
+        for e in audit
+        if e["outcome"] == "refused" and e["detail"].get("code") == "permission_denied"
+    }
+    for (name, where), found in seen.items():
+        if where.endswith("/denied") and found == {"permission_denied"}:
+            assert name in denials, name
     for (name, index), code in EXPECTED.items():
         op = OPERATIONS[name]
         surfaces = ("socket", "daemon", "bridge") if op.tool is not None else ("socket",)

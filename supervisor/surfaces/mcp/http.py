@@ -41,6 +41,10 @@ class AuthAudit(Protocol):
         self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
     ) -> None: ...
 
+    async def audit_profiles_unreadable(
+        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
+    ) -> None: ...
+
 
 class ProfileTokenVerifier:
     """Bearer tokens are profile tokens: accepted when the profiles file lists their hash.
@@ -92,19 +96,24 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-def _refuse_while_profiles_unreadable(app: ASGIApp, profiles: ProfileBook) -> ASGIApp:
+def _refuse_while_profiles_unreadable(
+    app: ASGIApp, profiles: ProfileBook, audit: AuthAudit | None
+) -> ASGIApp:
     """While the profiles file cannot be read no bearer token can be checked: answer 503
     ``profiles_unreadable`` with the cause rather than the SDK's 401, which would send
-    the operator after a token that may be fine."""
+    the operator after a token that may be fine. Audited (through ``audit``) before the
+    answer, as every denial is."""
 
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         token = _bearer(scope) if scope["type"] == "http" else None
         if token and profiles.authenticate(token) is None and profiles.error is not None:
+            reason = f"no token can be proved right now: {profiles.error}"
+            if audit is not None:
+                await audit.audit_profiles_unreadable(
+                    surface="mcp_http", action="mcp_http_request", reason=reason
+                )
             body = json.dumps(
-                {
-                    "error": "profiles_unreadable",
-                    "error_description": f"no token can be proved right now: {profiles.error}",
-                }
+                {"error": "profiles_unreadable", "error_description": reason}
             ).encode()
             headers = [
                 (b"content-type", b"application/json"),
@@ -228,7 +237,7 @@ async def _serve_http(
     app = answer_by_id(app)
     if audit is not None:
         app = _audit_missing_bearer(app, audit)
-    app = _refuse_while_profiles_unreadable(app, profiles)
+    app = _refuse_while_profiles_unreadable(app, profiles, audit)
     config = uvicorn.Config(
         app,
         http="h11",

@@ -37,7 +37,7 @@ async def status_report(
     """
     decision = decide(profile, "status") if profile is not None else None
     if decision is not None and not decision.allowed:
-        return {
+        denied = {
             "success": False,
             "outcome": OUTCOME_REFUSED,
             "code": PermissionDenied.code,
@@ -46,6 +46,8 @@ async def status_report(
             "permission": decision_dict(decision),
             "denied": True,
         }
+        await handle.audit_refusal(profile, "status", denied)
+        return denied
     liveness = await handle.liveness_status()
     owners = await handle.lease_owners()
     return {
