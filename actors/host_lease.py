@@ -9,6 +9,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.mailbox import Actor, Inbox, Reply, ask
+from actors.refusal_audit import audit_refusal
 from actors.replies import HostLeaseStatus, WriteAck
 from actors.retirement.actor import ProfileLookup
 from actors.writer.hosts import RenewHostLease, RetireHostRows
@@ -126,10 +127,10 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
                 case HostLeaseStatusQuery():
                     message.reply.send(self.status)
                 case PlanHostRetirementRequest():
-                    denied = _denied(message.profile, "plan")
+                    denied = await self._denied(message.profile, "plan")
                     message.reply.send(denied or await self.plan(message.host_id))
                 case ApplyHostRetirementRequest():
-                    denied = _denied(message.profile, "apply")
+                    denied = await self._denied(message.profile, "apply")
                     message.reply.send(denied or await self._apply(message))
                 case _:
                     assert_never(message)
@@ -240,15 +241,22 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
             return WriteAck(ok=False, code="transaction_failed", detail=repr(exc))
         return ack
 
+    async def _denied(self, profile: Profile | None, task: str) -> WriteAck | None:
+        """A structured refusal naming what was missing (audited), or None when allowed."""
+        decision = decide(profile, task)
+        if decision.allowed:
+            return None
+        detail = f"{task} refused: {decision.reason}"
+        denied = {"outcome": "refused", "code": "permission_denied", "reasons": [detail]}
+        await audit_refusal(self._writer, profile, f"host_{task}", denied, at=self._clock.now())
+        return WriteAck(
+            ok=False,
+            code="permission_denied",
+            detail=detail,
+            # audit_recorded: False when the denial could not be put on record.
+            data={"permission": decision_dict(decision), **_audit_flag(denied)},
+        )
 
-def _denied(profile: Profile | None, task: str) -> WriteAck | None:
-    """A structured refusal naming what was missing, or None when allowed."""
-    decision = decide(profile, task)
-    if decision.allowed:
-        return None
-    return WriteAck(
-        ok=False,
-        code="permission_denied",
-        detail=f"{task} refused: {decision.reason}",
-        data={"permission": decision_dict(decision)},
-    )
+
+def _audit_flag(audited: dict[str, Any]) -> dict[str, Any]:
+    return {"audit_recorded": False} if "audit_recorded" in audited else {}

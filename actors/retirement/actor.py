@@ -43,7 +43,7 @@ from actors.retirement.records import (
 from actors.retirement.records import refusal as _refusal
 from actors.writer.inbox import ApplyRetirement, WriterInbox
 from supervisor.clock import Clock
-from supervisor.errors import SupervisorError
+from supervisor.errors import PermissionDenied, SupervisorError
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.operations.registry import decide
@@ -162,7 +162,7 @@ class RetirementActor(Actor[RetirementInbox]):
         except _Refused as refused:
             return refused.result
         except SupervisorError as exc:
-            return _refusal(f"{exc.code}: {exc.detail}")
+            return _refusal(exc.code, f"{exc.code}: {exc.detail}")
         return result
 
     def _authorize(self, profile: Profile | None, task: str) -> None:
@@ -170,6 +170,7 @@ class RetirementActor(Actor[RetirementInbox]):
         if not decision.allowed:
             raise _Refused(
                 _refusal(
+                    PermissionDenied.code,
                     f"{task} refused: {decision.reason}",
                     permission=decision_dict(decision),
                     denied=True,
@@ -272,6 +273,7 @@ class RetirementActor(Actor[RetirementInbox]):
             # Every plan is in the trail; one that cannot be is not handed out.
             raise _Refused(
                 _refusal(
+                    "audit_unrecorded",
                     f"the plan could not be written to the audit trail (fail closed): {failure}",
                     audit_recorded=False,
                 )

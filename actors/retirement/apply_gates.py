@@ -22,7 +22,10 @@ def token_of(request: ApplyRequest) -> tuple[TokenMode, str]:
     strict, scoped = request.registry_fingerprint, request.scope_fingerprint
     if bool(strict) == bool(scoped):
         raise Refused(
-            refusal("give exactly one of registry_fingerprint (strict) or scope_fingerprint")
+            refusal(
+                "invalid_argument",
+                "give exactly one of registry_fingerprint (strict) or scope_fingerprint",
+            )
         )
     if strict:
         return "strict", strict
@@ -35,6 +38,7 @@ def check_fencing(fencing: FencingContext) -> None:
     if not fencing.host_id or not fencing.boot_id:
         raise Refused(
             refusal(
+                "identity_unknown",
                 "the supervisor's own host or boot identity is unknown (fail closed)",
                 fencing_context={"host_id": fencing.host_id, "boot_id": fencing.boot_id},
             )
@@ -51,6 +55,7 @@ def check_cohort(
     if cohort.blocked:
         raise Refused(
             refusal(
+                "cohort_contested",
                 "daemon-cohort uniqueness failed; worker ownership is contested",
                 blocker_kind=cohort.blocker_kind,
                 cohort={

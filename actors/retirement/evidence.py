@@ -62,7 +62,10 @@ class Facts:
             # Unknown owners are not "no owners": planning on an empty set could
             # retire a worker that holds a lease.
             raise Refused(
-                refusal(f"active lease owners are unknown (fail closed): {owners.detail}")
+                refusal(
+                    "lease_owners_unknown",
+                    f"active lease owners are unknown (fail closed): {owners.detail}",
+                )
             )
         return owners
 
@@ -84,7 +87,9 @@ class Facts:
             self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
         )
         if status.sweeps_completed < 1:
-            raise Refused(refusal("no liveness sweep has completed yet (fail closed)"))
+            raise Refused(
+                refusal("liveness_not_ready", "no liveness sweep has completed yet (fail closed)")
+            )
         await self.owners()
         active = await self._store.read_registrations(status=STATUS_ACTIVE)
         check_cohort(active, await self.for_rows(active), fencing.host_id)

@@ -42,6 +42,7 @@ AUDIT_ATTEMPTS = 3
 #: Profiles' secrets never reach a result, so none can reach the audit log.
 AUDITED_KEYS: tuple[str, ...] = (
     "outcome",
+    "code",
     "registry_fingerprint",
     "candidate_fingerprint",
     "scope_fingerprint",
@@ -142,11 +143,12 @@ class Refused(Exception):
         self.result = result
 
 
-def refusal(reason: str, **extra: Any) -> dict[str, Any]:
-    """A structured refusal: nothing was changed, and why."""
+def refusal(code: str, reason: str, **extra: Any) -> dict[str, Any]:
+    """A structured refusal: nothing was changed, why, and its stable ``code``."""
     return {
         "success": False,
         "outcome": OUTCOME_REFUSED,
+        "code": code,
         "mutation_performed": False,
         "retired_count": 0,
         "reasons": [reason],

@@ -10,6 +10,7 @@ from actors.replies import ApplyOutcome
 from actors.writer.apply_reads import reread_for_apply
 from actors.writer.inbox import ApplyRetirement
 from supervisor.clock import Clock
+from supervisor.errors import PermissionDenied
 from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.retirement.apply_rules import (
@@ -27,6 +28,7 @@ from supervisor.policy.retirement.pages import terminal_entries
 from supervisor.policy.retirement.plan import FencingContext, PlanEntry, protected_from_leases
 from supervisor.policy.retirement.planner import plan_retirement
 from supervisor.policy.retirement.reasons import (
+    OUTCOME_ALREADY_RETIRED,
     OUTCOME_APPLIED,
     OUTCOME_MASS_GUARD,
     OUTCOME_NOTHING_REQUESTED,
@@ -65,9 +67,12 @@ class LeaseFenceMoved(RuntimeError):
 
 def _base(msg: ApplyRetirement, outcome: str) -> dict[str, Any]:
     token_name = "registry_fingerprint" if msg.mode == "strict" else "scope_fingerprint"
+    # Every answer that retired nothing it was asked to carries its stable code.
+    code = {} if outcome in (OUTCOME_APPLIED, OUTCOME_ALREADY_RETIRED) else {"code": outcome}
     return {
         "success": True,
         "outcome": outcome,
+        **code,
         "mutation_performed": False,
         "retired": [],
         "retired_count": 0,
@@ -301,7 +306,7 @@ async def _decide_and_write(
             },
         }
         if not msg.override_mass_guard:
-            result["outcome"] = OUTCOME_MASS_GUARD
+            result["outcome"] = result["code"] = OUTCOME_MASS_GUARD
             result["success"] = False
             result["reasons"] = [guard.reason]
             result["mass_guard"] = figures
@@ -313,6 +318,7 @@ async def _decide_and_write(
     denial = msg.recheck_grant()
     if denial is not None:
         result["outcome"] = OUTCOME_REFUSED
+        result["code"] = PermissionDenied.code
         result["success"] = False
         result["reasons"] = [f"grant re-checked immediately before mutation: {denial}"]
         return result

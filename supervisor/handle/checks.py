@@ -9,8 +9,11 @@ from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.mailbox import Reply, ask
+from actors.refusal_audit import audit_refusal
 from actors.replies import WriteAck
 from actors.writer.inbox import WriterInbox
+from supervisor.clock import Clock
+from supervisor.errors import PermissionDenied
 from supervisor.operations.registry import decide, operation
 from supervisor.policy.control.allocation import OUTCOME_ROLE_INELIGIBLE
 from supervisor.policy.control.permissions import Profile
@@ -24,6 +27,7 @@ from supervisor.policy.render import decision_dict
 from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 
 __all__ = [
+    "PERMISSION_DENIED",
     "RepositoryArgs",
     "WorkItemArgs",
     "WriterCalls",
@@ -39,6 +43,8 @@ __all__ = [
 ]
 
 _MAX_TEXT = 200
+#: The code of every permission denial, on every surface (the wire error's code too).
+PERMISSION_DENIED = PermissionDenied.code
 
 #: A writer message waiting for its reply channel (what a checked call sends).
 WriterMessage = Callable[[Reply[WriteAck]], WriterInbox]
@@ -59,10 +65,12 @@ class WorkItemArgs(RepositoryArgs):
     number: int
 
 
-def refused(reason: str, **extra: Any) -> dict[str, Any]:
+def refused(code: str, reason: str, **extra: Any) -> dict[str, Any]:
+    """A refusal answer: nothing was done, why (``reasons``) and its stable ``code``."""
     return {
         "success": False,
         "outcome": OUTCOME_REFUSED,
+        "code": code,
         "mutation_performed": False,
         "reasons": [reason],
         **extra,
@@ -116,6 +124,7 @@ def ineligible(reason: str, role: object) -> dict[str, Any]:
     return {
         "success": False,
         "outcome": OUTCOME_ROLE_INELIGIBLE,
+        "code": OUTCOME_ROLE_INELIGIBLE,
         "mutation_performed": False,
         "role": role,
         "reasons": [reason],
@@ -139,6 +148,7 @@ def writer_call(
     arguments and returns the writer message: deny (the grant of the task ``op``
     declares), check (a ``ControlPlaneRefusal`` is answered as a refusal carrying
     ``refusal``), send; see ``WriterCalls._guarded``."""
+    # One task per op, checked when the call is declared.
     (task,) = operation(op).tasks
 
     def call(
@@ -149,7 +159,7 @@ def writer_call(
             self: _Calls, profile: Profile | None, /, *args: _P.args, **kwargs: _P.kwargs
         ) -> Mapping[str, Any]:
             return await self._guarded(
-                profile, task, lambda: checked(self, profile, *args, **kwargs), **refusal
+                profile, (task, op), lambda: checked(self, profile, *args, **kwargs), **refusal
             )
 
         return guarded
@@ -161,6 +171,7 @@ class WriterCalls:
     """What every control-plane call shares: the grant check and one message to the writer."""
 
     _writer: MemoryObjectSendStream[WriterInbox]
+    _clock: Clock
 
     async def invoke(
         self, op: str, profile: Profile | None, values: Mapping[str, Any]
@@ -177,26 +188,39 @@ class WriterCalls:
     async def _guarded(
         self,
         profile: Profile | None,
-        task: str,
+        task_of: tuple[str, str],
         checked: Callable[[], WriterMessage],
         **refusal: Any,
     ) -> Mapping[str, Any]:
-        """Deny, check, send: the grant for ``task`` first, then ``checked`` validates the
-        arguments and builds the writer message (a ``ControlPlaneRefusal`` is answered as
-        a refusal carrying ``refusal``); nothing is sent for a refused call."""
-        if (denied := self._deny(profile, task)) is not None:
+        """Deny, check, send: the grant for the task of ``task_of`` (task, op) first (a
+        denial is audited as a refusal of op), then ``checked`` validates the arguments
+        and builds the writer message (a ``ControlPlaneRefusal`` is answered as a refusal
+        carrying ``refusal``); nothing is sent for a refused call."""
+        if (denied := await self._deny(profile, *task_of)) is not None:
             return denied
         try:
             message = checked()
         except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code, **refusal)
+            return refused(exc.code, exc.detail, **refusal)
         return await self._send(message)
 
-    @staticmethod
-    def _deny(profile: Profile | None, task: str) -> dict[str, Any] | None:
+    async def _deny(self, profile: Profile | None, task: str, op: str) -> dict[str, Any] | None:
+        """None when ``profile`` holds the grant for ``task``; else the denial, audited as
+        a refusal of ``op``."""
         decision = decide(profile, task)
         if decision.allowed:
             return None
-        return refused(
-            f"{task} refused: {decision.reason}", permission=decision_dict(decision), denied=True
+        denied = refused(
+            PERMISSION_DENIED,
+            f"{task} refused: {decision.reason}",
+            permission=decision_dict(decision),
+            denied=True,
         )
+        await self.audit_refusal(profile, op, denied)
+        return denied
+
+    async def audit_refusal(
+        self, profile: Profile | None, action: str, result: dict[str, Any]
+    ) -> None:
+        """Put the refusal ``result`` on the audit trail, committed before it is answered."""
+        await audit_refusal(self._writer, profile, action, result, at=self._clock.now())

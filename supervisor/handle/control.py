@@ -240,7 +240,7 @@ class ControlPlaneCalls(HealthLinkCalls):
         so an author profile can never be handed a merge.
         """
         task = "allocate_apply" if apply else "allocate_preview"
-        if (denied := self._deny(profile, task)) is not None:
+        if (denied := await self._deny(profile, task, "allocate")) is not None:
             return denied
         assert profile is not None  # decide() refuses a missing profile
         try:
@@ -260,7 +260,7 @@ class ControlPlaneCalls(HealthLinkCalls):
             pid = pid_arg(owner_pid)
             ttl = ttl_arg(lease_ttl_seconds)
         except ControlPlaneRefusal as exc:
-            return refused(exc.detail, code=exc.code, apply=apply)
+            return refused(exc.code, exc.detail, apply=apply)
         return await self._send(
             lambda reply: AllocateWork(
                 session_id=sid,

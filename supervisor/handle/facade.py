@@ -38,6 +38,7 @@ from actors.retirement.inbox import (
 from actors.retirement.records import audit_event, write_audit
 from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
+from supervisor.errors import PermissionDenied, ProfilesUnreadable
 from supervisor.handle.control import ControlPlaneCalls
 from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
@@ -239,14 +240,50 @@ class SupervisorHandle(ControlPlaneCalls):
         the refusal goes out. The token itself is never recorded. A failed write is
         logged, not raised: the caller is refused either way.
         """
-        result = {"outcome": UNAUTHENTICATED_OUTCOME, "mutation_performed": False}
-        event = audit_event(None, action, {**result, "reasons": [reason]}, at=self._clock.now())
-        event["detail"] = {**event["detail"], "surface": surface, "peer_pid": peer_pid}
-        _log.warning(
-            "unauthenticated_request",
+        await self._audit_caller(
+            UNAUTHENTICATED_OUTCOME, surface=surface, action=action, reason=reason, peer=peer_pid
+        )
+
+    async def audit_profiles_unreadable(
+        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
+    ) -> None:
+        """Log and audit a request with a token refused because the profiles file cannot
+        be read (so no token can be proved), as ``audit_unauthenticated`` does."""
+        await self._audit_caller(
+            ProfilesUnreadable.code, surface=surface, action=action, reason=reason, peer=peer_pid
+        )
+
+    async def audit_peer_denied(
+        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
+    ) -> None:
+        """Log and audit a worker op refused because the peer may not act for the pid it
+        names (peer credentials, not a token), as ``audit_unauthenticated`` does."""
+        await self._audit_caller(
+            "refused",
             surface=surface,
             action=action,
             reason=reason,
-            peer_pid=peer_pid,
+            peer=peer_pid,
+            code=PermissionDenied.code,
+        )
+
+    async def _audit_caller(
+        self,
+        outcome: str,
+        *,
+        surface: str,
+        action: str,
+        reason: str,
+        peer: int | None,
+        code: str | None = None,
+    ) -> None:
+        code = code or outcome
+        result = {"outcome": outcome, "code": code, "mutation_performed": False}
+        event = audit_event(None, action, {**result, "reasons": [reason]}, at=self._clock.now())
+        event["detail"] = {**event["detail"], "surface": surface, "peer_pid": peer}
+        # The event names are fixed words: unauthenticated_request,
+        # profiles_unreadable_request, permission_denied_request.
+        _log.warning(
+            f"{code}_request", surface=surface, action=action, reason=reason, peer_pid=peer
         )
         await write_audit(self._writer, event)

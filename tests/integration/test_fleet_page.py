@@ -209,3 +209,24 @@ async def test_the_page_renders_the_fleet_in_headless_chromium(tmp_path: Path) -
     width, height, distinct = png_facts(shot)
     assert (width, height) == WINDOW
     assert distinct > 20  # text, tables and colours, not a blank or error page
+
+
+async def test_refusals_of_the_page_are_audited(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h, page_server(h, tmp_path, peer_uid=stranger) as (url, tokens):
+        refused = await get(f"{url}/api/fleet")
+        (tmp_path / "profiles.toml").write_text("[profiles.broken\n", encoding="utf-8")
+        unreadable = await get(
+            f"{url}/api/fleet", authorization=f"Bearer {tokens['ops-controller']}"
+        )
+        # Read once the answers are in: each row was committed before its refusal was sent.
+        audit = await h.store.read_audit()
+    assert refused.status_code == 401
+    assert unreadable.status_code == 503
+    assert unreadable.json()["error"] == "profiles_unreadable"
+    rows = [(e["outcome"], e["action"], e["detail"]["surface"]) for e in audit]
+    assert rows == [
+        ("unauthenticated", "/api/fleet", "fleet_page"),
+        ("profiles_unreadable", "/api/fleet", "fleet_page"),
+    ]
+    assert audit[1]["detail"]["reasons"] == [unreadable.json()["detail"]]
+    assert tokens["ops-controller"] not in str(audit)

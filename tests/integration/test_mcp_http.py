@@ -17,6 +17,7 @@ from supervisor.policy.control.permissions import Profile
 from supervisor.settings.profiles import ProfileBook, hash_token
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, TOOL_NAMES
 from supervisor.surfaces.mcp.http import serve_mcp_http
+from supervisor.surfaces.mcp.operation_tools import HEARTBEAT_TOOL
 from tests.actors.harness import AUTHOR, READER, RETIRER, Harness, harness
 from tests.actors.helpers_retirement import status_of
 from tests.integration.helpers_mcp import call, call_error, stale_fleet
@@ -172,11 +173,89 @@ async def test_a_broken_profiles_file_is_named_not_blamed_on_the_token(tmp_path:
         async with httpx2.AsyncClient(timeout=30.0) as http:
             refused = await http.post(url, json=_INITIALIZE, headers={**_HEADERS, **bearer})
         missing = await raw_post(url, {})
+        # Audited (committed) before the 503 went out, as every denial is.
+        audit = [e for e in await h.store.read_audit() if e["outcome"] == "profiles_unreadable"]
         path.write_text(good, encoding="utf-8")
         after = await raw_post(url, bearer)
 
+    [event] = audit
+    assert (event["actor"], event["action"]) == (None, "mcp_http_request")
+    assert event["detail"]["surface"] == "mcp_http"
+    assert event["detail"]["reasons"] == [refused.json()["error_description"]]
+    assert TOKENS[READER.name] not in str(event)
     assert refused.status_code == 503
     assert refused.json()["error"] == "profiles_unreadable"
     assert "not valid TOML" in refused.json()["error_description"]
     assert missing == 401  # no token at all is still the caller's problem
     assert after == 200
+
+
+async def test_every_request_with_a_readable_id_is_answered_by_that_id(tmp_path: Path) -> None:
+    # The SDK answered these with id null (-32602 for any shape problem, -32700 for a lone
+    # surrogate its strict parser refuses), so the client could not tell which request failed.
+    bearer = {**_HEADERS, "Authorization": f"Bearer {TOKENS[READER.name]}"}
+    bodies = [
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"x"}',
+        b'{"jsonrpc":"2.0","id":"eight","method":"tools/list","params":[1]}',
+        b'{"jsonrpc":"2.0","id":9,"params":{}}',
+        b'{"jsonrpc":"1.0","id":10,"method":"tools/list"}',
+        b'{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{"a":"\\ud800"}}',
+        b"not json",
+    ]
+    async with (
+        harness(tmp_path) as h,
+        http_tools(h, tmp_path) as (url, _),
+        httpx2.AsyncClient(timeout=30.0) as http,
+    ):
+        started = await http.post(url, json=_INITIALIZE, headers=bearer)
+        session = {
+            **bearer,
+            "mcp-session-id": started.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        answers = [await http.post(url, content=body, headers=session) for body in bodies]
+        # Before a session too, and on the SDK's newer-protocol path.
+        fresh = await http.post(url, content=bodies[0], headers=bearer)
+        modern = await http.post(
+            url, content=bodies[0], headers={**bearer, "mcp-protocol-version": "2026-07-28"}
+        )
+        unauthenticated = await http.post(url, content=bodies[0], headers=_HEADERS)
+        # A well-formed request is answered as before.
+        listed = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 12, "method": "tools/list"}, headers=session
+        )
+
+    assert [(a.status_code, a.json()["id"], a.json()["error"]["code"]) for a in answers] == [
+        (400, 7, -32602),
+        (400, "eight", -32602),
+        (400, 9, -32600),
+        (400, 10, -32600),
+        (400, 11, -32600),
+        (400, None, -32700),  # no id to read: a parse error, as JSON-RPC says
+    ]
+    assert "params must be a JSON object" in answers[0].json()["error"]["message"]
+    for answer in (fresh, modern):
+        assert (answer.status_code, answer.json()["id"]) == (400, 7)
+        assert answer.json()["error"]["code"] == -32602
+    assert int(answers[0].headers["content-length"]) == len(answers[0].content)
+    assert unauthenticated.status_code == 401  # authentication still comes first
+    assert listed.status_code == 200
+    assert '"id":12' in listed.text
+
+
+async def test_a_control_plane_denial_is_coded_and_audited(tmp_path: Path) -> None:
+    async with harness(tmp_path) as h, http_tools(h, tmp_path) as (url, _):
+        async with client_for(url, TOKENS[AUTHOR.name]) as author:
+            denied = await call_error(author, HEARTBEAT_TOOL, session_id="s-1", lease_id="l-1")
+        # Read once the answer is in: the row was committed before it was sent.
+        audit = [e for e in await h.store.read_audit() if e["action"] == "lease_heartbeat"]
+
+    assert (denied["code"], denied["denied"], denied["outcome"]) == (
+        "permission_denied",
+        True,
+        "refused",
+    )
+    [event] = audit
+    assert (event["actor"], event["role"], event["outcome"]) == (AUTHOR.name, "author", "refused")
+    assert event["detail"]["code"] == "permission_denied"
+    assert event["detail"]["reasons"] == denied["reasons"]

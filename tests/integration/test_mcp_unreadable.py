@@ -113,9 +113,13 @@ async def test_http_answers_unreadable_calls_with_a_json_rpc_error(tmp_path: Pat
             ]
     for response in answers:
         assert response.status_code == 400
-        body = response.json()
-        assert body["jsonrpc"] == "2.0"
-        assert body["error"]["code"] == -32700
+        assert response.json()["jsonrpc"] == "2.0"
+    # Not JSON: a parse error without an id. JSON with a readable id that the SDK's strict
+    # parser refuses (a lone surrogate): invalid request, answered by that id, as on stdio.
+    truncated, surrogate = (response.json() for response in answers)
+    assert (truncated["id"], truncated["error"]["code"]) == (None, -32700)
+    assert (surrogate["id"], surrogate["error"]["code"]) == (3, -32600)
+    assert "surrogate" in surrogate["error"]["message"]
 
 
 async def test_stdio_answers_a_request_whose_params_are_not_an_object(socket_path: Path) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from supervisor.errors import SupervisorError
+from supervisor.errors import ProfilesUnreadable, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.control.permissions import OP_READ, Profile
 from supervisor.surfaces.http.fleet_page_html import PAGE_HTML
@@ -80,14 +80,20 @@ class FleetPage:
 
     def _caller(
         self, target: str, headers: Mapping[str, str], peer_uid: int | None
-    ) -> Profile | str:
-        """The profile to act as, or why the request is refused."""
+    ) -> Profile | str | ProfilesUnreadable:
+        """The profile to act as, or why the request is refused (the profiles file's
+        failure when that is why no token can be proved)."""
         if not _loopback_host(headers.get("host", "")):
             return "the Host header must name a loopback address"
         token = _token(target, headers)
         if token:
             profile = self._profiles.authenticate(token) if self._profiles else None
-            return profile if profile is not None else "the token proves no profile"
+            if profile is not None:
+                return profile
+            broken = self._profiles.error if self._profiles else None
+            if broken is not None:
+                return ProfilesUnreadable(f"no token can be proved right now: {broken}")
+            return "the token proves no profile"
         if peer_uid is not None and peer_uid == os.geteuid():
             return OWNER_VIEWER
         return (
@@ -99,7 +105,16 @@ class FleetPage:
         self, route: str, target: str, headers: Mapping[str, str], peer_uid: int | None
     ) -> PageResponse:
         caller = self._caller(target, headers, peer_uid)
+        # Denials like any other: audited (committed) before the refusal is sent.
+        if isinstance(caller, ProfilesUnreadable):
+            await self._handle.audit_profiles_unreadable(
+                surface="fleet_page", action=route, reason=caller.detail
+            )
+            return _json(503, {"error": caller.code, "detail": caller.detail})
         if isinstance(caller, str):
+            await self._handle.audit_unauthenticated(
+                surface="fleet_page", action=route, reason=caller
+            )
             return _json(401, {"error": "unauthenticated", "detail": caller})
         if route == "/":
             return PageResponse(

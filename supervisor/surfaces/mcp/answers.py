@@ -37,6 +37,7 @@ async def tool_answer(
         body: dict[str, Any] = {
             "success": False,
             "outcome": OUTCOME_REFUSED if refused else OUTCOME_FAILED,
+            "code": exc.code,
             "error": exc.to_dict()["error"],
             "reasons": [exc.detail],
         }

@@ -21,6 +21,7 @@ from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.fleet_tools import ToolBackend
+from supervisor.surfaces.mcp.http_envelope import answer_by_id
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.tools import build_mcp_server
 
@@ -37,6 +38,10 @@ class AuthAudit(Protocol):
     """What records a request whose token proved no profile (SupervisorHandle does)."""
 
     async def audit_unauthenticated(
+        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
+    ) -> None: ...
+
+    async def audit_profiles_unreadable(
         self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
     ) -> None: ...
 
@@ -91,19 +96,24 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-def _refuse_while_profiles_unreadable(app: ASGIApp, profiles: ProfileBook) -> ASGIApp:
+def _refuse_while_profiles_unreadable(
+    app: ASGIApp, profiles: ProfileBook, audit: AuthAudit | None
+) -> ASGIApp:
     """While the profiles file cannot be read no bearer token can be checked: answer 503
     ``profiles_unreadable`` with the cause rather than the SDK's 401, which would send
-    the operator after a token that may be fine."""
+    the operator after a token that may be fine. Audited (through ``audit``) before the
+    answer, as every denial is."""
 
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         token = _bearer(scope) if scope["type"] == "http" else None
         if token and profiles.authenticate(token) is None and profiles.error is not None:
+            reason = f"no token can be proved right now: {profiles.error}"
+            if audit is not None:
+                await audit.audit_profiles_unreadable(
+                    surface="mcp_http", action="mcp_http_request", reason=reason
+                )
             body = json.dumps(
-                {
-                    "error": "profiles_unreadable",
-                    "error_description": f"no token can be proved right now: {profiles.error}",
-                }
+                {"error": "profiles_unreadable", "error_description": reason}
             ).encode()
             headers = [
                 (b"content-type", b"application/json"),
@@ -223,9 +233,11 @@ async def _serve_http(
     )
     # host= makes the SDK reject Host/Origin headers that are not loopback (DNS rebinding).
     app: ASGIApp = server.streamable_http_app(host=host)
+    # Every request with a readable id is answered by that id, an unreadable one too.
+    app = answer_by_id(app)
     if audit is not None:
         app = _audit_missing_bearer(app, audit)
-    app = _refuse_while_profiles_unreadable(app, profiles)
+    app = _refuse_while_profiles_unreadable(app, profiles, audit)
     config = uvicorn.Config(
         app,
         http="h11",

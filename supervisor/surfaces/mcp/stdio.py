@@ -10,19 +10,12 @@ from anyio.abc import AsyncResource
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp.types import PARSE_ERROR, ErrorData, JSONRPCError
+from mcp.types import PARSE_ERROR, JSONRPCError
 from pydantic import ValidationError
 
-from supervisor.observe.logs import get_logger
+from supervisor.surfaces.mcp.unreadable import refusal, unreadable_answer
 
 __all__ = ["AnsweringReadStream", "serve_stdio"]
-
-#: JSON-RPC's code for a request that is JSON but not a valid request object.
-INVALID_REQUEST = -32600
-#: JSON-RPC's code for a request whose method is named but whose params are not usable.
-INVALID_PARAMS = -32602
-
-_log = get_logger(surface="mcp")
 
 
 async def serve_stdio(server: MCPServer[Any]) -> None:
@@ -87,33 +80,11 @@ def _error_for(failure: Exception) -> JSONRPCError:
         try:
             data = json.loads(found)
         except (ValueError, RecursionError):
-            return _refusal(
+            return refusal(
                 None, PARSE_ERROR, "Parse error: the line is not valid JSON", reason="not JSON"
             )
-    request_id = data.get("id") if isinstance(data, dict) else None
-    # Only an id the answer can carry: an int or a string that is itself valid Unicode.
-    if isinstance(request_id, bool) or not _usable_id(request_id):
-        request_id = None
-    if isinstance(data, dict) and isinstance(data.get("method"), str) and _params_refused(failure):
-        return _refusal(
-            request_id,
-            INVALID_PARAMS,
-            "Invalid params: params must be a JSON object",
-            reason="params not an object",
-        )
-    return _refusal(
-        request_id,
-        INVALID_REQUEST,
-        "Invalid request: not a valid JSON-RPC message "
-        "(strings must be valid Unicode; a lone UTF-16 surrogate is not)",
-        reason="not a valid request",
-    )
-
-
-def _refusal(request_id: int | str | None, code: int, message: str, *, reason: str) -> JSONRPCError:
-    """The JSON-RPC error answering an unreadable line, logged with ``reason``."""
-    _log.warning("mcp_unreadable_line", reason=reason)
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+    failure_shapes = failure if isinstance(failure, ValidationError) else None
+    return unreadable_answer(data, failure_shapes)
 
 
 def _input_of(failure: Exception) -> str | dict[str, Any] | None:
@@ -139,27 +110,3 @@ def _text(value: object) -> str | None:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return value if isinstance(value, str) else None
-
-
-def _params_refused(failure: Exception) -> bool:
-    """Did the request and notification shapes fail on ``params`` alone?"""
-    if not isinstance(failure, ValidationError):
-        return False
-    shaped = [
-        e
-        for e in failure.errors()
-        if e.get("loc", ())[:1] in (("JSONRPCRequest",), ("JSONRPCNotification",))
-    ]
-    return bool(shaped) and all(e.get("loc", ())[1:2] == ("params",) for e in shaped)
-
-
-def _usable_id(value: object) -> bool:
-    if isinstance(value, int):
-        return True
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

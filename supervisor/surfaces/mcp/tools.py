@@ -53,6 +53,7 @@ def _argument_refusal(tool: str, reasons: Sequence[str]) -> CallToolResult:
     body: dict[str, Any] = {
         "success": False,
         "outcome": OUTCOME_REFUSED,
+        "code": ProtocolError.code,
         "error": ProtocolError.code,
         "tool": tool,
         "mutation_performed": False,

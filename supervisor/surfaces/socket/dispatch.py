@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from supervisor.errors import ProfilesUnreadable, ProtocolError, SupervisorError
+from supervisor.errors import (
+    PermissionDenied,
+    ProfilesUnreadable,
+    ProtocolError,
+    SupervisorError,
+)
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.observe.logs import get_logger
@@ -89,21 +94,29 @@ class Dispatcher:
             _log.exception("socket_request_failed", op=op)
             return error_frame(request_id, INTERNAL_ERROR, "the supervisor failed on this request")
 
-    def authorize_pid(self, pid: int, peer: Conversation, op: str) -> None:
-        authorize_pid(self._probes, pid, peer, op)
+    async def authorize_pid(self, pid: int, peer: Conversation, op: str) -> None:
+        """Refuse (``PermissionDenied``) a peer that may not act for ``pid``; the denial is
+        audited (committed) before it is answered, as every denial is."""
+        try:
+            authorize_pid(self._probes, pid, peer, op)
+        except PermissionDenied as exc:
+            await self._handle.audit_peer_denied(
+                surface="socket", action=op, reason=exc.detail, peer_pid=_peer_pid(peer)
+            )
+            raise
 
     # --- workers: peer credentials, not tokens ------------------------------------------
 
     async def register(self, request: Request, peer: Conversation) -> object:
         args = _expect(request, RegisterArgs)
         pid = args.pid if args.pid is not None else peer.pid("register")
-        self.authorize_pid(pid, peer, "register")
+        await self.authorize_pid(pid, peer, "register")
         return await self._handle.register(pid, args.claims)
 
     async def fenced(self, request: Request, peer: Conversation) -> object:
         """Heartbeat or release: the handle call the op declares, for the named registration."""
         args = _expect(request, FencedArgs)
-        self.authorize_pid(args.pid, peer, request.op)
+        await self.authorize_pid(args.pid, peer, request.op)
         return await getattr(self._handle, OPERATIONS[request.op].call)(**_keywords(args))
 
     # --- the operator: a profile token --------------------------------------------------
@@ -145,15 +158,22 @@ class Dispatcher:
             broken = self._profiles.error
             if broken is not None:
                 # Not the caller's fault: saying "unauthenticated" would send an operator
-                # after their token while the file they edited is what is broken.
-                raise ProfilesUnreadable(f"no token can be proved right now: {broken}")
+                # after their token while the file they edited is what is broken. Audited
+                # (committed) before the refusal is sent, as every denial is.
+                refusal = ProfilesUnreadable(f"no token can be proved right now: {broken}")
+                await self._handle.audit_profiles_unreadable(
+                    surface="socket",
+                    action=request.op,
+                    reason=refusal.detail,
+                    peer_pid=_peer_pid(peer),
+                )
+                raise refusal
             reason = "the token proves no profile"
         else:
             reason = missing
         # A denial like any other: logged and audited (committed) before the refusal is sent.
-        peer_pid = peer.credentials[0] if peer.credentials is not None else None
         await self._handle.audit_unauthenticated(
-            surface="socket", action=request.op, reason=reason, peer_pid=peer_pid
+            surface="socket", action=request.op, reason=reason, peer_pid=_peer_pid(peer)
         )
         raise Unauthenticated(reason)
 
@@ -169,6 +189,10 @@ class Dispatcher:
             missing="status needs a profile token (token), or a connection from the uid "
             "that runs the supervisor",
         )
+
+
+def _peer_pid(peer: Conversation) -> int | None:
+    return peer.credentials[0] if peer.credentials is not None else None
 
 
 def _keywords(args: DataclassInstance) -> dict[str, Any]:

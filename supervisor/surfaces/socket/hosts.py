@@ -30,6 +30,7 @@ def plan_view(plan: HostRetirementPlan) -> dict[str, Any]:
         "success": not plan.refused,
         "host_id": plan.host_id,
         "refused": plan.refused or None,
+        **({"code": plan.refused} if plan.refused else {}),
         "detail": plan.detail,
         "lease_expires_at": plan.lease_expires_at,
         "host_token": plan.host_token,

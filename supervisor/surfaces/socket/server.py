@@ -274,7 +274,7 @@ class _SocketServer:
             args = request.args
             assert isinstance(args, FencedArgs)
             try:
-                self._authorize_pid(args.pid, peer, "heartbeat")
+                await self._authorize_pid(args.pid, peer, "heartbeat")
             except SupervisorError as exc:
                 answers[index] = encode(error_frame(request.id, exc.code, exc.detail))
                 continue
@@ -303,5 +303,5 @@ class _SocketServer:
                     answers[index] = beat_answer(run[index][0].id, result)
         return [a for a in answers if a is not None]
 
-    def _authorize_pid(self, pid: int, peer: Conversation, op: str) -> None:
-        self._dispatcher.authorize_pid(pid, peer, op)
+    async def _authorize_pid(self, pid: int, peer: Conversation, op: str) -> None:
+        await self._dispatcher.authorize_pid(pid, peer, op)

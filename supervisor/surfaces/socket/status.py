@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import SupervisorError
+from supervisor.errors import PermissionDenied, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import Profile
@@ -37,14 +37,17 @@ async def status_report(
     """
     decision = decide(profile, "status") if profile is not None else None
     if decision is not None and not decision.allowed:
-        return {
+        denied = {
             "success": False,
             "outcome": OUTCOME_REFUSED,
+            "code": PermissionDenied.code,
             "mutation_performed": False,
             "reasons": [f"status refused: {decision.reason}"],
             "permission": decision_dict(decision),
             "denied": True,
         }
+        await handle.audit_refusal(profile, "status", denied)
+        return denied
     liveness = await handle.liveness_status()
     owners = await handle.lease_owners()
     return {
