@@ -181,9 +181,20 @@ class WriterCalls:
         call: Callable[..., Awaitable[Mapping[str, Any]]] = getattr(self, operation(op).call)
         return await call(profile, **values)
 
-    async def _send(self, build: WriterMessage) -> dict[str, Any]:
+    async def _send(self, profile: Profile | None, op: str, build: WriterMessage) -> dict[str, Any]:
+        """The writer's answer to one message; a refusal is audited before it is returned."""
         ack: WriteAck = await ask(self._writer, build, actor="registry_writer")
-        return control_answer(ack)
+        answer = control_answer(ack)
+        if not ack.ok:
+            await self.audit_refusal(profile, op, answer)
+        return answer
+
+    async def _refuse(
+        self, profile: Profile | None, op: str, answer: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``answer``, a refusal decided before anything was sent, audited first."""
+        await self.audit_refusal(profile, op, answer)
+        return answer
 
     async def _guarded(
         self,
@@ -192,17 +203,18 @@ class WriterCalls:
         checked: Callable[[], WriterMessage],
         **refusal: Any,
     ) -> Mapping[str, Any]:
-        """Deny, check, send: the grant for the task of ``task_of`` (task, op) first (a
-        denial is audited as a refusal of op), then ``checked`` validates the arguments
-        and builds the writer message (a ``ControlPlaneRefusal`` is answered as a refusal
-        carrying ``refusal``); nothing is sent for a refused call."""
+        """Deny, check, send: the grant for the task of ``task_of`` (task, op) first, then
+        ``checked`` validates the arguments and builds the writer message (a
+        ``ControlPlaneRefusal`` is answered as a refusal carrying ``refusal``); nothing is
+        sent for a refused call. Every refusal, the writer's included, is audited as a
+        refusal of op before it is answered."""
         if (denied := await self._deny(profile, *task_of)) is not None:
             return denied
         try:
             message = checked()
         except ControlPlaneRefusal as exc:
-            return refused(exc.code, exc.detail, **refusal)
-        return await self._send(message)
+            return await self._refuse(profile, task_of[1], refused(exc.code, exc.detail, **refusal))
+        return await self._send(profile, task_of[1], message)
 
     async def _deny(self, profile: Profile | None, task: str, op: str) -> dict[str, Any] | None:
         """None when ``profile`` holds the grant for ``task``; else the denial, audited as

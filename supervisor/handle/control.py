@@ -246,13 +246,13 @@ class ControlPlaneCalls(HealthLinkCalls):
         try:
             wanted = check_role(role if role is not None else profile.role_kind)
         except ControlPlaneRefusal as exc:
-            return ineligible(exc.detail, role)
+            return await self._refuse(profile, "allocate", ineligible(exc.detail, role))
         if wanted != profile.role_kind:
-            return ineligible(
+            reason = (
                 f"profile {profile.name!r} has role {profile.role_kind!r}; it cannot take "
-                f"{wanted!r} work",
-                role,
+                f"{wanted!r} work"
             )
+            return await self._refuse(profile, "allocate", ineligible(reason, role))
         try:
             sid = check_session_id(session_id)
             where = check_repository(**repository)
@@ -260,8 +260,11 @@ class ControlPlaneCalls(HealthLinkCalls):
             pid = pid_arg(owner_pid)
             ttl = ttl_arg(lease_ttl_seconds)
         except ControlPlaneRefusal as exc:
-            return refused(exc.code, exc.detail, apply=apply)
+            refusal = refused(exc.code, exc.detail, apply=apply)
+            return await self._refuse(profile, "allocate", refusal)
         return await self._send(
+            profile,
+            "allocate",
             lambda reply: AllocateWork(
                 session_id=sid,
                 role=wanted,
@@ -274,5 +277,5 @@ class ControlPlaneCalls(HealthLinkCalls):
                 owner_pid=pid,
                 profile=profile.name,
                 reply=reply,
-            )
+            ),
         )
