@@ -326,6 +326,36 @@ async def test_same_process_registering_again_supersedes_its_old_row(tmp_path: P
         assert (await h.beat(second)).ok
 
 
+async def test_registration_records_the_token_that_names_the_process_exactly(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as h:
+        # The process identified: its start and its pidfd inode (a probe reads the start).
+        pid = h.spawn(start="ticks-4000@ino-77")
+        reg = await h.register(pid)
+        row = await h.row(str(reg["worker_identity"]))
+        assert row["process_start_time"] == "ticks-4000@ino-77"
+        assert row["process_identity"] == f"host-a:{pid}:ticks-4000@ino-77"
+
+
+async def test_a_row_recorded_without_an_inode_is_superseded_by_its_process(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as h:
+        pid = h.spawn(start="ticks-4000")
+        first = await h.register(pid)
+        # The same process, now identified with its inode (a daemon upgraded under it).
+        h.probes.set(pid, alive=True, start_time="ticks-4000@ino-77", cwd=REPO)
+        second = await h.register(pid)
+        assert (await h.row(str(first["worker_identity"])))["status"] == "superseded"
+        # Another process of the same start under the pid (reused within one clock tick)
+        # is told apart by its inode: it supersedes nothing.
+        h.probes.set(pid, alive=True, start_time="ticks-4000@ino-78", cwd=REPO)
+        third = await h.register(pid)
+        assert (await h.row(str(second["worker_identity"])))["status"] == "active"
+        assert (await h.row(str(third["worker_identity"])))["status"] == "active"
+
+
 async def test_a_new_process_in_the_same_slot_gets_a_higher_epoch(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
         first = await h.register()
