@@ -1,14 +1,13 @@
-"""A pid reused within one clock tick: the exit of the first process never marks the second
-dead, and a signal meant for the first never reaches the second.
+"""A pid reused within one clock tick: the first's exit or signal never lands on the second."""
 
-The kernel is made to hand a just-reaped pid out again (``ns_last_pid``, root only), and
-the pair is retried until both processes also share their start tick, so that start
-times alone could not tell them apart.
-"""
+# The kernel is made to hand a just-reaped pid out again (``ns_last_pid``, root only), and
+# the pair is retried until both processes also share their start tick, so that start
+# times alone could not tell them apart.
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator, Mapping
@@ -36,7 +35,9 @@ from tests.actors.test_liveness_answers import NoRows
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 _NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
-#: Each try costs two forks; a try fails when the tick turns between them or another
+#: Reads its stdin to the end and exits: a child whose exit the test decides.
+_CAT = shutil.which("cat") or "/bin/cat"
+#: Each try costs two spawns; a try fails when the tick turns between them or another
 #: process takes the pid first. Bounded in count and in time.
 _TRIES = 400
 _TRY_SECONDS = 60.0
@@ -64,7 +65,7 @@ def _needs_same_tick_reuse() -> None:
 
 @dataclass
 class Child:
-    """A forked child blocked on a pipe; closing ``release`` lets it exit."""
+    """A child blocked on a pipe; closing ``release`` lets it exit."""
 
     pid: int
     release: int
@@ -97,16 +98,17 @@ class Child:
             self.reaped = True
 
 
-def _fork_waiting() -> Child:
+def _spawn_waiting() -> Child:
+    """A child that waits for EOF on its stdin. posix_spawn clones with the parent's memory
+    shared (vfork), so it costs the same in a large test process as in a small one: two
+    forks of a big pytest process no longer fit within one clock tick."""
     read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: only raw syscalls, then _exit, never back into pytest
-        try:
-            os.close(write_end)
-            os.read(read_end, 1)
-        finally:
-            os._exit(0)
-    os.close(read_end)
+    try:
+        pid = os.posix_spawn(
+            _CAT, [_CAT], dict(os.environ), file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0)]
+        )
+    finally:
+        os.close(read_end)
     return Child(pid=pid, release=write_end)
 
 
@@ -162,14 +164,14 @@ def _liveness() -> AbstractAsyncContextManager[LivenessRig]:
 
 
 async def _same_tick_pair(made: list[Child], rig: LivenessRig | None) -> Pair:
-    """First process watched (by ``rig``), exited and reaped; a second forked onto its pid
+    """First process watched (by ``rig``), exited and reaped; a second spawned onto its pid
     within the same start tick. Retried until the kernel gives both."""
     deadline = time.monotonic() + _TRY_SECONDS
     for attempt in range(_TRIES):
         if time.monotonic() > deadline:
             break
         identity = f"first-{attempt}"
-        first = _fork_waiting()
+        first = _spawn_waiting()
         made.append(first)
         seen = identify_process(first.pid)
         token = seen.start_time
@@ -183,7 +185,7 @@ async def _same_tick_pair(made: list[Child], rig: LivenessRig | None) -> Pair:
         first.let_exit()
         first.reap()
         _steer_next_pid(first.pid)
-        second = _fork_waiting()
+        second = _spawn_waiting()
         made.append(second)
         if second.pid == first.pid and process_start_time(second.pid) == start_of(token):
             return Pair(
