@@ -326,19 +326,7 @@ async def test_same_process_registering_again_supersedes_its_old_row(tmp_path: P
         assert (await h.beat(second)).ok
 
 
-async def test_registration_records_the_token_that_names_the_process_exactly(
-    tmp_path: Path,
-) -> None:
-    async with harness(tmp_path) as h:
-        # The process identified: its start and its pidfd inode (a probe reads the start).
-        pid = h.spawn(start="ticks-4000@ino-77")
-        reg = await h.register(pid)
-        row = await h.row(str(reg["worker_identity"]))
-        assert row["process_start_time"] == "ticks-4000@ino-77"
-        assert row["process_identity"] == f"host-a:{pid}:ticks-4000@ino-77"
-
-
-async def test_a_row_recorded_without_an_inode_is_superseded_by_its_process(
+async def test_registration_records_the_inode_and_supersedes_an_inode_less_row(
     tmp_path: Path,
 ) -> None:
     async with harness(tmp_path) as h:
@@ -347,6 +335,10 @@ async def test_a_row_recorded_without_an_inode_is_superseded_by_its_process(
         # The same process, now identified with its inode (a daemon upgraded under it).
         h.probes.set(pid, alive=True, start_time="ticks-4000@ino-77", cwd=REPO)
         second = await h.register(pid)
+        # Registration records the token that names the process exactly.
+        row = await h.row(str(second["worker_identity"]))
+        assert row["process_start_time"] == "ticks-4000@ino-77"
+        assert row["process_identity"] == f"host-a:{pid}:ticks-4000@ino-77"
         assert (await h.row(str(first["worker_identity"])))["status"] == "superseded"
         # Another process of the same start under the pid (reused within one clock tick)
         # is told apart by its inode: it supersedes nothing.
