@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from supervisor.policy.incarnation import start_of
 from supervisor.system.probes import ProcessEvidence
 
 __all__ = ["ScriptedProbes"]
@@ -22,6 +23,8 @@ class ScriptedProbes:
     """A ProbeBackend whose per-pid answers are set by the test; unknown pids are 'cannot tell'.
 
     Every probed pid is appended to `probed`, so tests can assert that a re-probe happened.
+    A scripted start may carry a pidfd inode (``ticks-5@ino-9``): ``probe`` answers its start
+    alone, as a stat read does, and ``identify`` the whole token.
     """
 
     def __init__(
@@ -88,6 +91,12 @@ class ScriptedProbes:
         return self._boot_id
 
     def probe(self, pid: int) -> ProcessEvidence:
+        seen = self.identify(pid)
+        if seen.start_time is None:
+            return seen
+        return ProcessEvidence(pid=pid, alive=seen.alive, start_time=start_of(seen.start_time))
+
+    def identify(self, pid: int) -> ProcessEvidence:
         self.probed.append(pid)
         script = self._scripts.get(pid)
         if script is None:

@@ -36,6 +36,7 @@ from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.identity.instance import NAMESPACES, assess_instance_identity
+from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.stamps import format_stamp
 from supervisor.system.probes import ProbeBackend
 
@@ -196,7 +197,9 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         problem = _claim_problem(message.claims, self._settings)
         if problem:
             return RegisterResult(ok=False, code="invalid_registration", detail=problem)
-        seen = self._probes.probe(message.pid)
+        # Identified, not just probed: the token names this process even against another
+        # that gets its pid within one clock tick (its pidfd inode, where the kernel has one).
+        seen = self._probes.identify(message.pid)
         if not seen.alive or not seen.start_time:
             return RegisterResult(
                 ok=False,
@@ -245,7 +248,12 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         if pid is None:
             return "client_process_start_time needs client_pid" if claimed else None
         seen = self._probes.probe(int(pid))
-        if seen.alive and seen.start_time and claimed and seen.start_time != claimed:
+        if (
+            seen.alive
+            and seen.start_time
+            and claimed
+            and not same_incarnation(seen.start_time, str(claimed))
+        ):
             return (
                 f"client_pid {pid} runs with start time {seen.start_time!r}, "
                 f"not the claimed {claimed!r}"

@@ -12,6 +12,7 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from actors.liveness.answers import NO_SHORTCUTS, ProbeShortcuts, answer, reuse
+from actors.liveness.exits import ExitedIncarnations
 from actors.liveness.inbox import LivenessInbox, LivenessStatusQuery, ProbeNow, Watch
 from actors.mailbox import Actor, Inbox, reply_with
 from actors.replies import LivenessStatus, Verdict
@@ -20,9 +21,10 @@ from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import PidEvidence, row_pid
+from supervisor.policy.incarnation import same_incarnation, start_of, with_inode
 from supervisor.store.base import Store
-from supervisor.system import probes as os_probes
 from supervisor.system.exit_watch import ExitWatchSet, exit_watch_supported
+from supervisor.system.pidfd import pidfd_inode, pidfd_open, pidfd_supported
 from supervisor.system.probes import LocalProbes, ProbeBackend, ProcessEvidence
 from supervisor.system.proc_listing import listing_is_complete, visible_pids
 
@@ -48,12 +50,16 @@ class LivenessSettings:
 
 
 def judge(evidence: ProcessEvidence | PidEvidence, registered_start: str | None) -> str:
-    """Alive only if this exact incarnation still runs; a reused pid means ours is dead."""
+    """Alive only if this exact incarnation still runs; a reused pid means ours is dead.
+
+    Tokens that cannot be told apart (equal starts, an inode missing) count as ours.
+    """
     if evidence.alive is None:
         return UNKNOWN
     if not evidence.alive:
         return DEAD
-    if registered_start and evidence.start_time and evidence.start_time != registered_start:
+    seen = evidence.start_time
+    if registered_start and seen and not same_incarnation(seen, registered_start):
         return DEAD
     return ALIVE
 
@@ -105,11 +111,14 @@ class LivenessActor(Actor[LivenessInbox]):
         self._verdicts: dict[str, _Record] = {}
         # Identity -> pid of every process whose exit is watched.
         self._watched: dict[str, int] = {}
-        # (pid, start time) of every incarnation a pidfd saw exit -> the identities it ran.
-        self._exited: dict[tuple[int, str], set[str]] = {}
+        self._exited = ExitedIncarnations()
         self._sweeps = 0
-        use_pidfd = self._settings.use_pidfd and os_probes.pidfd_supported()
+        use_pidfd = self._settings.use_pidfd and pidfd_supported()
         self._pidfd_open = pidfd_open or (_open_pidfd if use_pidfd else None)
+        # The inode of a watch's fd names its process only for real pidfds.
+        self._fd_inode: Callable[[int], int | None] = (
+            _no_inode if pidfd_open is not None else pidfd_inode
+        )
         self._exits: ExitWatchSet | None = None
         if shortcuts is None:
             shortcuts = _local_shortcuts(probes, custom_opener=pidfd_open is not None)
@@ -176,11 +185,13 @@ class LivenessActor(Actor[LivenessInbox]):
         """Fresh evidence per pid, overruled only by an observed exit of that incarnation.
 
         Snapshot and plan read this; ProbeNow's docstring states the contract. A probe that
-        still finds the incarnation a pidfd saw exit (a stat read racing the exit, an OS
-        whose probe cannot see zombies) is wrong about it: that process has gone for good.
-        A probe that cannot tell, or finds another incarnation under the pid, keeps its
-        answer. A watch that has not fired answers for its pid without a probe, and a
-        complete /proc listing for the pids it lacks, where the shortcuts allow.
+        finds a live process with the start of an incarnation a pidfd saw exit identifies it
+        (its pidfd inode): the exited one (a stat read racing the exit, an OS whose probe
+        cannot see zombies) is dead for good; another that got the pid within the same
+        clock tick is alive under its own token; tokens that cannot tell the two apart give
+        "cannot tell", never "dead". A probe that cannot tell, or finds another start under
+        the pid, keeps its answer. A watch that has not fired answers for its pid without a
+        probe, and a complete /proc listing for the pids it lacks, where the shortcuts allow.
         """
         exits, shortcuts = self._exits, self._shortcuts
         vouched: Mapping[int, PidEvidence] = {}
@@ -193,16 +204,15 @@ class LivenessActor(Actor[LivenessInbox]):
                 pid = self._watched.get(identity)
                 if pid is not None and self._vouch_key.get(pid) == identity:
                     not_vouched.add(pid)
-            for pid, start in self._exited:
-                if (held := vouched.get(pid)) is not None and held.start_time == start:
-                    not_vouched.add(pid)
+            vouched = self._exited.vouching(vouched, not_vouched, self._watch_token)
         evidence = answer(
             pids,
             vouched=vouched,
             not_vouched=not_vouched,
-            exited=self._exited,
+            exited=self._exited.by_start,
             listing=shortcuts.listing,
             probe=self._probes.probe,
+            identify=self._probes.identify,
             probe_many=self._probes.probe_many,
             previous=self._answered,
         )
@@ -210,6 +220,12 @@ class LivenessActor(Actor[LivenessInbox]):
         # that wrote into its Mapping could not make a later answer wrong.
         self._answered = evidence
         return evidence
+
+    def _watch_token(self, pid: int) -> str | None:
+        """The whole token of the watch that vouches for pid."""
+        identity = self._vouch_key.get(pid)
+        record = self._verdicts.get(identity) if identity is not None else None
+        return record[3] if record is not None else None
 
     async def _sweeper(self) -> None:
         while True:
@@ -297,12 +313,20 @@ class LivenessActor(Actor[LivenessInbox]):
         fd = self._pidfd_open(pid, start_time)
         if fd is None:
             return
+        if start_time is not None:
+            # The fd's inode completes the token (a row registered before inodes were
+            # recorded gets it here), so the exit it reports names exactly this process.
+            # A token that already names its inode keeps it when the fd cannot tell one.
+            inode = self._fd_inode(fd)
+            if inode is not None:
+                start_time = with_inode(start_time, inode)
         self._exits.add(identity, fd)
         self._watched[identity] = pid
         if start_time is not None:
             # Only a verified start: the opener kept the fd because the pid still had it.
+            # Vouched as a probe would answer, by the start alone.
             self._vouch_key[pid] = identity
-            self._vouched[pid] = reuse(self._answered, pid, True, start_time)
+            self._vouched[pid] = reuse(self._answered, pid, True, start_of(start_time))
         # The pidfd was opened on this exact incarnation, so until it fires the
         # worker is alive; sweeps skip watched rows on the strength of this.
         self._verdicts[identity] = (pid, ALIVE, True, start_time, self._clock.monotonic(), _PIDFD)
@@ -311,11 +335,7 @@ class LivenessActor(Actor[LivenessInbox]):
         pid, state, _, start_time, _, source = record
         if state != DEAD or source != _PIDFD or start_time is None:
             return
-        identities = self._exited.get((pid, start_time))
-        if identities is not None:
-            identities.discard(identity)
-            if not identities:
-                del self._exited[(pid, start_time)]
+        self._exited.forget(pid, start_time, identity)
 
     def _unwatch(self, identity: str) -> None:
         self._stop_vouching(identity, self._watched.pop(identity, None))
@@ -335,7 +355,7 @@ class LivenessActor(Actor[LivenessInbox]):
                 watched = self._verdicts.get(identity)
                 start = watched[3] if watched is not None and watched[0] == pid else None
                 if start is not None:
-                    self._exited.setdefault((pid, start), set()).add(identity)
+                    self._exited.add(pid, start, identity)
                 self._metrics.exit_watches.set(len(self._watched))
                 self._verdicts[identity] = (
                     pid,
@@ -362,8 +382,12 @@ def _local_shortcuts(probes: ProbeBackend, *, custom_opener: bool) -> ProbeShort
     return ProbeShortcuts(watches_vouch=not custom_opener, listing=visible_pids)
 
 
+def _no_inode(fd: int) -> int | None:
+    return None
+
+
 def _open_pidfd(pid: int, start_time: str | None) -> int | None:
-    return os_probes.pidfd_open(pid, expected_start_time=start_time)
+    return pidfd_open(pid, expected_start_time=start_time)
 
 
 async def _let_others_run() -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, S
 from dataclasses import dataclass
 
 from supervisor.policy.evidence import UNKNOWN, PidEvidence
+from supervisor.policy.incarnation import same_incarnation, start_of, told_apart
 from supervisor.system.probes import ProcessEvidence
 
 __all__ = ["NO_SHORTCUTS", "ProbeShortcuts", "answer", "reuse"]
@@ -61,9 +62,10 @@ def answer(
     *,
     vouched: Mapping[int, PidEvidence],
     not_vouched: Collection[int],
-    exited: Collection[tuple[int, str]],
+    exited: Mapping[tuple[int, str], Collection[str]],
     listing: Callable[[], Set[int] | None] | None,
     probe: Callable[[int], ProcessEvidence],
+    identify: Callable[[int], ProcessEvidence],
     probe_many: Callable[[Sequence[int]], list[ProcessEvidence]],
     previous: Mapping[int, PidEvidence],
 ) -> dict[int, PidEvidence]:
@@ -71,8 +73,8 @@ def answer(
 
     ``vouched`` maps a pid to the evidence of the incarnation an unfired exit watch holds,
     except the pids in ``not_vouched`` (their watch fired, or saw that incarnation exit).
-    ``exited`` holds (pid, start) of incarnations a watch saw exit: a probe that still finds
-    one of them raced its exit or cannot see zombies, and is overruled.
+    ``exited`` maps (pid, start) to the tokens of incarnations a watch saw exit. A probe that
+    finds that pid alive with that start is settled by ``identify`` (see ``_settle``).
     """
     wanted = set(pids)
     fast = vouched.keys() & wanted
@@ -102,7 +104,27 @@ def answer(
         observed = [probe(pid) for pid in sorted(rest - absent)]
     for seen in observed:
         alive, start_time = seen.alive, seen.start_time
-        if alive and start_time is not None and (seen.pid, start_time) in exited:
-            alive = False
+        if alive and start_time is not None and (gone := exited.get((seen.pid, start_time))):
+            alive, start_time = _settle(identify(seen.pid), start_time, gone)
         evidence[seen.pid] = reuse(previous, seen.pid, alive, start_time)
     return evidence
+
+
+def _settle(
+    now: ProcessEvidence, start: str, gone: Collection[str]
+) -> tuple[bool | None, str | None]:
+    """A live pid with the start of an incarnation whose exit a watch saw: which is it?
+
+    ``now`` identifies the pid's process afresh (its pidfd inode where the kernel has
+    them). An exited token it cannot be told apart from is ambiguity, answered "cannot
+    tell": the exited process (a probe racing its exit, one that cannot see zombies) or
+    another that got the pid within the same clock tick, which must never be called dead.
+    """
+    token = now.start_time
+    if not now.alive or token is None or start_of(token) != start:
+        return now.alive, token  # gone, unreadable, or yet another process since
+    if any(not told_apart(token, g) for g in gone):
+        return None, None
+    if any(same_incarnation(token, g) for g in gone):
+        return False, token  # that very process, whose exit was observed
+    return True, token

@@ -33,7 +33,9 @@ class ProbeNow:
     probe would find it running; the watch is checked when the request is handled. A pid
     missing from a complete /proc listing is dead. Anything unsure is probed, and what
     the probe cannot tell stays unknown. An exit a watch observed overrules a probe that
-    still finds that same incarnation.
+    still finds that same incarnation; a live process of the same start is identified by
+    its pidfd inode, and answered alive with its own token, or unknown where no inode
+    tells the two apart (a pid reused within one clock tick is never called dead).
 
     Identity: where a pid's evidence equals the previous ProbeNow answer's for it, it is
     that same object, so ``is`` tells unchanged evidence from changed; a pid the previous

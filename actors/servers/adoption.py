@@ -8,7 +8,10 @@ from typing import Any
 
 from actors.servers.identity import ServerFacts
 from actors.servers.watches import Key
+from supervisor.policy.canonical import canon
 from supervisor.policy.identity.exec_marker import ExecMarker
+from supervisor.policy.incarnation import same_incarnation
+from supervisor.system.pidfd import incarnation
 from supervisor.system.process_tree import stat_facts, ticks
 
 __all__ = ["Found", "inspect_found", "unwatched"]
@@ -61,8 +64,17 @@ def inspect_found(key: Key, marker: ExecMarker, rows: Collection[Mapping[str, An
     """Whether the leader and its client still run as the marker's incarnations, and the
     tree's row among ``rows`` (matched by pid and start, never by a self-declared id)."""
     client = (marker.client_pid, ticks(marker.client_start))
+    # The row's token may carry the pidfd inode the registration recorded; the scan read
+    # the leader's start alone, so the live leader is identified to be compared with it
+    # (a tree whose leader got the pid of a row's process within one tick is not its).
+    leader = incarnation(*key)
     row = next(
-        (r for r in rows if r.get("pid") == key[0] and r.get("process_start_time") == key[1]),
+        (
+            r
+            for r in rows
+            if r.get("pid") == key[0]
+            and same_incarnation(canon(r.get("process_start_time")), leader)
+        ),
         None,
     )
     return Found(

@@ -44,7 +44,8 @@ from supervisor.observe.logs import get_logger
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Store
-from supervisor.system.probes import ProbeBackend, close_pidfd, pidfd_open
+from supervisor.system.pidfd import close_pidfd, pidfd_open
+from supervisor.system.probes import ProbeBackend
 from supervisor.system.process_tree import (
     dedicated_cgroup,
     duplicate_fd,

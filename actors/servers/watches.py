@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from supervisor.system.probes import close_pidfd, pidfd_open
+from supervisor.system.pidfd import close_pidfd, pidfd_open
 
 __all__ = [
     "EXIT_CLIENT",

@@ -10,6 +10,7 @@ from actors.writer.beats import NOT_ACTIVE, Fencing, check_beat, fencing_of
 from actors.writer.inbox import ReleaseRegistration
 from supervisor.policy.canonical import canon
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE, STATUS_RELEASED, STATUS_SUPERSEDED
+from supervisor.policy.incarnation import same_incarnation
 from supervisor.store.base import Row, WriteTx
 
 __all__ = ["register", "release"]
@@ -81,5 +82,10 @@ async def release(
 
 def _same_incarnation(old: Row, new: Mapping[str, Any]) -> bool:
     """The same process registering again replaces its earlier row."""
-    keys = ("host_id", "pid", "process_start_time")
-    return all(canon(old.get(k)) and canon(old.get(k)) == canon(new.get(k)) for k in keys)
+    keys = ("host_id", "pid")
+    if not all(canon(old.get(k)) and canon(old.get(k)) == canon(new.get(k)) for k in keys):
+        return False
+    # A row recorded before pidfd inodes were is the same process by its start alone: one
+    # pid names one live process, so the older one of that start has gone either way.
+    started, starts = canon(old.get("process_start_time")), canon(new.get("process_start_time"))
+    return bool(started) and bool(starts) and same_incarnation(started, starts)

@@ -6,7 +6,7 @@ import select
 
 import anyio
 
-from supervisor.system.probes import close_pidfd
+from supervisor.system.pidfd import close_pidfd
 
 __all__ = ["ExitWatchSet", "exit_watch_supported"]
 

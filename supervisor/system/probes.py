@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import platform
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Protocol, TypeVar
 
 import psutil
 
+from supervisor.system.pidfd import incarnation
 from supervisor.system.proc_listing import visible_pids
 from supervisor.system.proc_stat import PPID_INDEX, exited, fields_after_comm, start_ticks
+from supervisor.system.proc_stat import read_stat as _read_stat
+from supervisor.system.proc_stat import valid_pid as _valid_pid
 
 __all__ = [
     "LocalProbes",
     "ProbeBackend",
     "ProcessEvidence",
     "boot_id",
-    "close_pidfd",
     "host_id",
+    "identify_process",
     "parent_pid",
     "pid_alive",
-    "pidfd_open",
-    "pidfd_supported",
     "probe_many",
     "probe_process",
     "process_cwd",
@@ -45,10 +44,6 @@ _T = TypeVar("_T")
 _MACHINE_ID_PATHS: tuple[str, ...] = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
-# /proc/<pid>/stat is one short line; fields up to starttime (22) sit well inside this even
-# with a 64-byte kernel-thread comm, so one read() always reaches the fields we parse.
-_STAT_READ_SIZE = 4096
-
 
 @dataclass(frozen=True, slots=True)
 class ProcessEvidence:
@@ -60,12 +55,6 @@ class ProcessEvidence:
     pid: int
     alive: bool | None
     start_time: str | None
-
-
-def _valid_pid(pid: int) -> bool:
-    # pid 0 and negatives address process groups in kill(2), never a single process; bool is
-    # an int subclass but is never a meaningful pid.
-    return isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
 
 
 # --- machine identity -------------------------------------------------------------------
@@ -139,18 +128,6 @@ def _ppid_from_stat(text: str) -> int | None:
         return None
     raw = fields[PPID_INDEX]
     return int(raw) if raw.isdigit() else None
-
-
-def _read_stat(pid: int) -> str:
-    # os.open/os.read rather than open(): no buffered text wrapper per pid, which matters when
-    # a sweep reads thousands of these. Raises OSError for the caller to classify.
-    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        data = os.read(fd, _STAT_READ_SIZE)
-    finally:
-        os.close(fd)
-    # latin-1 cannot fail, and comm may hold arbitrary bytes; the fields we parse are ASCII.
-    return data.decode("latin-1")
 
 
 # --- per-process probes -----------------------------------------------------------------
@@ -259,6 +236,22 @@ def probe_process(pid: int) -> ProcessEvidence:
     return _probe_portable(pid)
 
 
+def identify_process(pid: int) -> ProcessEvidence:
+    """``probe_process``, its token naming the running process exactly where the kernel can.
+
+    A live process's start gets the inode of its pidfd on kernels that give each process
+    its own (see ``policy.incarnation``): one pidfd open more than a probe, so this is for
+    registration and for settling an ambiguity, never for every pid of a sweep.
+    """
+    seen = probe_process(pid)
+    if not _LINUX or not seen.alive or seen.start_time is None:
+        return seen
+    token = incarnation(pid, seen.start_time)
+    if token == seen.start_time:
+        return seen
+    return ProcessEvidence(pid=pid, alive=True, start_time=token)
+
+
 def probe_many(pids: Sequence[int]) -> list[ProcessEvidence]:
     """Probe a chunk of pids synchronously, in order; one stat read per live pid on Linux.
 
@@ -298,50 +291,6 @@ def process_cwd(pid: int) -> str | None:
     return cwd if isinstance(cwd, str) and cwd else None
 
 
-# --- exit notification (Linux pidfds) ---------------------------------------------------
-
-
-@cache
-def pidfd_supported() -> bool:
-    """Whether this interpreter and kernel can open pidfds (Linux >= 5.3, Python >= 3.9)."""
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return False
-    try:
-        fd = opener(os.getpid())
-    except OSError:
-        return False
-    os.close(fd)
-    return True
-
-
-def pidfd_open(pid: int, *, expected_start_time: str | None = None) -> int | None:
-    """A pidfd for pid, or None if unsupported, gone, forbidden or not the expected incarnation.
-
-    With expected_start_time, the fd is kept only if pid still has that start time after the
-    fd was opened. That proves the fd refers to the expected incarnation: that process started
-    before the open and still holds the pid after it, so it held the pid at the open too.
-    """
-    if not _valid_pid(pid) or not pidfd_supported():
-        return None
-    try:
-        fd = os.pidfd_open(pid)
-    except (OSError, OverflowError):
-        return None
-    if expected_start_time is not None and process_start_time(pid) != expected_start_time:
-        os.close(fd)
-        return None
-    return fd
-
-
-def close_pidfd(pidfd: int) -> None:
-    """Close a pidfd; any task waiting on it must have finished or been cancelled first."""
-    # close(2) releases the descriptor even when it reports an error, so a failure leaves the
-    # caller nothing to retry; a teardown path should not fail over it.
-    with contextlib.suppress(OSError):
-        os.close(pidfd)
-
-
 # --- backend seam for the actors --------------------------------------------------------
 
 
@@ -353,6 +302,8 @@ class ProbeBackend(Protocol):
     def boot_id(self) -> str | None: ...
 
     def probe(self, pid: int) -> ProcessEvidence: ...
+
+    def identify(self, pid: int) -> ProcessEvidence: ...
 
     def probe_many(self, pids: Sequence[int]) -> list[ProcessEvidence]: ...
 
@@ -387,6 +338,9 @@ class LocalProbes:
 
     def probe(self, pid: int) -> ProcessEvidence:
         return probe_process(pid)
+
+    def identify(self, pid: int) -> ProcessEvidence:
+        return identify_process(pid)
 
     def probe_many(self, pids: Sequence[int]) -> list[ProcessEvidence]:
         return probe_many(pids)

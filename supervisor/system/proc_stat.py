@@ -1,8 +1,14 @@
-"""Parsing one /proc/<pid>/stat line: state, parent, thread count and start time."""
+"""Reading and parsing one /proc/<pid>/stat line: state, parent, thread count, start time."""
 
 from __future__ import annotations
 
-__all__ = ["PPID_INDEX", "exited", "fields_after_comm", "start_ticks"]
+import os
+
+__all__ = ["PPID_INDEX", "exited", "fields_after_comm", "read_stat", "start_ticks", "valid_pid"]
+
+# /proc/<pid>/stat is one short line; fields up to starttime (22) sit well inside this even
+# with a 64-byte kernel-thread comm, so one read() always reaches the fields we parse.
+_STAT_READ_SIZE = 4096
 
 # Fields after the closing ')' of comm start at field 3 (state); these are offsets into them.
 _STATE_INDEX = 3 - 3
@@ -13,6 +19,25 @@ _STARTTIME_INDEX = 22 - 3
 # Task states of a process that has exited: zombie (exited, not yet reaped) and dead (being
 # released); kernels before 3.14 spelled the latter 'x'.
 _EXITED_STATES = frozenset({"Z", "X", "x"})
+
+
+def valid_pid(pid: int) -> bool:
+    """Whether ``pid`` can name one process: a positive int (bool is an int, never a pid)."""
+    # pid 0 and negatives address process groups in kill(2), never a single process.
+    return isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
+
+
+def read_stat(pid: int) -> str:
+    """The text of ``/proc/<pid>/stat``; raises OSError for the caller to classify."""
+    # os.open/os.read rather than open(): no buffered text wrapper per pid, which matters when
+    # a sweep reads thousands of these.
+    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, _STAT_READ_SIZE)
+    finally:
+        os.close(fd)
+    # latin-1 cannot fail, and comm may hold arbitrary bytes; the fields we parse are ASCII.
+    return data.decode("latin-1")
 
 
 def fields_after_comm(text: str) -> list[str] | None:

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, parse_marker
-from supervisor.system.probes import close_pidfd, pidfd_open, start_token, stat_fields
+from supervisor.policy.incarnation import start_of
+from supervisor.system.pidfd import close_pidfd, incarnation, pidfd_open
+from supervisor.system.probes import start_token, stat_fields
 
 __all__ = [
     "Member",
@@ -55,7 +57,7 @@ class StatFacts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Member:
-    """A live process of a server's tree, named by its incarnation."""
+    """A live process of a server's tree, named by its incarnation token."""
 
     pid: int
     start: str
@@ -171,7 +173,7 @@ def find_members(
     wrapped server's behalf. Each member is still signalled on its own, through a verified
     pidfd (never ``cgroup.kill``, which would signal processes nobody checked).
     """
-    leader_ticks = int(leader_start.removeprefix("ticks-"))
+    leader_ticks = int(start_of(leader_start).removeprefix("ticks-"))
     members: list[Member] = []
     for pid in _pids() if markers is None else sorted(set(_pids()) | set(markers)):
         facts = stat_facts(pid)
@@ -186,19 +188,22 @@ def find_members(
             ours = (
                 marker is not None
                 and marker.leader_pid == leader_pid
-                and ticks(marker.leader_start) == leader_start
+                and ticks(marker.leader_start) == start_of(leader_start)
             )
         if not ours and cgroup is not None:
             found = cgroup_of(pid)
             ours = found is not None and _within(found, cgroup)
         if ours and (uid is None or owner_uid(pid) == uid):
-            members.append(Member(pid=pid, start=facts.start))
+            # Named with its pidfd inode where the kernel has them, so a signal meant for
+            # it can never reach a process that took its pid within the same clock tick.
+            members.append(Member(pid=pid, start=incarnation(pid, facts.start)))
     return members
 
 
 def signal_verified(member: Member, signum: int) -> bool:
     """Send ``signum`` to exactly the incarnation ``member`` names, through a pidfd opened
-    and checked against its start time just now; False when it is gone or not that one."""
+    and checked against its start time (and pidfd inode, where its token carries one) just
+    now; False when it is gone or not that one."""
     if signum not in _SIGNALLABLE:
         raise ValueError(f"refusing to send signal {signum}")
     fd = pidfd_open(member.pid, expected_start_time=member.start)
@@ -258,7 +263,7 @@ def start_epoch(start: str, boot_id: str) -> float | None:
         per_second = os.sysconf("SC_CLK_TCK")
     except (ValueError, OSError):
         return None
-    return booted + int(start.removeprefix("ticks-")) / per_second
+    return booted + int(start_of(start).removeprefix("ticks-")) / per_second
 
 
 def client_argv(pid: int) -> list[str]:

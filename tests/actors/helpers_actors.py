@@ -23,6 +23,7 @@ from supervisor.clock import Clock, FakeClock, MonotonicWall
 from supervisor.policy.identity.instance import assess_instance_identity
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Store
+from supervisor.system.probes import ProbeBackend
 from tests.actors.harness import INSTANCE, REPO, START
 from tests.fakes import ScriptedProbes
 
@@ -197,7 +198,7 @@ async def running_liveness(
     store: Store,
     *,
     clock: Clock,
-    probes: ScriptedProbes,
+    probes: ProbeBackend,
     settings: LivenessSettings | None = None,
     pidfd_open: Callable[[int, str | None], int | None] | None = None,
 ) -> AsyncIterator[LivenessRig]:

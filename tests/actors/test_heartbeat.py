@@ -326,6 +326,28 @@ async def test_same_process_registering_again_supersedes_its_old_row(tmp_path: P
         assert (await h.beat(second)).ok
 
 
+async def test_registration_records_the_inode_and_supersedes_an_inode_less_row(
+    tmp_path: Path,
+) -> None:
+    async with harness(tmp_path) as h:
+        pid = h.spawn(start="ticks-4000")
+        first = await h.register(pid)
+        # The same process, now identified with its inode (a daemon upgraded under it).
+        h.probes.set(pid, alive=True, start_time="ticks-4000@ino-77", cwd=REPO)
+        second = await h.register(pid)
+        # Registration records the token that names the process exactly.
+        row = await h.row(str(second["worker_identity"]))
+        assert row["process_start_time"] == "ticks-4000@ino-77"
+        assert row["process_identity"] == f"host-a:{pid}:ticks-4000@ino-77"
+        assert (await h.row(str(first["worker_identity"])))["status"] == "superseded"
+        # Another process of the same start under the pid (reused within one clock tick)
+        # is told apart by its inode: it supersedes nothing.
+        h.probes.set(pid, alive=True, start_time="ticks-4000@ino-78", cwd=REPO)
+        third = await h.register(pid)
+        assert (await h.row(str(second["worker_identity"])))["status"] == "active"
+        assert (await h.row(str(third["worker_identity"])))["status"] == "active"
+
+
 async def test_a_new_process_in_the_same_slot_gets_a_higher_epoch(tmp_path: Path) -> None:
     async with harness(tmp_path) as h:
         first = await h.register()

@@ -20,7 +20,8 @@ from actors.replies import LivenessStatus, Verdict
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.daemon.app import Supervisor, running_supervisor
 from supervisor.store.sqlite.open import open_sqlite_store
-from supervisor.system.probes import LocalProbes, pidfd_supported
+from supervisor.system.pidfd import pidfd_supported
+from supervisor.system.probes import LocalProbes
 from supervisor.wire import PlanQuery
 from tests.actors.harness import (
     INSTANCE,

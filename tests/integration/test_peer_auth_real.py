@@ -36,7 +36,8 @@ def test_a_child_is_vouched_for_with_the_start_time_it_has(
 ) -> None:
     probes, peer = LocalProbes(), _me()
     authorize_pid(probes, child.pid, peer, "register")
-    start = probes.probe(child.pid).start_time
+    # Its whole token: the start, and its pidfd inode where the kernel gives one.
+    start = probes.identify(child.pid).start_time
     assert start
     assert peer.vouched == {child.pid: start}
 
@@ -49,7 +50,7 @@ def test_a_recorded_incarnation_other_than_the_live_one_is_refused(
     peer.vouched[child.pid] = "an-earlier-process"
     # Still our child, so it is proved again, for the process that holds the pid now.
     authorize_pid(probes, child.pid, peer, "heartbeat")
-    assert peer.vouched[child.pid] == probes.probe(child.pid).start_time
+    assert peer.vouched[child.pid] == probes.identify(child.pid).start_time
     stranger = Conversation((os.getppid(), os.getuid(), os.getgid()))
     stranger.vouched[child.pid] = "an-earlier-process"
     with pytest.raises(PermissionDenied):

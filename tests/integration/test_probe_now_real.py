@@ -23,7 +23,8 @@ from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.evidence import PidEvidence
 from supervisor.store.base import Store
 from supervisor.system.exit_watch import exit_watch_supported
-from supervisor.system.probes import LocalProbes, ProcessEvidence, pidfd_supported, probe_process
+from supervisor.system.pidfd import pidfd_supported
+from supervisor.system.probes import LocalProbes, ProcessEvidence, probe_process
 from supervisor.system.proc_listing import listing_is_complete
 from tests.actors.harness import START
 

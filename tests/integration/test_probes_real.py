@@ -13,13 +13,11 @@ import pytest
 
 from supervisor.system import probes
 from supervisor.system.exit_watch import ExitWatchSet
+from supervisor.system.pidfd import close_pidfd, pidfd_open, pidfd_supported
 from supervisor.system.probes import (
     ProcessEvidence,
-    close_pidfd,
     parent_pid,
     pid_alive,
-    pidfd_open,
-    pidfd_supported,
     probe_many,
     probe_process,
     process_start_time,

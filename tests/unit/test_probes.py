@@ -13,6 +13,7 @@ import pytest
 
 from supervisor.system import probes
 from supervisor.system.peers import peer_credentials
+from supervisor.system.pidfd import pidfd_open
 from supervisor.system.probes import (
     LocalProbes,
     ProbeBackend,
@@ -21,7 +22,6 @@ from supervisor.system.probes import (
     host_id,
     parent_pid,
     pid_alive,
-    pidfd_open,
     probe_many,
     probe_process,
     process_cwd,

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, format_marker
+from supervisor.policy.incarnation import inode_of, start_of
+from supervisor.system.pidfd import inodes_unique
 from supervisor.system.probes import process_start_time
 from supervisor.system.process_tree import (
     Member,
@@ -188,7 +190,10 @@ def test_find_members_lists_exactly_a_process_group(spawned: Spawned) -> None:
     assert {m.pid for m in members} == expected
     assert os.getpid() not in {m.pid for m in members}
     for member in members:
-        assert member.start == process_start_time(member.pid)
+        # The start, and the pidfd inode that names exactly that process where the kernel
+        # gives each process its own.
+        assert start_of(member.start) == process_start_time(member.pid)
+        assert (inode_of(member.start) is not None) is inodes_unique()
     # The scan's markers may be handed in; the answer is the same.
     again = find_members(leader.pid, start, markers=scan_markers())
     assert {m.pid for m in again} == expected

@@ -9,6 +9,7 @@ from typing import Any
 from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import UNKNOWN, EvidenceMap, row_pid
 from supervisor.policy.flat import flat, flat_dict
+from supervisor.policy.incarnation import same_incarnation
 
 from .liveness import STATUS_ACTIVE
 
@@ -88,7 +89,12 @@ def find_orphans(
         if seen.alive is False:
             reason = REASON_CLIENT_EXITED
             detail = f"launching client pid {client} is not running"
-        elif seen.alive and recorded and seen.start_time and seen.start_time != recorded:
+        elif (
+            seen.alive
+            and recorded
+            and seen.start_time
+            and not same_incarnation(seen.start_time, recorded)
+        ):
             reason = REASON_CLIENT_PID_REUSED
             detail = (
                 f"pid {client} now runs another process (start {seen.start_time!r}, "

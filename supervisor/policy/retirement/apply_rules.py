@@ -9,6 +9,7 @@ from typing import Any, Literal
 from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE, STATUS_RETIRED
+from supervisor.policy.incarnation import same_incarnation
 
 from .fingerprints import (
     candidate_fingerprint,
@@ -291,7 +292,9 @@ def reprobe_verdict(row: Mapping[str, Any], probe: PidEvidence) -> TargetVerdict
     identity = canon(row.get("worker_identity"))
     if probe.alive is None:
         detail = f"pid {row.get('pid')} could not be re-probed; death is not re-established"
-    elif probe.start_time and probe.start_time != canon(row.get("process_start_time")):
+    elif probe.start_time and not same_incarnation(
+        probe.start_time, canon(row.get("process_start_time"))
+    ):
         detail = (
             f"pid {row.get('pid')} is occupied again (start {probe.start_time!r}, registered "
             f"{row.get('process_start_time')!r}); refusing on a reused or revived pid"

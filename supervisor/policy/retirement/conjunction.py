@@ -41,6 +41,7 @@ from operator import attrgetter
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.fleet.worker_view import OWNERSHIP_STALE, RowColumns
+from supervisor.policy.incarnation import same_incarnation
 
 from .facts import RowFacts, Verdict
 from .moment import Moment
@@ -226,7 +227,7 @@ def row_verdict(  # noqa: PLR0917
         if (
             facts.same_incarnation_space
             and probe.start_time
-            and probe.start_time != facts.process_start_time
+            and not same_incarnation(probe.start_time, facts.process_start_time or "")
         ):
             return (
                 REASON_PID_REUSED,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from supervisor.errors import PermissionDenied
+from supervisor.policy.incarnation import same_incarnation, start_of
 from supervisor.system.probes import ProbeBackend
 
 __all__ = ["MAX_VOUCHED", "Conversation", "authorize_pid"]
@@ -46,8 +47,10 @@ def authorize_pid(probes: ProbeBackend, pid: int, peer: Conversation, op: str) -
         return
     proved = peer.vouched.get(pid)
     if proved is not None:
-        seen = probes.probe(pid)
-        if seen.alive is False or seen.start_time == proved:
+        seen = probes.identify(pid)
+        if seen.alive is False or (
+            seen.start_time is not None and same_incarnation(seen.start_time, proved)
+        ):
             return  # the same child, or gone (a release after it exited)
         # Another process holds the pid now: the old proof is void, a new one may apply.
         del peer.vouched[pid]
@@ -55,10 +58,12 @@ def authorize_pid(probes: ProbeBackend, pid: int, peer: Conversation, op: str) -
     # whose pid was taken again would show a different one (or none).
     before = probes.probe(pid)
     if before.alive and before.start_time and probes.parent_pid(pid) == peer_pid:
-        after = probes.probe(pid)
-        if after.start_time == before.start_time:
+        # Identified: remembered with its pidfd inode where the kernel has one, so even a
+        # process that takes the pid within the same clock tick is not vouched for.
+        after = probes.identify(pid)
+        if after.start_time is not None and start_of(after.start_time) == before.start_time:
             if len(peer.vouched) < MAX_VOUCHED:
-                peer.vouched[pid] = before.start_time
+                peer.vouched[pid] = after.start_time
             return
     raise PermissionDenied(
         f"{op} for pid {pid} refused: the connecting process (pid {peer_pid}) "

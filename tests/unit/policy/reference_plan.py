@@ -12,6 +12,7 @@ from supervisor.policy.canonical import canon
 from supervisor.policy.evidence import EvidenceMap, PidEvidence, evidence_for
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.fleet.worker_view import OWNERSHIP_STALE, WorkerView, build_worker_view
+from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.retirement.fingerprints import (
     candidate_token,
     registry_fingerprint,
@@ -142,7 +143,10 @@ def _reuse(view: WorkerView, probe: PidEvidence, fencing: FencingContext) -> boo
         return False
     if not fencing.boot_id or view.boot_id != fencing.boot_id:
         return False
-    return bool(probe.start_time) and probe.start_time != view.process_start_time
+    # Tokens that cannot be told apart (equal starts, an inode missing) are not a reuse.
+    return bool(probe.start_time) and not same_incarnation(
+        str(probe.start_time), view.process_start_time or ""
+    )
 
 
 def _identity_proof(view: WorkerView, fencing: FencingContext) -> _Verdict:

@@ -317,6 +317,16 @@ def test_reprobe_dead_is_ok() -> None:
     assert reprobe_verdict(row("w-1", pid=101), PidEvidence(alive=False)) is None
 
 
+def test_reprobe_names_a_same_tick_reuse_by_its_inode() -> None:
+    registered = row("w-1", pid=101, process_start_time=f"{start_of(101)}@ino-8")
+    verdict = reprobe_verdict(
+        registered, PidEvidence(alive=True, start_time=f"{start_of(101)}@ino-9")
+    )
+    assert verdict is not None
+    assert verdict.reason_code == R.REASON_LIVENESS_REPROBE
+    assert "reused" in verdict.detail
+
+
 @pytest.mark.parametrize(
     ("probe", "fragment"),
     [
@@ -324,8 +334,11 @@ def test_reprobe_dead_is_ok() -> None:
         (PidEvidence(alive=True, start_time=None), "running again"),
         (PidEvidence(alive=True, start_time="ticks-999"), "reused"),
         (PidEvidence(alive=None), "could not be re-probed"),
+        # Identified with an inode: still the registered start, so (as far as an
+        # inode-less row can tell) the same process running.
+        (PidEvidence(alive=True, start_time=f"{start_of(101)}@ino-9"), "running again"),
     ],
-    ids=["revived", "alive no start", "reused", "unknown"],
+    ids=["revived", "alive no start", "reused", "unknown", "revived with inode"],
 )
 def test_reprobe_refuses_anything_but_dead(probe: PidEvidence, fragment: str) -> None:
     verdict = reprobe_verdict(row("w-1", pid=101), probe)

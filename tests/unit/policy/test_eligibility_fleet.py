@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
+from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.retirement import reasons as R
 from supervisor.policy.retirement.plan import ProtectedOwners, protected_from_leases
 
@@ -216,6 +219,27 @@ def test_reused_pid_evidence_names_the_probed_incarnation() -> None:
     assert entry.evidence["probed_start_time"] == "other-101"
     assert entry.evidence["process_start_time"] == start_of(101)
     assert "other-101" in entry.detail
+
+
+@pytest.mark.parametrize(
+    ("registered", "probed", "reason"),
+    [
+        # One start, two inodes: a pid reused within one clock tick is a reuse.
+        ("ticks-101@ino-8", "ticks-101@ino-9", R.REASON_PID_REUSED),
+        # Told apart by nothing (an inode on one side only): the pid stays occupied.
+        ("ticks-101", "ticks-101@ino-9", R.REASON_PID_ALIVE),
+        ("ticks-101@ino-8", "ticks-101", R.REASON_PID_ALIVE),
+        ("ticks-101@ino-8", "ticks-101@ino-8", R.REASON_PID_ALIVE),
+    ],
+)
+def test_a_pid_reused_within_one_tick_is_told_apart_by_its_inode(
+    registered: str, probed: str, reason: str
+) -> None:
+    plan = make_plan(
+        [row("w-1", pid=101, process_start_time=registered)],
+        evidence={101: PidEvidence(alive=True, start_time=probed)},
+    )
+    assert plan.preserved[0].reason_code == reason
 
 
 def test_reason_for_unknown_identity_is_none() -> None:
