@@ -222,20 +222,19 @@ class RetirementActor(Actor[RetirementInbox]):
     async def fleet_counts(self) -> FleetCounts:
         """Registrations by status, ownership and namespace (the gauges and ``status``):
         kept by ``FleetTally`` over a plan's reads and probes, equal to ``count_fleet_rows``."""
-        inputs = await read_plan_inputs(self._store, self._plan_columns.irregular)
-        pids, _ = self._plan_columns.probe_list(inputs.rows, self._probes.host_id())
+        # The active rows and the history count: a historical row's bucket is the same
+        # whether it is read or counted, so the irregular-identity re-read of a plan
+        # changes nothing here.
+        view = await self._store.read_registry_view()
+        pids = self._tally.update(
+            view.active,
+            current_host_id=self._probes.host_id(),
+            canonical_repository=self._settings.canonical_repository,
+        )
         evidence = await self._facts.probe(pids)
         with gc_paused():
-            kept = self._tally.count(
-                inputs.rows,
-                now=self._clock.now(),
-                evidence=evidence,
-                current_host_id=self._probes.host_id(),
-                canonical_repository=self._settings.canonical_repository,
-            )
-        return tally_fleet_counts(
-            kept, historical_count=inputs.history.count if inputs.history else 0
-        )
+            kept = self._tally.count(now=self._clock.now(), evidence=evidence)
+        return tally_fleet_counts(kept, historical_count=view.history.count)
 
     async def _snapshot(
         self,

@@ -6,21 +6,25 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import compress
+from operator import is_, is_not, itemgetter
 from typing import Any
 
 from supervisor.policy.evidence import EvidenceMap, PidEvidence, row_pid
+from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.fleet.orphans import client_candidate, orphan_of
-from supervisor.policy.fleet.worker_view import build_worker_view
+from supervisor.policy.fleet.worker_view import build_worker_view, ownership_state
 from supervisor.policy.incremental.row_columns import changed_positions
 from supervisor.policy.retirement.freshness import FOREVER, epoch_us, fresh_until
 from supervisor.policy.stamps import parse_stamp
 
-__all__ = ["Bucket", "FleetTally", "TallyCounts", "classify_row"]
+__all__ = ["Bucket", "FleetTally", "RowClass", "TallyCounts", "classify_row", "row_pids"]
 
 Row = Mapping[str, Any]
 #: (status, ownership_state, namespace or "") of an active row: one gauge series.
 Bucket = tuple[str, str, str]
 
+_STAMP = "last_heartbeat_at"
 #: Expired heap entries beyond this many per tracked row (plus a floor): rebuild the heap.
 _HEAP_SLACK = 2
 _HEAP_FLOOR = 1024
@@ -42,11 +46,35 @@ class RowClass:
     #: None for a historical (terminal) row.
     bucket: Bucket | None
     orphan: bool
-    #: The pids whose evidence the class read (the worker's and its launching client's).
-    pids: tuple[int, ...]
     #: Epoch microseconds at which the heartbeat stops being fresh; None when time
     #: cannot change the class (no fresh heartbeat now, or a TTL that never ends).
     until_us: int | None
+    # What the class read besides the stamp, so a new stamp is judged without the row's
+    # other columns (``_restamp``): the pid is known dead here, the session and trust.
+    dead: bool
+    session: bool
+    trusted: bool
+    started_us: int | None
+    ttl: float | None
+
+
+def row_pids(row: Row, current_host_id: str | None) -> tuple[int, ...]:
+    """The pids whose evidence a row's class reads: an active row's own and its client's."""
+    if str(row.get("status") or "") != STATUS_ACTIVE:
+        return ()
+    pids = {row_pid(row), client_candidate(row, current_host_id)}
+    pids.discard(None)
+    return tuple(sorted(p for p in pids if p is not None))
+
+
+def _us(moment: datetime | None) -> int | None:
+    return None if moment is None else epoch_us(moment)
+
+
+def _until(beat_us: int | None, ttl: float | None, now_us: int) -> int | None:
+    """When a stamp fresh at ``now_us`` stops being fresh (None: not fresh, or never stale)."""
+    edge = fresh_until(beat_us, ttl)
+    return edge if now_us < edge < FOREVER else None
 
 
 def classify_row(
@@ -66,22 +94,53 @@ def classify_row(
         current_host_id=current_host_id,
         canonical_repository=canonical_repository,
     )
+    liveness = view.liveness
     bucket = None if view.historical else (view.status, view.ownership_state, view.namespace or "")
-    client = client_candidate(row, current_host_id)
-    worker = row_pid(row)
-    until: int | None = None
-    if not view.historical and view.liveness.heartbeat_fresh:
-        # Fresh now, stale from this instant on (without any write): the one way time
-        # moves a row between buckets, since an age only grows.
-        beat = parse_stamp(row.get("last_heartbeat_at"))
-        if beat is not None:
-            edge = fresh_until(epoch_us(beat), view.liveness.heartbeat_ttl_seconds)
-            until = None if edge >= FOREVER else edge
+    # Fresh now, stale from ``until_us`` on (without any write): the one way time moves
+    # a row between buckets, since an age only grows.
+    until = None
+    if not view.historical and liveness.heartbeat_fresh:
+        beat_us = _us(parse_stamp(row.get(_STAMP)))
+        until = _until(beat_us, liveness.heartbeat_ttl_seconds, epoch_us(now))
     return RowClass(
         bucket=bucket,
-        orphan=orphan_of(row, client, evidence) is not None,
-        pids=tuple(sorted({p for p in (worker, client) if p is not None})),
+        orphan=orphan_of(row, client_candidate(row, current_host_id), evidence) is not None,
         until_us=until,
+        dead=liveness.pid_alive is False,
+        session=bool(view.session_id),
+        trusted=view.identity.trusted,
+        started_us=_us(parse_stamp(row.get("started_at"))),
+        ttl=liveness.heartbeat_ttl_seconds,
+    )
+
+
+def _restamp(cls: RowClass, row: Row, now_us: int) -> RowClass:
+    """``classify_row`` of a row that differs from the one ``cls`` was judged on only in
+    its stamp, with the same evidence (the liveness and ownership rules, on integers)."""
+    if cls.bucket is None:
+        return cls
+    beat_us = _us(parse_stamp(row.get(_STAMP)))
+    until = _until(beat_us, cls.ttl, now_us)
+    fresh = until is not None or fresh_until(beat_us, cls.ttl) >= FOREVER
+    live = fresh and not cls.dead
+    status, _, namespace = cls.bucket
+    started = cls.started_us
+    ownership = ownership_state(
+        historical=False,
+        live=live,
+        contradicting=started is None or (beat_us is not None and started > beat_us),
+        session=cls.session,
+        trusted=cls.trusted,
+    )
+    return RowClass(
+        bucket=(status, ownership, namespace),
+        orphan=cls.orphan,
+        until_us=until,
+        dead=cls.dead,
+        session=cls.session,
+        trusted=cls.trusted,
+        started_us=started,
+        ttl=cls.ttl,
     )
 
 
@@ -89,6 +148,7 @@ def classify_row(
 class _Entry:
     row: Row
     cls: RowClass
+    pids: tuple[int, ...]
     #: Which push onto the expiry heap is this entry's current one.
     seq: int
 
@@ -98,31 +158,45 @@ class FleetTally:
 
     Rows follow the store's ``RowVersions`` contract: a new row version is a new
     mapping and none is edited in place, so an unchanged row is the very object the
-    last read saw. A read reclassifies only rows that are new, rows whose pid
-    evidence is a different object than last time (``ProbeNow`` hands out the same
-    object for unchanged evidence), and rows whose heartbeat went stale since the
-    last read; those wait on a heap ordered by the instant they stop being fresh,
-    since a row crosses its TTL without any write. Everything else is a pointer
-    comparison. The counts equal a full classification of the same rows, evidence
-    and ``now`` at every read (tests/unit/policy/test_fleet_tally.py).
+    last read saw. A read judges again only rows that are new, rows whose pid
+    evidence is another object than last time (``ProbeNow`` hands out the same object
+    for unchanged evidence), and rows whose heartbeat went stale since the last read:
+    those wait on a heap ordered by the instant they stop being fresh, since a row
+    crosses its TTL without any write. A new version that differs only in its stamp
+    (a heartbeat; the store copies the row and sets the stamp) is judged from the
+    stamp alone. Everything else is a pointer comparison. The counts equal a full
+    classification of the same rows, evidence and ``now`` at every read
+    (tests/unit/policy/test_fleet_tally.py).
+
+    A read is ``update`` (the rows; returns the pids to probe) then ``count`` (the
+    evidence of those pids and ``now``); ``count_rows`` does both.
     """
 
     __slots__ = (
         "_by_pid",
         "_context",
         "_entries",
+        "_getter",
         "_heap",
         "_historical",
+        "_keys",
         "_now_us",
         "_orphaned",
+        "_pairs",
+        "_pending",
+        "_pid_list",
         "_rows",
         "_seen",
         "_seq",
+        "_uncounted",
         "_workers",
     )
 
     def __init__(self) -> None:
-        self._context: tuple[str | None, str | None] | None = None
+        self._context: tuple[str | None, str | None] = (None, None)
+        # The key layout of the last stamp-only check, and the getter of its other values.
+        self._keys: set[str] = set()
+        self._getter: itemgetter[Any] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -132,14 +206,22 @@ class FleetTally:
         self._by_pid: dict[int, set[int]] = {}
         # Pid -> the evidence object each tracked pid had at the last read.
         self._seen: dict[int, PidEvidence | None] = {}
+        self._pid_list: tuple[int, ...] | None = None
         self._heap: list[tuple[int, int, int]] = []
         self._seq = 0
         self._now_us: int | None = None
         self._workers: dict[Bucket, int] = {}
         self._historical = 0
         self._orphaned = 0
+        # Taken in by ``update``, judged by ``count``: new rows, and (old, new) versions.
+        self._pending: list[Row] = []
+        self._pairs: list[tuple[Row, Row]] = []
+        # Rows that break the one-object contract: counted afresh, nothing kept.
+        self._uncounted: Sequence[Row] | None = None
 
-    def count(
+    # --- a read ----------------------------------------------------------------------
+
+    def count_rows(
         self,
         rows: Sequence[Row],
         *,
@@ -148,30 +230,69 @@ class FleetTally:
         current_host_id: str | None,
         canonical_repository: str | None,
     ) -> TallyCounts:
-        """The counts of ``rows`` at ``now``; reuses what the last read classified."""
+        """``update`` then ``count``, for a caller that has every pid's evidence at hand."""
+        self.update(
+            rows, current_host_id=current_host_id, canonical_repository=canonical_repository
+        )
+        return self.count(now=now, evidence=evidence)
+
+    def update(
+        self, rows: Sequence[Row], *, current_host_id: str | None, canonical_repository: str | None
+    ) -> tuple[int, ...]:
+        """Take in this read's rows; the sorted pids whose evidence ``count`` needs."""
         context = (current_host_id, canonical_repository)
-        now_us = epoch_us(now)
-        if context != self._context or (self._now_us is not None and now_us < self._now_us):
-            # Another host or repository, or time stepped back (a stale row could be
-            # fresh again): nothing kept holds, so start over.
+        if context != self._context or self._pending or self._pairs:
+            # Another host or repository, or the last update was never counted (its
+            # probe failed): what was staged is lost, so start over.
             self._reset()
             self._context = context
-        gone, added = self._row_changes(rows)
-        if gone is None:
-            return _count_once(rows, now, evidence, context)
-        for key in gone:
-            self._drop(key)
+        self._uncounted = None
+        if not self._take(rows):
+            self._reset()
+            self._uncounted = rows
+            return tuple(sorted({p for row in rows for p in row_pids(row, current_host_id)}))
+        self._rows = list(rows)
+        host = self._context[0]
+        for row in self._pending:
+            if any(pid not in self._by_pid for pid in row_pids(row, host)):
+                self._pid_list = None
+        if self._pid_list is None:
+            wanted = set(self._by_pid)
+            for row in self._pending:
+                wanted.update(row_pids(row, host))
+            self._pid_list = tuple(sorted(wanted))
+        return self._pid_list
+
+    def count(self, *, now: datetime, evidence: EvidenceMap) -> TallyCounts:
+        """The counts of the rows of the last ``update`` at ``now``."""
+        if self._uncounted is not None:
+            return self._count_once(self._uncounted, now, evidence)
+        now_us = epoch_us(now)
+        if self._now_us is not None and now_us < self._now_us:
+            # Time stepped back, so a stale row could be fresh again: judge all afresh.
+            rows, context = self._rows, self._context
+            self._reset()
+            self._rows, self._context, self._pending = rows, context, list(rows)
         dirty = self._evidence_changes(evidence)
         dirty.update(self._expired(now_us))
-        judge = _Judge(now, evidence, context)
-        for key in dirty:
-            entry = self._entries.get(key)
-            if entry is not None:
+        judge = _Judge(now, evidence, self._context)
+        for old, new in self._pairs:
+            key = id(old)
+            entry = self._entries[key]
+            if key in dirty or not self._stamp_only(old, new):
                 self._drop(key)
-                self._add(entry.row, judge(entry.row), evidence)
-        for row in added:
+                self._add(new, judge(new), evidence)
+            else:
+                self._replace(key, new, _restamp(entry.cls, new, now_us))
+            dirty.discard(key)
+        for key in dirty:
+            held = self._entries.get(key)
+            if held is not None:
+                self._drop(key)
+                self._add(held.row, judge(held.row), evidence)
+        for row in self._pending:
             self._add(row, judge(row), evidence)
-        self._rows = list(rows)
+        self._pending, self._pairs = [], []
         self._now_us = now_us
         if len(self._heap) > _HEAP_SLACK * len(self._entries) + _HEAP_FLOOR:
             self._compact()
@@ -181,39 +302,71 @@ class FleetTally:
 
     # --- what changed ----------------------------------------------------------------
 
-    def _row_changes(self, rows: Sequence[Row]) -> tuple[list[int] | None, list[Row]]:
-        """Keys of the tracked rows no longer given, and the rows not tracked yet;
-        ``(None, [])`` when ``rows`` holds one object twice (nothing can be kept then)."""
+    def _take(self, rows: Sequence[Row]) -> bool:
+        """Drop the rows no longer given; stage new rows and new versions at one position.
+        False when ``rows`` holds one object twice (nothing can be kept then)."""
         old = self._rows
-        if len(rows) == len(old):
+        same_length = len(rows) == len(old)
+        if same_length:
             positions = changed_positions(rows, old)
             was = {id(old[i]): old[i] for i in positions}
             new = {id(rows[i]): rows[i] for i in positions}
             if len(new) != len(positions):
-                return None, []
+                return False
         else:
             was = {id(row): row for row in old}
             new = {id(row): row for row in rows}
             if len(new) != len(rows):
-                return None, []
+                return False
         # A row that only moved (rows were inserted or removed before it) stays as it is.
         moved = was.keys() & new.keys()
-        gone = [key for key in was if key not in moved]
-        added = [row for key, row in new.items() if key not in moved]
         entries = self._entries
-        gone_set = set(gone)
-        if any(id(row) in entries and id(row) not in gone_set for row in added):
-            return None, []
-        return gone, added
+        if any(key in entries and key not in was for key in new):
+            return False  # a row kept at another position is given again here
+        pairs: list[tuple[Row, Row]] = []
+        if same_length:
+            for i in positions:
+                before, after = old[i], rows[i]
+                if id(before) not in moved and id(after) not in moved:
+                    pairs.append((before, after))
+        paired = {id(after) for _, after in pairs}
+        kept_old = {id(before) for before, _ in pairs}
+        for key in was:
+            if key not in moved and key not in kept_old:
+                self._drop(key)
+        self._pairs = pairs
+        self._pending = [row for key, row in new.items() if key not in moved and key not in paired]
+        return True
+
+    def _stamp_only(self, old: Row, new: Row) -> bool:
+        """``new`` is ``old`` with at most its stamp replaced: the same columns, every
+        other value equal and of the same type. The SQLite store's stamp fold leaves the
+        very same objects (settled by identity); PostgreSQL's rows are new every read."""
+        columns = old.keys()
+        if columns != self._keys:
+            rest = [key for key in columns if key != _STAMP]
+            self._keys = set(columns)
+            self._getter = itemgetter(*rest) if len(rest) > 1 else None
+        getter = self._getter
+        if getter is None or new.keys() != self._keys:
+            return False
+        before, after = getter(old), getter(new)
+        if all(map(is_, before, after)):
+            return True
+        return before == after and all(map(is_, map(type, before), map(type, after)))
 
     def _evidence_changes(self, evidence: EvidenceMap) -> set[int]:
         """Keys of the rows whose pids' evidence is not the object it was at the last read."""
         dirty: set[int] = set()
-        seen = self._seen
-        for pid, keys in self._by_pid.items():
-            current = evidence.get(pid)
-            if current is not seen.get(pid):
-                seen[pid] = current
+        seen, by_pid = self._seen, self._by_pid
+        # Two C-level passes instead of a Python loop over every pid.
+        order = self._pid_list if self._pid_list is not None else tuple(by_pid)
+        current = list(map(evidence.get, order))
+        moved = map(is_not, current, map(seen.get, order))
+        for index in compress(range(len(order)), moved):
+            keys = by_pid.get(order[index])
+            if keys:
+                seen[order[index]] = current[index]
                 dirty.update(keys)
         return dirty
 
@@ -233,49 +386,81 @@ class FleetTally:
     def _add(self, row: Row, cls: RowClass, evidence: EvidenceMap) -> None:
         key = id(row)
         self._seq += 1
-        self._entries[key] = _Entry(row=row, cls=cls, seq=self._seq)
-        if cls.bucket is None:
-            self._historical += 1
-        else:
-            self._workers[cls.bucket] = self._workers.get(cls.bucket, 0) + 1
+        pids = row_pids(row, self._context[0])
+        self._entries[key] = _Entry(row=row, cls=cls, pids=pids, seq=self._seq)
+        self._move(cls.bucket, 1)
         self._orphaned += cls.orphan
-        for pid in cls.pids:
+        for pid in pids:
             # The evidence this class was judged on, so the next read sees what changed.
             self._seen[pid] = evidence.get(pid)
             keys = self._by_pid.get(pid)
             if keys is None:
                 self._by_pid[pid] = {key}
+                self._pid_list = None
             else:
                 keys.add(key)
         if cls.until_us is not None:
             heapq.heappush(self._heap, (cls.until_us, self._seq, key))
 
-    def _drop(self, key: int) -> None:
-        cls = self._entries.pop(key).cls
-        if cls.bucket is None:
-            self._historical -= 1
+    def _replace(self, key: int, row: Row, cls: RowClass) -> None:
+        """Put ``row`` (same pids, same evidence) in the place of the row kept under ``key``."""
+        entry = self._entries.pop(key)
+        if entry.cls.bucket != cls.bucket:
+            self._move(entry.cls.bucket, -1)
+            self._move(cls.bucket, 1)
+        new_key = id(row)
+        self._seq += 1
+        self._entries[new_key] = _Entry(row=row, cls=cls, pids=entry.pids, seq=self._seq)
+        for pid in entry.pids:
+            keys = self._by_pid[pid]
+            keys.discard(key)
+            keys.add(new_key)
+        if cls.until_us is not None:
+            heapq.heappush(self._heap, (cls.until_us, self._seq, new_key))
+
+    def _move(self, bucket: Bucket | None, step: int) -> None:
+        if bucket is None:
+            self._historical += step
+            return
+        left = self._workers.get(bucket, 0) + step
+        if left:
+            self._workers[bucket] = left
         else:
-            left = self._workers[cls.bucket] - 1
-            if left:
-                self._workers[cls.bucket] = left
-            else:
-                del self._workers[cls.bucket]
-        self._orphaned -= cls.orphan
-        for pid in cls.pids:
+            del self._workers[bucket]
+
+    def _drop(self, key: int) -> None:
+        entry = self._entries.pop(key)
+        self._move(entry.cls.bucket, -1)
+        self._orphaned -= entry.cls.orphan
+        for pid in entry.pids:
             keys = self._by_pid[pid]
             keys.discard(key)
             if not keys:
                 del self._by_pid[pid]
                 self._seen.pop(pid, None)
+                self._pid_list = None
 
     def _compact(self) -> None:
         entries = self._entries
         self._heap = [
-            item
-            for item in self._heap
-            if (e := entries.get(item[2])) is not None and e.seq == item[1]
+            (until, seq, key)
+            for until, seq, key in self._heap
+            if (entry := entries.get(key)) is not None and entry.seq == seq
         ]
         heapq.heapify(self._heap)
+
+    def _count_once(self, rows: Sequence[Row], now: datetime, evidence: EvidenceMap) -> TallyCounts:
+        judge = _Judge(now, evidence, self._context)
+        workers: dict[Bucket, int] = {}
+        historical = orphaned = 0
+        for row in rows:
+            cls = judge(row)
+            if cls.bucket is None:
+                historical += 1
+            else:
+                workers[cls.bucket] = workers.get(cls.bucket, 0) + 1
+            orphaned += cls.orphan
+        return TallyCounts(workers=workers, historical=historical, orphaned=orphaned)
 
 
 class _Judge:
@@ -296,23 +481,3 @@ class _Judge:
             current_host_id=self._context[0],
             canonical_repository=self._context[1],
         )
-
-
-def _count_once(
-    rows: Sequence[Row],
-    now: datetime,
-    evidence: EvidenceMap,
-    context: tuple[str | None, str | None],
-) -> TallyCounts:
-    """Every row classified afresh, nothing kept (rows that break the one-object contract)."""
-    judge = _Judge(now, evidence, context)
-    workers: dict[Bucket, int] = {}
-    historical = orphaned = 0
-    for row in rows:
-        cls = judge(row)
-        if cls.bucket is None:
-            historical += 1
-        else:
-            workers[cls.bucket] = workers.get(cls.bucket, 0) + 1
-        orphaned += cls.orphan
-    return TallyCounts(workers=workers, historical=historical, orphaned=orphaned)

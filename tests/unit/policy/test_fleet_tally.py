@@ -24,13 +24,13 @@ from supervisor.clock import FakeClock
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fleet.orphans import find_orphans
 from supervisor.policy.incremental.tally import FleetTally
-from supervisor.policy.stamps import format_stamp
+from supervisor.policy.stamps import format_stamp, parse_stamp
 from tests.unit.policy.rows import HOST, NOW, OTHER_HOST, REPO, row, start_of, trusted_instance
 
 #: Short TTLs, so a few clock steps cross them (and land exactly on their edges).
 _TTLS = (1.0, 2.5, 7.0)
-_PIDS = st.integers(min_value=100, max_value=107)
-_CLIENTS = st.one_of(st.none(), st.integers(min_value=200, max_value=203))
+_PIDS = st.integers(min_value=100, max_value=103)
+_CLIENTS = st.one_of(st.none(), st.integers(min_value=200, max_value=201))
 
 
 def _full(
@@ -133,6 +133,16 @@ class TallyMachine(RuleBasedStateMachine):
         if self.rows[identity]["status"] == "active":
             self._replace(identity, last_heartbeat_at=self._stamp())
 
+    @rule(
+        identity=identities,
+        stamp=st.sampled_from(
+            ["garbage", "", None, "2026-07-30T06:59:59Z", "2031-01-01T00:00:00Z"]
+        ),
+    )
+    def odd_stamp(self, identity: str, stamp: str | None) -> None:
+        # Only the stamp changes, as with a beat, but to an old, future or unreadable one.
+        self._replace(identity, last_heartbeat_at=stamp)
+
     @rule(identity=identities, status=st.sampled_from(["released", "retired", "superseded"]))
     def end(self, identity: str, status: str) -> None:
         if self.rows[identity]["status"] == "active":
@@ -156,7 +166,9 @@ class TallyMachine(RuleBasedStateMachine):
     def advance_to_expiry(self, identity: str) -> None:
         # Exactly onto the instant the row's heartbeat stops being fresh, and no further.
         current = self.rows[identity]
-        beat = datetime.fromisoformat(str(current["last_heartbeat_at"]))
+        beat = parse_stamp(current["last_heartbeat_at"])
+        if beat is None:
+            return
         left = (beat - self.clock.now()).total_seconds() + float(current["heartbeat_ttl_seconds"])
         if left > 0:
             anyio.run(self.clock.advance, left)
@@ -191,7 +203,7 @@ class TallyMachine(RuleBasedStateMachine):
             given = [r for r in ordered if r["status"] == "active"]
             counted = len(ordered) - len(given)
         now = self.clock.now()
-        kept = self.tally.count(
+        kept = self.tally.count_rows(
             given,
             now=now,
             evidence=self.evidence,
@@ -218,7 +230,7 @@ def test_a_row_moves_to_stale_when_its_ttl_passes_without_a_write() -> None:
     tally = FleetTally()
 
     def buckets() -> dict[tuple[str, str, str], int]:
-        counts = tally.count(
+        counts = tally.count_rows(
             [fresh],
             now=clock.now(),
             evidence=evidence,
@@ -237,8 +249,28 @@ def test_a_row_moves_to_stale_when_its_ttl_passes_without_a_write() -> None:
 def test_one_object_given_twice_is_counted_twice() -> None:
     once = row("w-1", pid=101)
     tally = FleetTally()
-    kept = tally.count(
+    kept = tally.count_rows(
         [once, once], now=NOW, evidence={}, current_host_id=HOST, canonical_repository=REPO
     )
     expected = _full([once, once], now=NOW, evidence={}, historical_count=0)
     assert tally_fleet_counts(kept, historical_count=0) == expected
+
+
+def test_a_new_stamp_alone_is_judged_like_a_whole_row() -> None:
+    # A row whose start is after its beat contradicts itself until a later beat comes;
+    # with its pid dead it is not live, so that decides inconsistent against stale.
+    started = format_stamp(NOW.replace(hour=8))
+    first = row("w-1", pid=101, started_at=started, last_heartbeat_at=format_stamp(NOW))
+    evidence = {101: PidEvidence(alive=False)}
+    tally = FleetTally()
+    for version in (
+        first,
+        {**first, "last_heartbeat_at": format_stamp(NOW.replace(hour=9))},
+        {**first, "last_heartbeat_at": "unreadable"},
+        {**first, "last_heartbeat_at": format_stamp(NOW.replace(hour=7, minute=30))},
+    ):
+        kept = tally.count_rows(
+            [version], now=NOW, evidence=evidence, current_host_id=HOST, canonical_repository=REPO
+        )
+        expected = _full([version], now=NOW, evidence=evidence, historical_count=0)
+        assert tally_fleet_counts(kept, historical_count=0) == expected
