@@ -6,8 +6,7 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import compress
-from operator import is_, is_not, itemgetter
+from operator import is_, itemgetter
 from typing import Any
 
 from supervisor.policy.evidence import EvidenceMap, PidEvidence, row_pid
@@ -180,6 +179,7 @@ class FleetTally:
         "_heap",
         "_historical",
         "_keys",
+        "_last_evidence",
         "_now_us",
         "_orphaned",
         "_pairs",
@@ -206,6 +206,8 @@ class FleetTally:
         self._by_pid: dict[int, set[int]] = {}
         # Pid -> the evidence object each tracked pid had at the last read.
         self._seen: dict[int, PidEvidence | None] = {}
+        # The whole evidence answer of the last read (a copy: callers own theirs).
+        self._last_evidence: dict[int, PidEvidence] | None = None
         self._pid_list: tuple[int, ...] | None = None
         self._heap: list[tuple[int, int, int]] = []
         self._seq = 0
@@ -308,7 +310,8 @@ class FleetTally:
         old = self._rows
         same_length = len(rows) == len(old)
         if same_length:
-            positions = changed_positions(rows, old)
+            # Nothing changed is the common read: one C-level pass says so.
+            positions = [] if all(map(is_, rows, old)) else changed_positions(rows, old)
             was = {id(old[i]): old[i] for i in positions}
             new = {id(rows[i]): rows[i] for i in positions}
             if len(new) != len(positions):
@@ -356,17 +359,20 @@ class FleetTally:
         return before == after and all(map(is_, map(type, before), map(type, after)))
 
     def _evidence_changes(self, evidence: EvidenceMap) -> set[int]:
-        """Keys of the rows whose pids' evidence is not the object it was at the last read."""
+        """Keys of the rows whose pids' evidence differs from what they were judged on.
+
+        Evidence is compared by value (a class reads nothing else of it), first the
+        whole answer at once: between two reads of a quiet fleet nothing moved.
+        """
+        last, self._last_evidence = self._last_evidence, dict(evidence)
+        if last is not None and last == self._last_evidence:
+            return set()
         dirty: set[int] = set()
-        seen, by_pid = self._seen, self._by_pid
-        # Two C-level passes instead of a Python loop over every pid.
-        order = self._pid_list if self._pid_list is not None else tuple(by_pid)
-        current = list(map(evidence.get, order))
-        moved = map(is_not, current, map(seen.get, order))
-        for index in compress(range(len(order)), moved):
-            keys = by_pid.get(order[index])
-            if keys:
-                seen[order[index]] = current[index]
+        seen = self._seen
+        for pid, keys in self._by_pid.items():
+            current, held = evidence.get(pid), seen.get(pid)
+            if current is not held and current != held:
+                seen[pid] = current
                 dirty.update(keys)
         return dirty
 
