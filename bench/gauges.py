@@ -31,7 +31,7 @@ from supervisor.client.connection import AsyncClient
 from supervisor.daemon.app import AppSettings, Supervisor
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.orphans import find_orphans
-from supervisor.policy.incremental.tally import row_pids
+from supervisor.policy.incremental.row_class import row_pids
 from supervisor.settings.config import SocketConfig
 from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.surfaces.http.health import check_health

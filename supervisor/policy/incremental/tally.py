@@ -9,21 +9,21 @@ from datetime import datetime
 from operator import is_, itemgetter
 from typing import Any
 
-from supervisor.policy.evidence import EvidenceMap, PidEvidence, row_pid
-from supervisor.policy.fleet.liveness import STATUS_ACTIVE, ttl_seconds
-from supervisor.policy.fleet.orphans import client_candidate, orphan_of
-from supervisor.policy.fleet.worker_view import build_worker_view, ownership_state
+from supervisor.policy.evidence import EvidenceMap, PidEvidence
+from supervisor.policy.incremental.row_class import (
+    STAMP,
+    Bucket,
+    Judge,
+    RowClass,
+    restamp,
+    row_pids,
+)
 from supervisor.policy.incremental.row_columns import changed_positions
-from supervisor.policy.retirement.freshness import FOREVER, epoch_us, fresh_until
-from supervisor.policy.stamps import parse_stamp
+from supervisor.policy.retirement.freshness import epoch_us
 
-__all__ = ["Bucket", "FleetTally", "RowClass", "TallyCounts", "classify_row", "row_pids"]
+__all__ = ["FleetTally", "TallyCounts"]
 
 Row = Mapping[str, Any]
-#: (status, ownership_state, namespace or "") of an active row: one gauge series.
-Bucket = tuple[str, str, str]
-
-_STAMP = "last_heartbeat_at"
 #: Expired heap entries beyond this many per tracked row (plus a floor): rebuild the heap.
 _HEAP_SLACK = 2
 _HEAP_FLOOR = 1024
@@ -36,122 +36,6 @@ class TallyCounts:
     workers: Mapping[Bucket, int]
     historical: int
     orphaned: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RowClass:
-    """What one row adds to the counts at one instant, and until when that holds."""
-
-    #: None for a historical (terminal) row.
-    bucket: Bucket | None
-    orphan: bool
-    #: Epoch microseconds at which the heartbeat stops being fresh; None when time
-    #: cannot change the class (no fresh heartbeat now, or a TTL that never ends).
-    until_us: int | None
-    # What the class read besides the row's own columns, so a new stamp is judged
-    # without the evidence or a view (``_restamp``): the pid is known dead here, and
-    # the session and trust (a whole view to rebuild).
-    dead: bool
-    session: bool
-    trusted: bool
-
-
-def row_pids(row: Row, current_host_id: str | None) -> tuple[int, ...]:
-    """The pids whose evidence a row's class reads: an active row's own and its client's."""
-    if str(row.get("status") or "") != STATUS_ACTIVE:
-        return ()
-    pids = {row_pid(row), client_candidate(row, current_host_id)}
-    pids.discard(None)
-    return tuple(sorted(p for p in pids if p is not None))
-
-
-#: One tuple per distinct bucket, shared by every row in it (ten thousand rows use a few).
-_BUCKETS: dict[Bucket, Bucket] = {}
-_MAX_BUCKETS = 4096
-
-
-def _bucket(status: str, ownership: str, namespace: str | None) -> Bucket:
-    bucket = (status, ownership, namespace or "")
-    shared = _BUCKETS.get(bucket)
-    if shared is not None:
-        return shared
-    if len(_BUCKETS) < _MAX_BUCKETS:  # namespaces come from rows, and rows are input
-        _BUCKETS[bucket] = bucket
-    return bucket
-
-
-def _us(moment: datetime | None) -> int | None:
-    return None if moment is None else epoch_us(moment)
-
-
-def _until(beat_us: int | None, ttl: float | None, now_us: int) -> int | None:
-    """When a stamp fresh at ``now_us`` stops being fresh (None: not fresh, or never stale)."""
-    edge = fresh_until(beat_us, ttl)
-    return edge if now_us < edge < FOREVER else None
-
-
-def classify_row(
-    row: Row,
-    *,
-    now: datetime,
-    evidence: EvidenceMap,
-    current_host_id: str | None,
-    canonical_repository: str | None,
-) -> RowClass:
-    """The row's gauge bucket and orphan flag, as ``build_worker_view`` and ``orphan_of``
-    judge them; pure and deterministic for the same row, evidence and ``now``."""
-    view = build_worker_view(
-        row,
-        now=now,
-        evidence=evidence,
-        current_host_id=current_host_id,
-        canonical_repository=canonical_repository,
-    )
-    liveness = view.liveness
-    bucket = None if view.historical else _bucket(view.status, view.ownership_state, view.namespace)
-    # Fresh now, stale from ``until_us`` on (without any write): the one way time moves
-    # a row between buckets, since an age only grows.
-    until = None
-    if not view.historical and liveness.heartbeat_fresh:
-        beat_us = _us(parse_stamp(row.get(_STAMP)))
-        until = _until(beat_us, liveness.heartbeat_ttl_seconds, epoch_us(now))
-    return RowClass(
-        bucket=bucket,
-        orphan=orphan_of(row, client_candidate(row, current_host_id), evidence) is not None,
-        until_us=until,
-        dead=liveness.pid_alive is False,
-        session=bool(view.session_id),
-        trusted=view.identity.trusted,
-    )
-
-
-def _restamp(cls: RowClass, row: Row, now_us: int) -> RowClass:
-    """``classify_row`` of a row that differs from the one ``cls`` was judged on only in
-    its stamp, with the same evidence (the liveness and ownership rules, on integers)."""
-    if cls.bucket is None:
-        return cls
-    beat_us = _us(parse_stamp(row.get(_STAMP)))
-    ttl = ttl_seconds(row)
-    until = _until(beat_us, ttl, now_us)
-    fresh = until is not None or fresh_until(beat_us, ttl) >= FOREVER
-    live = fresh and not cls.dead
-    status, _, namespace = cls.bucket
-    started = _us(parse_stamp(row.get("started_at")))
-    ownership = ownership_state(
-        historical=False,
-        live=live,
-        contradicting=started is None or (beat_us is not None and started > beat_us),
-        session=cls.session,
-        trusted=cls.trusted,
-    )
-    return RowClass(
-        bucket=_bucket(status, ownership, namespace),
-        orphan=cls.orphan,
-        until_us=until,
-        dead=cls.dead,
-        session=cls.session,
-        trusted=cls.trusted,
-    )
 
 
 #: A kept row and its class (a tuple: ten thousand of them are kept).
@@ -286,14 +170,14 @@ class FleetTally:
             self._rows, self._context, self._pending = rows, context, list(rows)
         dirty = self._evidence_changes(evidence)
         dirty.update(self._expired(now_us))
-        judge = _Judge(now, evidence, self._context)
+        judge = Judge(now, evidence, self._context)
         for old, new in self._pairs:
             key = id(old)
             if key in dirty or not self._stamp_only(old, new):
                 self._drop(key)
                 self._add(new, judge(new))
             else:
-                self._replace(key, new, _restamp(self._entries[key][1], new, now_us))
+                self._replace(key, new, restamp(self._entries[key][1], new, now_us))
             dirty.discard(key)
         for key in dirty:
             held = self._entries.get(key)
@@ -355,7 +239,7 @@ class FleetTally:
         very same objects (settled by identity); PostgreSQL's rows are new every read."""
         columns = old.keys()
         if columns != self._keys:
-            rest = [key for key in columns if key != _STAMP]
+            rest = [key for key in columns if key != STAMP]
             self._keys = set(columns)
             self._getter = itemgetter(*rest) if len(rest) > 1 else None
         getter = self._getter
@@ -472,7 +356,7 @@ class FleetTally:
         heapq.heapify(self._heap)
 
     def _count_once(self, rows: Sequence[Row], now: datetime, evidence: EvidenceMap) -> TallyCounts:
-        judge = _Judge(now, evidence, self._context)
+        judge = Judge(now, evidence, self._context)
         workers: dict[Bucket, int] = {}
         historical = orphaned = 0
         for row in rows:
@@ -483,23 +367,3 @@ class FleetTally:
                 workers[cls.bucket] = workers.get(cls.bucket, 0) + 1
             orphaned += cls.orphan
         return TallyCounts(workers=workers, historical=historical, orphaned=orphaned)
-
-
-class _Judge:
-    """``classify_row`` with one read's arguments bound."""
-
-    __slots__ = ("_context", "_evidence", "_now")
-
-    def __init__(
-        self, now: datetime, evidence: EvidenceMap, context: tuple[str | None, str | None]
-    ) -> None:
-        self._now, self._evidence, self._context = now, evidence, context
-
-    def __call__(self, row: Row) -> RowClass:
-        return classify_row(
-            row,
-            now=self._now,
-            evidence=self._evidence,
-            current_host_id=self._context[0],
-            canonical_repository=self._context[1],
-        )
