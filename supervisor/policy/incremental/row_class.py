@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,8 @@ STAMP = "last_heartbeat_at"
 class RowClass:
     """What one row adds to the counts at one instant, and until when that holds."""
 
+    #: The row judged (kept here, not beside: ten thousand of these are kept).
+    row: Row
     #: None for a historical (terminal) row.
     bucket: Bucket | None
     orphan: bool
@@ -33,7 +35,7 @@ class RowClass:
     #: cannot change the class (no fresh heartbeat now, or a TTL that never ends).
     until_us: int | None
     # What the class read besides the row's own columns, so a new stamp is judged
-    # without the evidence or a view (``_restamp``): the pid is known dead here, and
+    # without the evidence or a view (``restamp``): the pid is known dead here, and
     # the session and trust (a whole view to rebuild).
     dead: bool
     session: bool
@@ -45,7 +47,6 @@ def row_pids(row: Row, current_host_id: str | None) -> tuple[int, ...]:
     if str(row.get("status") or "") != STATUS_ACTIVE:
         return ()
     pids = {row_pid(row), client_candidate(row, current_host_id)}
-    pids.discard(None)
     return tuple(sorted(p for p in pids if p is not None))
 
 
@@ -100,6 +101,7 @@ def classify_row(
         beat_us = _us(parse_stamp(row.get(STAMP)))
         until = _until(beat_us, liveness.heartbeat_ttl_seconds, epoch_us(now))
     return RowClass(
+        row=row,
         bucket=bucket,
         orphan=orphan_of(row, client_candidate(row, current_host_id), evidence) is not None,
         until_us=until,
@@ -113,7 +115,7 @@ def restamp(cls: RowClass, row: Row, now_us: int) -> RowClass:
     """``classify_row`` of a row that differs from the one ``cls`` was judged on only in
     its stamp, with the same evidence (the liveness and ownership rules, on integers)."""
     if cls.bucket is None:
-        return cls
+        return replace(cls, row=row)
     beat_us = _us(parse_stamp(row.get(STAMP)))
     ttl = ttl_seconds(row)
     until = _until(beat_us, ttl, now_us)
@@ -129,6 +131,7 @@ def restamp(cls: RowClass, row: Row, now_us: int) -> RowClass:
         trusted=cls.trusted,
     )
     return RowClass(
+        row=row,
         bucket=_bucket(status, ownership, namespace),
         orphan=cls.orphan,
         until_us=until,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from operator import is_, itemgetter
 from typing import Any
 
-from supervisor.policy.evidence import EvidenceMap, PidEvidence
+from supervisor.policy.evidence import EvidenceMap
 from supervisor.policy.incremental.row_class import (
     STAMP,
     Bucket,
@@ -24,9 +23,6 @@ from supervisor.policy.retirement.freshness import epoch_us
 __all__ = ["FleetTally", "TallyCounts"]
 
 Row = Mapping[str, Any]
-#: Expired heap entries beyond this many per tracked row (plus a floor): rebuild the heap.
-_HEAP_SLACK = 2
-_HEAP_FLOOR = 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,8 +34,6 @@ class TallyCounts:
     orphaned: int
 
 
-#: A kept row and its class (a tuple: ten thousand of them are kept).
-_Entry = tuple[Row, RowClass]
 #: Keys of the rows reading one pid's evidence: one key alone (the common case), or a set.
 _Keys = int | set[int]
 
@@ -50,20 +44,20 @@ class FleetTally:
     Rows follow the store's ``RowVersions`` contract: a new row version is a new
     mapping and none is edited in place, so an unchanged row is the very object the
     last read saw. A read judges again only rows that are new, rows whose pid
-    evidence is another object than last time (``ProbeNow`` hands out the same object
-    for unchanged evidence), and rows whose heartbeat went stale since the last read:
-    those wait on a heap ordered by the instant they stop being fresh, since a row
-    crosses its TTL without any write. A new version that differs only in its stamp
-    (a heartbeat; the store copies the row and sets the stamp) is judged from the
-    stamp alone. Everything else is a pointer comparison. The counts equal a full
-    classification of the same rows, evidence and ``now`` at every read
-    (tests/unit/policy/test_fleet_tally.py).
+    evidence changed since the last read (compared by value, the whole answer first),
+    and rows whose heartbeat went stale since the last read, which happens without any
+    write: each kept class knows the instant its row stops being fresh, and the kept
+    classes are looked through once the earliest such instant has passed. A new
+    version that differs only in its stamp (a heartbeat; the store copies the row and
+    sets the stamp) is judged from the stamp alone. Everything else is a pointer
+    comparison. The counts equal a full classification of the same rows, evidence
+    and ``now`` at every read (tests/unit/policy/test_fleet_tally.py).
 
     A read is ``update`` (the rows; returns the pids to probe) then ``count`` (the
     evidence of those pids and ``now``); ``count_rows`` does both. Each row object is
     given once per read (the store's contract too); a repeat found among the rows that
-    changed is counted afresh for that read, nothing kept. About 0.4 KB is kept per
-    row (4 MB for 10,000).
+    changed is counted afresh for that read, nothing kept. About 0.25 KB is kept per
+    row (2.5 MB for 10,000).
     """
 
     __slots__ = (
@@ -71,10 +65,10 @@ class FleetTally:
         "_context",
         "_entries",
         "_getter",
-        "_heap",
         "_historical",
         "_keys",
         "_last_evidence",
+        "_next_us",
         "_now_us",
         "_orphaned",
         "_pairs",
@@ -94,16 +88,17 @@ class FleetTally:
 
     def _reset(self) -> None:
         self._rows: list[Row] = []
-        self._entries: dict[int, _Entry] = {}
+        self._entries: dict[int, RowClass] = {}
         # Pid -> keys of the rows whose class read its evidence.
         self._by_pid: dict[int, _Keys] = {}
         # The evidence answer of the last read (a copy: callers own theirs). Every kept
         # class was judged on evidence equal to it: a row whose pid's evidence moved
         # since is judged again in the same read.
-        self._last_evidence: dict[int, PidEvidence] | None = None
+        self._last_evidence: EvidenceMap | None = None
         self._pid_list: tuple[int, ...] | None = None
-        # (until_us, key): rows by the instant their heartbeat stops being fresh.
-        self._heap: list[tuple[int, int]] = []
+        # No row's heartbeat stops being fresh before this instant (epoch µs; None: no
+        # row is fresh). Never later than the earliest such instant, maybe earlier.
+        self._next_us: int | None = None
         self._now_us: int | None = None
         self._workers: dict[Bucket, int] = {}
         self._historical = 0
@@ -175,21 +170,19 @@ class FleetTally:
             key = id(old)
             if key in dirty or not self._stamp_only(old, new):
                 self._drop(key)
-                self._add(new, judge(new))
+                self._add(judge(new))
             else:
-                self._replace(key, new, restamp(self._entries[key][1], new, now_us))
+                self._replace(key, restamp(self._entries[key], new, now_us))
             dirty.discard(key)
         for key in dirty:
             held = self._entries.get(key)
             if held is not None:
                 self._drop(key)
-                self._add(held[0], judge(held[0]))
+                self._add(judge(held.row))
         for row in self._pending:
-            self._add(row, judge(row))
+            self._add(judge(row))
         self._pending, self._pairs = [], []
         self._now_us = now_us
-        if len(self._heap) > _HEAP_SLACK * len(self._entries) + _HEAP_FLOOR:
-            self._compact()
         return TallyCounts(
             workers=dict(self._workers), historical=self._historical, orphaned=self._orphaned
         )
@@ -256,8 +249,10 @@ class FleetTally:
         Evidence is compared by value (a class reads nothing else of it), first the
         whole answer at once: between two reads of a quiet fleet nothing moved.
         """
-        last, self._last_evidence = self._last_evidence, dict(evidence)
-        if last is not None and last == self._last_evidence:
+        # Kept as given, not copied: the liveness actor keeps the same answer, and a
+        # caller never changes a mapping once it has passed it (ProbeNow's contract).
+        last, self._last_evidence = self._last_evidence, evidence
+        if last is not None and last == evidence:
             return set()
         dirty: set[int] = set()
         held = last or {}
@@ -271,22 +266,34 @@ class FleetTally:
         return dirty
 
     def _expired(self, now_us: int) -> list[int]:
-        """Keys of the rows whose heartbeat stopped being fresh by ``now_us``."""
-        heap, entries = self._heap, self._entries
+        """Keys of the rows whose heartbeat stopped being fresh by ``now_us``.
+
+        One pass over the kept classes, only once the earliest freshness edge has
+        passed: in a fleet that beats about once per beat interval (a beat moves its
+        row's edge on, unseen here until the pass), and no copy of every edge is kept
+        for it (a heap of ten thousand is about 0.9 MB).
+        """
+        if self._next_us is None or self._next_us > now_us:
+            return []
         due: list[int] = []
-        while heap and heap[0][0] <= now_us:
-            _, key = heapq.heappop(heap)
-            entry = entries.get(key)
-            # An item the row outlived (beaten, judged again since) is let go.
-            if entry is not None and (until := entry[1].until_us) is not None and until <= now_us:
+        later: int | None = None
+        for key, cls in self._entries.items():
+            until = cls.until_us
+            if until is None:
+                continue
+            if until <= now_us:
                 due.append(key)
+            elif later is None or until < later:
+                later = until
+        self._next_us = later
         return due
 
     # --- bookkeeping -----------------------------------------------------------------
 
-    def _add(self, row: Row, cls: RowClass) -> None:
+    def _add(self, cls: RowClass) -> None:
+        row = cls.row
         key = id(row)
-        self._entries[key] = (row, cls)
+        self._entries[key] = cls
         self._move(cls.bucket, 1)
         self._orphaned += cls.orphan
         by_pid = self._by_pid
@@ -299,27 +306,30 @@ class FleetTally:
                 keys.add(key)
             else:
                 by_pid[pid] = {keys, key}
-        if cls.until_us is not None:
-            heapq.heappush(self._heap, (cls.until_us, key))
+        self._edge(cls.until_us)
 
-    def _replace(self, key: int, row: Row, cls: RowClass) -> None:
-        """Put ``row`` (same pids, same evidence) in the place of the row kept under ``key``."""
-        old, was = self._entries.pop(key)
+    def _replace(self, key: int, cls: RowClass) -> None:
+        """Put ``cls`` (of a new version with the same pids and evidence) in the place of
+        the row kept under ``key``."""
+        was = self._entries.pop(key)
         if was.bucket is not cls.bucket:
             self._move(was.bucket, -1)
             self._move(cls.bucket, 1)
-        new_key = id(row)
-        self._entries[new_key] = (row, cls)
+        new_key = id(cls.row)
+        self._entries[new_key] = cls
         by_pid = self._by_pid
-        for pid in row_pids(old, self._context[0]):
+        for pid in row_pids(was.row, self._context[0]):
             keys = by_pid[pid]
             if isinstance(keys, set):
                 keys.discard(key)
                 keys.add(new_key)
             else:
                 by_pid[pid] = new_key
-        if cls.until_us is not None:
-            heapq.heappush(self._heap, (cls.until_us, new_key))
+        self._edge(cls.until_us)
+
+    def _edge(self, until: int | None) -> None:
+        if until is not None and (self._next_us is None or until < self._next_us):
+            self._next_us = until
 
     def _move(self, bucket: Bucket | None, step: int) -> None:
         if bucket is None:
@@ -332,11 +342,11 @@ class FleetTally:
             del self._workers[bucket]
 
     def _drop(self, key: int) -> None:
-        row, cls = self._entries.pop(key)
+        cls = self._entries.pop(key)
         self._move(cls.bucket, -1)
         self._orphaned -= cls.orphan
         by_pid = self._by_pid
-        for pid in row_pids(row, self._context[0]):
+        for pid in row_pids(cls.row, self._context[0]):
             keys = by_pid[pid]
             if isinstance(keys, set):
                 keys.discard(key)
@@ -345,15 +355,6 @@ class FleetTally:
             else:
                 del by_pid[pid]
                 self._pid_list = None
-
-    def _compact(self) -> None:
-        entries = self._entries
-        self._heap = [
-            (until, key)
-            for until, key in self._heap
-            if (entry := entries.get(key)) is not None and entry[1].until_us == until
-        ]
-        heapq.heapify(self._heap)
 
     def _count_once(self, rows: Sequence[Row], now: datetime, evidence: EvidenceMap) -> TallyCounts:
         judge = Judge(now, evidence, self._context)
