@@ -206,9 +206,11 @@ class SupervisorHandle(ControlPlaneCalls):
     async def fleet_counts(self) -> FleetCounts:
         return await self._ask_retirement(lambda reply: FleetCountsQuery(reply=reply))
 
-    async def liveness_status(self) -> LivenessStatus:
+    async def liveness_status(self, *, verdicts: bool = True) -> LivenessStatus:
         return await ask(
-            self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
+            self._liveness,
+            lambda reply: LivenessStatusQuery(verdicts=verdicts, reply=reply),
+            actor="liveness",
         )
 
     async def lease_owners(self) -> LeaseOwners:
