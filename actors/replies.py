@@ -70,10 +70,7 @@ class Verdict:
 class LivenessStatus:
     sweeps_completed: int
     watched_pids: int
-    #: Empty when the query asked for counts only (``LivenessStatusQuery.verdicts``).
     verdicts: tuple[Verdict, ...]
-    #: Registrations by verdict state (alive, dead, unknown), in state order.
-    verdict_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,7 +23,6 @@ BENCHMARKS: tuple[str, ...] = (
     "writer",
     "durability",
     "plan",
-    "gauges",
     "sweep",
     "exit_detect",
     "exit_snapshot",

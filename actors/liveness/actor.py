@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import assert_never
@@ -163,20 +162,14 @@ class LivenessActor(Actor[LivenessInbox]):
                 with message.reply:
                     message.reply.send(self.probe_now(message.pids))
             case LivenessStatusQuery():
-                await reply_with(message.reply, self._status(message.verdicts))
+                await reply_with(message.reply, self._status())
             case _:
                 assert_never(message)
 
-    async def _status(self, with_verdicts: bool = True) -> LivenessStatus:
+    async def _status(self) -> LivenessStatus:
         # One consistent snapshot, then the Verdict messages built a chunk at a time:
         # for ten thousand rows building them all at once would hold the loop ~15 ms.
         sweeps, watched = self._sweeps, len(self._watched)
-        # One pass over plain tuples: well under a millisecond for ten thousand rows.
-        counts = dict(sorted(Counter(record[1] for record in self._verdicts.values()).items()))
-        if not with_verdicts:
-            return LivenessStatus(
-                sweeps_completed=sweeps, watched_pids=watched, verdicts=(), verdict_counts=counts
-            )
         records = sorted(self._verdicts.items())
         verdicts: list[Verdict] = []
         chunk = max(1, self._settings.sweep_chunk)
@@ -185,10 +178,7 @@ class LivenessActor(Actor[LivenessInbox]):
             if start + chunk < len(records):
                 await _let_others_run()
         return LivenessStatus(
-            sweeps_completed=sweeps,
-            watched_pids=watched,
-            verdicts=tuple(verdicts),
-            verdict_counts=counts,
+            sweeps_completed=sweeps, watched_pids=watched, verdicts=tuple(verdicts)
         )
 
     def probe_now(self, pids: Sequence[int]) -> dict[int, PidEvidence]:

@@ -49,8 +49,6 @@ class ProbeNow:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LivenessStatusQuery:
     reply: Reply[LivenessStatus]
-    #: False: the counts by state only, without a Verdict per registration (``status``).
-    verdicts: bool = True
 
 
 LivenessInbox = Watch | ProbeNow | LivenessStatusQuery

@@ -34,10 +34,10 @@ from actors.retirement.plan_reads import (
 from actors.retirement.records import Refused as _Refused
 from actors.retirement.records import (
     audit_event,
+    count_fleet_rows,
     mark_unrecorded,
     orphan_fields,
     post_apply_view,
-    tally_fleet_counts,
     write_audit,
 )
 from actors.retirement.records import refusal as _refusal
@@ -52,7 +52,6 @@ from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fleet.snapshot import FleetSnapshot, snapshot_fleet
 from supervisor.policy.incremental.memo import PlanMemo
 from supervisor.policy.incremental.planner import plan_retirement
-from supervisor.policy.incremental.tally import FleetTally
 from supervisor.policy.render import (
     decision_dict,
     plan_view_dict,
@@ -116,8 +115,6 @@ class RetirementActor(Actor[RetirementInbox]):
         # Per-row inputs of the evidence request, kept between plans the same way.
         self._plan_columns = PlanColumns()
         self._history_reads = HistoryReads()
-        # The fleet gauges' counts, kept between scrapes and status calls.
-        self._tally = FleetTally()
 
     async def on_start(self, tg: TaskGroup) -> None:
         if self._settings.auto_enabled:
@@ -221,21 +218,23 @@ class RetirementActor(Actor[RetirementInbox]):
         return result
 
     async def fleet_counts(self) -> FleetCounts:
-        """Registrations by status, ownership and namespace (the gauges and ``status``):
-        kept by ``FleetTally`` over a plan's reads and probes, equal to ``count_fleet_rows``."""
-        # The active rows and the history count: a historical row's bucket is the same
-        # whether it is read or counted, so the irregular-identity re-read of a plan
-        # changes nothing here.
-        view = await self._store.read_registry_view()
-        pids = self._tally.update(
-            view.active,
-            current_host_id=self._probes.host_id(),
-            canonical_repository=self._settings.canonical_repository,
-        )
-        evidence = await self._facts.probe(pids)
+        """Registrations by status, ownership and namespace: the metrics gauges' source."""
+        # The same reads as a snapshot: active rows plus the history digest, so a scrape
+        # does not grow with history either.
+        inputs = await read_plan_inputs(self._store)
+        evidence = await self._facts.for_rows(inputs.rows)
+        # One worker view at a time: a status call or scrape must not hold a whole
+        # snapshot of the fleet at its peak (a third of the daemon's memory at 10k rows).
         with gc_paused():
-            kept = self._tally.count(now=self._clock.now(), evidence=evidence)
-        return tally_fleet_counts(kept, historical_count=view.history.count)
+            return count_fleet_rows(
+                inputs.rows,
+                now=self._clock.now(),
+                evidence=evidence,
+                current_host_id=self._probes.host_id(),
+                canonical_repository=self._settings.canonical_repository,
+                historical_count=inputs.history.count if inputs.history else 0,
+                orphans=self._facts.orphans(inputs.rows, evidence),
+            )
 
     async def _snapshot(
         self,

@@ -16,7 +16,6 @@ from supervisor.policy.evidence import EvidenceMap
 from supervisor.policy.fleet.orphans import OrphanFinding, orphan_dict
 from supervisor.policy.fleet.snapshot import FleetSnapshot
 from supervisor.policy.fleet.worker_view import OWNERSHIP_HISTORICAL, WorkerView, build_worker_view
-from supervisor.policy.incremental.tally import TallyCounts
 from supervisor.policy.render import finding_dict
 from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 from supervisor.policy.stamps import format_stamp
@@ -31,7 +30,6 @@ __all__ = [
     "orphan_fields",
     "post_apply_view",
     "refusal",
-    "tally_fleet_counts",
     "write_audit",
 ]
 
@@ -162,7 +160,7 @@ def count_fleet(snap: FleetSnapshot, orphans: Sequence[OrphanFinding]) -> FleetC
     """Registrations by (status, ownership_state, namespace), for the metrics and status."""
     counts, _ = _tally(snap.workers)
     # The snapshot's historical count includes the historical rows it was given.
-    return _fleet_counts(counts, snap.historical_worker_count, len(orphans))
+    return _fleet_counts(counts, snap.historical_worker_count, orphans)
 
 
 def count_fleet_rows(
@@ -194,12 +192,7 @@ def count_fleet_rows(
         for row in rows
     )
     counts, historical_read = _tally(views)
-    return _fleet_counts(counts, historical_count + historical_read, len(orphans))
-
-
-def tally_fleet_counts(kept: TallyCounts, *, historical_count: int) -> FleetCounts:
-    """``count_fleet_rows``'s answer from a ``FleetTally`` read of the same rows."""
-    return _fleet_counts(dict(kept.workers), historical_count + kept.historical, kept.orphaned)
+    return _fleet_counts(counts, historical_count + historical_read, orphans)
 
 
 def _tally(workers: Iterable[WorkerView]) -> tuple[dict[tuple[str, str, str], int], int]:
@@ -216,13 +209,13 @@ def _tally(workers: Iterable[WorkerView]) -> tuple[dict[tuple[str, str, str], in
 
 
 def _fleet_counts(
-    counts: dict[tuple[str, str, str], int], historical: int, orphaned: int
+    counts: dict[tuple[str, str, str], int], historical: int, orphans: Sequence[OrphanFinding]
 ) -> FleetCounts:
     # History is counted, not read (see plan_reads), so it is one bucket whatever
     # the rows' terminal status and namespace.
     if historical:
         counts[(OWNERSHIP_HISTORICAL, OWNERSHIP_HISTORICAL, "")] = historical
-    return FleetCounts(workers=counts, orphaned=orphaned)
+    return FleetCounts(workers=counts, orphaned=len(orphans))
 
 
 def orphan_fields(orphans: Sequence[OrphanFinding]) -> dict[str, Any]:

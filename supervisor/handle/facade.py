@@ -206,11 +206,9 @@ class SupervisorHandle(ControlPlaneCalls):
     async def fleet_counts(self) -> FleetCounts:
         return await self._ask_retirement(lambda reply: FleetCountsQuery(reply=reply))
 
-    async def liveness_status(self, *, verdicts: bool = True) -> LivenessStatus:
+    async def liveness_status(self) -> LivenessStatus:
         return await ask(
-            self._liveness,
-            lambda reply: LivenessStatusQuery(verdicts=verdicts, reply=reply),
-            actor="liveness",
+            self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
         )
 
     async def lease_owners(self) -> LeaseOwners:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from actors.retirement.records import count_fleet, count_fleet_rows
 from supervisor.policy.fleet.snapshot import snapshot_fleet
-from tests.actors.helpers_app import harness
 from tests.unit.policy.rows import HOST, NOW, OTHER_HOST, REPO, live_row, probes, row
 
 
@@ -69,45 +65,3 @@ def test_an_empty_registry_counts_nothing() -> None:
     )
     assert counted.workers == {}
     assert counted.orphaned == 0
-
-
-@pytest.mark.anyio
-async def test_the_kept_counts_follow_beats_the_clock_probes_and_releases(tmp_path: Path) -> None:
-    async with harness(tmp_path) as h:
-        first = await h.register()
-        second = await h.register(namespace="reviewer", role="reviewer")
-        ttl = float((await h.row(str(first["worker_identity"])))["heartbeat_ttl_seconds"])
-        live = {("active", "live", "author"): 1, ("active", "live", "reviewer"): 1}
-        assert (await h.handle.fleet_counts()).workers == live
-
-        # Half a TTL on, only the first beats; past the second's TTL, with no write
-        # at all, the second is stale while the first is still live.
-        await h.advance(ttl / 2)
-        assert (await h.beat(first)).ok
-        await h.advance(ttl / 2)
-        counts = await h.handle.fleet_counts()
-        assert counts.workers == {
-            ("active", "live", "author"): 1,
-            ("active", "stale", "reviewer"): 1,
-        }
-
-        # A dead pid withdraws liveness before the heartbeat expires.
-        h.probes.kill(int(first["pid"]))
-        counts = await h.handle.fleet_counts()
-        assert counts.workers == {
-            ("active", "stale", "author"): 1,
-            ("active", "stale", "reviewer"): 1,
-        }
-
-        released = await h.handle.release(
-            str(second["worker_identity"]),
-            pid=int(second["pid"]),
-            generation_id=str(second["generation_id"]),
-            fencing_epoch=int(second["fencing_epoch"]),
-        )
-        assert released.ok
-        counts = await h.handle.fleet_counts()
-        assert counts.workers == {
-            ("active", "stale", "author"): 1,
-            ("historical", "historical", ""): 1,
-        }

@@ -21,7 +21,6 @@ __all__ = [
     "client_pids",
     "find_orphans",
     "orphan_dict",
-    "orphan_of",
 ]
 
 #: The launching client's pid is not running on this host any more.
@@ -78,11 +77,42 @@ def find_orphans(
     """
     if clients is None:
         clients = [client_candidate(row, current_host_id) for row in rows]
-    found = [
-        finding
-        for row, client in zip(rows, clients, strict=True)
-        if client is not None and (finding := orphan_of(row, client, evidence)) is not None
-    ]
+    found: list[OrphanFinding] = []
+    for row, client in zip(rows, clients, strict=True):
+        if client is None:
+            continue
+        worker_pid = row_pid(row)
+        if worker_pid is not None and evidence.get(worker_pid, UNKNOWN).alive is False:
+            continue
+        seen = evidence.get(client, UNKNOWN)
+        recorded = canon(row.get("client_process_start_time")) or None
+        if seen.alive is False:
+            reason = REASON_CLIENT_EXITED
+            detail = f"launching client pid {client} is not running"
+        elif (
+            seen.alive
+            and recorded
+            and seen.start_time
+            and not same_incarnation(seen.start_time, recorded)
+        ):
+            reason = REASON_CLIENT_PID_REUSED
+            detail = (
+                f"pid {client} now runs another process (start {seen.start_time!r}, "
+                f"the client's was {recorded!r})"
+            )
+        else:
+            continue
+        found.append(
+            OrphanFinding(
+                worker_identity=canon(row.get("worker_identity")),
+                namespace=canon(row.get("namespace")) or None,
+                client_instance_id=canon(row.get("client_instance_id")) or None,
+                pid=worker_pid,
+                client_pid=client,
+                reason_code=reason,
+                detail=detail,
+            )
+        )
     return tuple(sorted(found, key=lambda f: f.worker_identity))
 
 
@@ -91,45 +121,3 @@ _ORPHAN = flat(OrphanFinding)
 
 def orphan_dict(finding: OrphanFinding) -> dict[str, Any]:
     return flat_dict(_ORPHAN, finding)
-
-
-def orphan_of(
-    row: Mapping[str, Any], client: int | None, evidence: EvidenceMap
-) -> OrphanFinding | None:
-    """The finding for one row whose ``client_candidate`` is ``client``, or None.
-
-    One row at a time, so a caller that keeps counts current row by row
-    (``supervisor.policy.incremental.tally``) judges exactly as ``find_orphans``.
-    """
-    if client is None:
-        return None
-    worker_pid = row_pid(row)
-    if worker_pid is not None and evidence.get(worker_pid, UNKNOWN).alive is False:
-        return None
-    seen = evidence.get(client, UNKNOWN)
-    recorded = canon(row.get("client_process_start_time")) or None
-    if seen.alive is False:
-        reason = REASON_CLIENT_EXITED
-        detail = f"launching client pid {client} is not running"
-    elif (
-        seen.alive
-        and recorded
-        and seen.start_time
-        and not same_incarnation(seen.start_time, recorded)
-    ):
-        reason = REASON_CLIENT_PID_REUSED
-        detail = (
-            f"pid {client} now runs another process (start {seen.start_time!r}, "
-            f"the client's was {recorded!r})"
-        )
-    else:
-        return None
-    return OrphanFinding(
-        worker_identity=canon(row.get("worker_identity")),
-        namespace=canon(row.get("namespace")) or None,
-        client_instance_id=canon(row.get("client_instance_id")) or None,
-        pid=worker_pid,
-        client_pid=client,
-        reason_code=reason,
-        detail=detail,
-    )

@@ -32,7 +32,6 @@ __all__ = [
     "WorkerView",
     "build_worker_view",
     "foreign_repository",
-    "ownership_state",
     "process_identity",
     "row_columns",
     "self_contradicting",
@@ -150,21 +149,6 @@ def self_contradicting(row: Mapping[str, Any]) -> bool:
     return started is None or (beat is not None and started > beat)
 
 
-def ownership_state(
-    *, historical: bool, live: bool, contradicting: bool, session: bool, trusted: bool
-) -> str:
-    """A row's ownership state from its facts (``contradicting``: ``self_contradicting``)."""
-    if historical:
-        return OWNERSHIP_HISTORICAL
-    if not live:
-        return OWNERSHIP_INCONSISTENT if contradicting else OWNERSHIP_STALE
-    if not session:
-        return OWNERSHIP_ORPHANED
-    if not trusted:
-        return OWNERSHIP_LIVE_UNTRUSTED
-    return OWNERSHIP_LIVE
-
-
 def build_worker_view(
     row: Mapping[str, Any],
     *,
@@ -185,14 +169,16 @@ def build_worker_view(
         (rev := text_of(row, column)) is not None and rev != expected_live_revision
         for column in REVISION_COLUMNS
     )
-    ownership = ownership_state(
-        historical=historical,
-        live=live,
-        # Read only where it decides (a row neither historical nor live).
-        contradicting=not historical and not live and self_contradicting(row),
-        session=bool(columns.session_id),
-        trusted=columns.identity.trusted,
-    )
+    if historical:
+        ownership = OWNERSHIP_HISTORICAL
+    elif not live:
+        ownership = OWNERSHIP_INCONSISTENT if self_contradicting(row) else OWNERSHIP_STALE
+    elif not columns.session_id:
+        ownership = OWNERSHIP_ORPHANED
+    elif not columns.identity.trusted:
+        ownership = OWNERSHIP_LIVE_UNTRUSTED
+    else:
+        ownership = OWNERSHIP_LIVE
     mutation_safe = (
         ownership == OWNERSHIP_LIVE
         and not foreign

@@ -48,8 +48,7 @@ async def status_report(
         }
         await handle.audit_refusal(profile, "status", denied)
         return denied
-    # Counts only: a Verdict per registration would cost tens of ms at 10k rows.
-    liveness = await handle.liveness_status(verdicts=False)
+    liveness = await handle.liveness_status()
     owners = await handle.lease_owners()
     return {
         "success": True,
@@ -66,7 +65,7 @@ async def status_report(
         "liveness": {
             "sweeps_completed": liveness.sweeps_completed,
             "watched_pids": liveness.watched_pids,
-            "verdicts": dict(liveness.verdict_counts),
+            "verdicts": dict(sorted(Counter(v.state for v in liveness.verdicts).items())),
         },
         "leases": {
             "readable": owners.readable,
