@@ -33,13 +33,13 @@ def settings_changed(old: Settings, new: Settings) -> tuple[str, ...]:
 
 
 def _taken(current: Settings, fresh: Settings) -> Settings:
-    retirement = replace(
-        current.retirement,
-        mass_guard_share=fresh.retirement.mass_guard_share,
-        mass_guard_floor=fresh.retirement.mass_guard_floor,
-    )
-    supervisor = replace(current.supervisor, log_level=fresh.supervisor.log_level)
-    return replace(current, retirement=retirement, supervisor=supervisor)
+    """``current`` with every ``RELOADABLE`` key's value from ``fresh``."""
+    taken = current
+    for dotted in RELOADABLE:
+        table, key = dotted.split(".")
+        body = replace(getattr(taken, table), **{key: getattr(getattr(fresh, table), key)})
+        taken = replace(taken, **{table: body})
+    return taken
 
 
 async def reload_settings(
