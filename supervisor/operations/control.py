@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from supervisor.operations.rules import ANY_LEASE, ANY_READ, OPERATOR_LEASE, REVIEW_LEASE
 from supervisor.operations.spec import (
-    BOOL,
     INT,
     INT_OR_NULL,
     NUMBER,
@@ -86,14 +85,12 @@ ASSIGN = Operation(
         Arg(
             "allowed_actions",
             TEXTS,
-            cli=Flag("--allow", "comma-separated allowed actions (default: role's)", kind="list"),
+            cli=Flag.comma("--allow", "allowed actions (default: role's)"),
         ),
         Arg(
             "forbidden_actions",
             TEXTS,
-            cli=Flag(
-                "--forbid", "comma-separated forbidden actions (default: role's)", kind="list"
-            ),
+            cli=Flag.comma("--forbid", "forbidden actions (default: role's)"),
         ),
         Arg("phase", TEXT),
         _TTL,
@@ -122,12 +119,7 @@ ALLOCATE = Operation(
             ),
         ),
         Arg("role", TEXT, cli=Flag("--role", "default: the profile's role")),
-        Arg(
-            "apply",
-            BOOL,
-            default=False,
-            cli=Flag("--apply", "reserve (default: preview)", kind="true"),
-        ),
+        Arg.switch("apply", "--apply", "reserve (default: preview)"),
         _TTL,
         _OWNER,
     ),

@@ -7,7 +7,6 @@ from typing import Any
 
 from supervisor.operations.rules import ANY_READ, OPERATOR_READ, OPERATOR_RETIRE
 from supervisor.operations.spec import (
-    BOOL,
     INT,
     INT64_MAX,
     OBJECT,
@@ -108,15 +107,10 @@ SNAPSHOT = Operation(
         _REPOSITORY,
         Arg("expected_manifest", OBJECTS),
         Arg("expected_live_revision", TEXT),
-        Arg(
+        Arg.switch(
             "include_history",
-            BOOL,
-            default=False,
-            cli=Flag(
-                "--history",
-                "also list released, superseded and retired rows (reads all history)",
-                kind="true",
-            ),
+            "--history",
+            "also list released, superseded and retired rows (reads all history)",
         ),
     ),
     tool=Tool(
@@ -163,29 +157,27 @@ is only counted); costs a read of the whole registry.""",
 )
 # By default a plan lists candidates in full and preserved rows only as counts per reason
 # with a few examples; the listing flags ask for full preserved entries.
+#: The listing filters: name, which preserved entries it lists, the only words it may be.
+_LISTINGS: tuple[tuple[str, str, frozenset[str] | None], ...] = (
+    ("reason", "with this reason code", PLAN_REASON_CODES),
+    ("namespace", "of this namespace", None),
+    ("instance", "of this client_instance_id", None),
+)
 PLAN = Operation(
     "plan",
     "plan",
     {"plan": OPERATOR_READ},
     args=(
         _REPOSITORY,
-        Arg(
-            "full",
-            BOOL,
-            default=False,
-            cli=Flag("--full", "every preserved entry (large)", kind="true"),
-        ),
-        Arg(
-            "reason",
-            TEXT,
-            choices=PLAN_REASON_CODES,
-            cli=Flag("--reason", "list preserved entries with this reason code"),
-        ),
-        Arg("namespace", TEXT, cli=Flag("--namespace", "list preserved entries of this namespace")),
-        Arg(
-            "instance",
-            TEXT,
-            cli=Flag("--instance", "list preserved entries of this client_instance_id"),
+        Arg.switch("full", "--full", "every preserved entry (large)"),
+        *(
+            Arg(
+                name,
+                TEXT,
+                choices=choices,
+                cli=Flag(f"--{name}", f"list preserved entries {which}"),
+            )
+            for name, which, choices in _LISTINGS
         ),
         Arg(
             "limit",
@@ -226,9 +218,7 @@ Retires nothing. Needs gitea.read and a controller or reconciler role.""",
 Repository binding workers must have to be
 retired (defaults to the supervisor's configured repository).""",
             ),
-            ("reason", "List the preserved entries with this reason code."),
-            ("namespace", "List the preserved entries of this namespace."),
-            ("instance", "List the preserved entries of this client_instance_id."),
+            *((name, f"List the preserved entries {which}.") for name, which, _ in _LISTINGS),
             ("limit", "Entries per page (default 50)."),
             ("cursor", "The next_cursor of the previous page."),
             ("full", "List every preserved entry (large; the answer is cut to size)."),
@@ -259,18 +249,13 @@ APPLY = Operation(
         Arg(
             "worker_identities",
             TEXTS,
-            cli=Flag("--workers", "comma-separated identities", kind="list", required=True),
+            cli=Flag.comma("--workers", "identities", required=True),
         ),
         _REPOSITORY,
-        Arg(
+        Arg.switch(
             "override_mass_guard",
-            BOOL,
-            default=False,
-            cli=Flag(
-                "--override-mass-guard",
-                "retire even past the mass-retirement guard, this once (audited)",
-                kind="true",
-            ),
+            "--override-mass-guard",
+            "retire even past the mass-retirement guard, this once (audited)",
         ),
     ),
     tool=Tool(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from supervisor.operations.rules import ANY_READ, OPERATOR_LEASE
 from supervisor.operations.spec import (
-    BOOL,
     INT,
     INTS,
     OBJECT,
@@ -41,7 +40,7 @@ NAMESPACE_HEALTH_ASSESS = Operation(
         Arg(
             "registered_tools",
             TEXT_OR_TEXTS,
-            cli=Flag("--tools", "comma-separated tools the server lists", kind="list"),
+            cli=Flag.comma("--tools", "tools the server lists"),
         ),
         Arg(
             "probe_result",
@@ -68,12 +67,7 @@ NAMESPACE_HEALTH_ASSESS = Operation(
             TEXT,
             cli=Flag("--config-path", "client configuration the namespace came from"),
         ),
-        Arg(
-            "configured",
-            BOOL,
-            default=True,
-            cli=Flag("--not-configured", "the client has no entry", kind="false"),
-        ),
+        Arg.switch("configured", "--not-configured", "the client has no entry", default=True),
         Arg(
             "probe_source",
             TEXT,
@@ -214,7 +208,7 @@ INCIDENT_LINK_UPSERT = Operation(
         Arg(
             "linked_pr_numbers",
             INTS,
-            cli=Flag("--prs", "comma-separated linked PR numbers", kind="ints"),
+            cli=Flag.comma("--prs", "linked PR numbers", kind="ints"),
         ),
         Arg("event_count", INT, cli=Flag("--events", type=int, help="event count")),
     ),

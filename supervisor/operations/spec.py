@@ -68,6 +68,11 @@ class Flag:
     #: The parsed value when the flag is not given (flags beyond the wire arguments).
     default: Any = None
 
+    @classmethod
+    def comma(cls, flag: str, what: str, *, kind: str = "list", required: bool = False) -> Flag:
+        """A flag taking a comma-separated list (kind list, split or ints) of ``what``."""
+        return cls(flag, f"comma-separated {what}", kind=kind, required=required)
+
 
 @dataclass(frozen=True, slots=True)
 class Arg:
@@ -84,6 +89,13 @@ class Arg:
     bounds: tuple[int, int] | None = None
     #: The only words a string may be (the fleet ops check it).
     choices: frozenset[str] | None = None
+
+    @classmethod
+    def switch(cls, name: str, flag: str, help: str, *, default: bool = False) -> Arg:
+        """A true-or-false argument whose CLI switch turns its default around (``--full``
+        gives true; ``--not-configured`` gives false where true is the default)."""
+        kind = "false" if default else "true"
+        return cls(name, BOOL, default=default, cli=Flag(flag, help, kind=kind))
 
 
 @dataclass(frozen=True, slots=True)
