@@ -82,10 +82,10 @@ def _all_retired(result: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
     )
 
 
-STATUS = Operation(
+STATUS = Operation.gated(
     "status",
-    "status_report",
-    {"status": ANY_READ},
+    ANY_READ,
+    call="status_report",
     command=Command(
         "",
         "status",
@@ -99,10 +99,9 @@ STATUS = Operation(
         Flag("--count", "with --watch: stop after N refreshes", type=int),
     ),
 )
-SNAPSHOT = Operation(
+SNAPSHOT = Operation.gated(
     "snapshot",
-    "snapshot",
-    {"snapshot": OPERATOR_READ},
+    OPERATOR_READ,
     args=(
         _REPOSITORY,
         Arg("expected_manifest", OBJECTS),
@@ -163,10 +162,9 @@ _LISTINGS: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     ("namespace", "of this namespace", None),
     ("instance", "of this client_instance_id", None),
 )
-PLAN = Operation(
+PLAN = Operation.gated(
     "plan",
-    "plan",
-    {"plan": OPERATOR_READ},
+    OPERATOR_READ,
     args=(
         _REPOSITORY,
         Arg.switch("full", "--full", "every preserved entry (large)"),
@@ -230,10 +228,9 @@ retired (defaults to the supervisor's configured repository).""",
     ),
     command=Command("", "plan", "dry-run retirement plan"),
 )
-APPLY = Operation(
+APPLY = Operation.gated(
     "apply",
-    "apply",
-    {"apply": OPERATOR_RETIRE},
+    OPERATOR_RETIRE,
     args=(
         Arg(
             "registry_fingerprint",

@@ -25,10 +25,10 @@ _LOST = (
 _SESSION = Arg("session_id", TEXT, required=True, cli=Flag("--session"))
 
 # Any session may report and read its own namespace health.
-NAMESPACE_HEALTH_ASSESS = Operation(
+NAMESPACE_HEALTH_ASSESS = Operation.gated(
     "namespace_health_assess",
-    "assess_namespace_health",
-    {"namespace_health_assess": ANY_READ},
+    ANY_READ,
+    call="assess_namespace_health",
     args=(
         _SESSION,
         Arg("namespace", TEXT, required=True, cli=Flag("--namespace", "e.g. gitea-merger")),
@@ -131,10 +131,9 @@ through the client (not by killing PIDs), re-probe and record again.""",
     ),
 )
 
-NAMESPACE_HEALTH_GATE = Operation(
+NAMESPACE_HEALTH_GATE = Operation.gated(
     "namespace_health_gate",
-    "namespace_health_gate",
-    {"namespace_health_gate": ANY_READ},
+    ANY_READ,
     args=(
         _SESSION,
         Arg(
@@ -186,10 +185,10 @@ _LINK = Command(
 
 # An incident link is written by the monitoring bridge, an operator boundary; anyone
 # may read it.
-INCIDENT_LINK_UPSERT = Operation(
+INCIDENT_LINK_UPSERT = Operation.gated(
     "incident_link_upsert",
-    "upsert_incident_link",
-    {"incident_link_upsert": OPERATOR_LEASE},
+    OPERATOR_LEASE,
+    call="upsert_incident_link",
     args=(
         *_ISSUE,
         Arg(

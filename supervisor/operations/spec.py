@@ -187,6 +187,14 @@ class Operation:
     #: When ops share a command: the flags that select this op (otherwise the other).
     when: tuple[str, ...] = ()
 
+    @classmethod
+    def gated(
+        cls, name: str, rule: TaskRule, *, call: str | None = None, **declared: Any
+    ) -> Operation:
+        """An operation behind one permission task named as the op itself (most are),
+        served by the handle method ``call`` (by default the op's own name)."""
+        return cls(name, call or name, {name: rule}, **declared)
+
     @property
     def tool_name(self) -> str | None:
         """The MCP tool this op is served as, if any."""
