@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from supervisor.policy.retirement.fingerprints import (
+    FENCING_FIELDS,
+    FINGERPRINT_STANDING_FIELDS,
+    FINGERPRINT_WORKER_FIELDS,
+)
 from supervisor.store.schema.active import ACTIVE_DESCRIPTION, create_active_log
 from supervisor.store.schema.control import V3_DESCRIPTION, V3_STATEMENTS
 from supervisor.store.schema.history import (
@@ -51,41 +56,28 @@ __all__ = [
 REGISTRATION_STATUSES: tuple[str, ...] = ("active", "released", "superseded", "retired")
 LEASE_STATUSES: tuple[str, ...] = ("active", "released", "expired")
 
-V1_REGISTRATION_COLUMNS: tuple[str, ...] = (
-    "worker_identity",
-    "client_name",
-    "client_instance_id",
-    "session_id",
-    "generation_id",
-    "role",
-    "profile",
-    "namespace",
-    "remote",
-    "repository_binding",
-    "pid",
-    "process_identity",
-    "transport",
-    "token_fingerprint",
-    "started_at",
-    "last_heartbeat_at",
-    "heartbeat_ttl_seconds",
-    "fencing_epoch",
-    "status",
-    "fleet_run_id",
-    "authenticated_account",
-    "instance_id_provenance",
+# Kept for deployment bookkeeping (which configuration revision a worker started,
+# loaded and runs), never a retirement input.
+_REVISION_COLUMNS: tuple[str, ...] = (
     "startup_revision",
     "loaded_revision",
     "parity_revision",
     "live_revision",
 )
 
+# The token columns are the retirement policy's (its FINGERPRINT_FIELDS, in parts);
+# what lies between them here is every column a token leaves out.
+V1_REGISTRATION_COLUMNS: tuple[str, ...] = (
+    *FINGERPRINT_WORKER_FIELDS,
+    "token_fingerprint",
+    *FINGERPRINT_STANDING_FIELDS,
+    *_REVISION_COLUMNS,
+)
+
 # Version 2 appends these (ALTER TABLE appends, so fresh and upgraded databases
 # end up with the same physical column order).
 _V2_REGISTRATION_COLUMNS: tuple[str, ...] = (
-    "host_id",
-    "boot_id",
-    "process_start_time",
+    *FENCING_FIELDS,
     "retired_at",
     "retired_by",
     "retirement_reason",
