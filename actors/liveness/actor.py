@@ -278,9 +278,11 @@ class LivenessActor(Actor[LivenessInbox]):
                 if previous is not None and previous[1] == DEAD and previous[5] == _PIDFD:
                     continue  # an observed exit is final for this incarnation
                 state = judge(evidence, registered_start)
-                set_verdict(
-                    identity, (pid, state, evidence.alive, evidence.start_time, now, _SWEEP)
-                )
+                record = (pid, state, evidence.alive, evidence.start_time, now, _SWEEP)
+                if previous is not None and previous[1] == state:
+                    verdicts[identity] = record  # same state: no count or feed moves
+                else:
+                    set_verdict(identity, record)
                 if state == ALIVE:
                     self._watch(identity, pid, registered_start)
             await _let_others_run()
