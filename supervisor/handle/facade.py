@@ -39,13 +39,13 @@ from actors.retirement.inbox import (
 from actors.retirement.records import audit_event, write_audit
 from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
-from supervisor.errors import ActorStopped, PermissionDenied, ProfilesUnreadable
+from supervisor.errors import ActorStopped, PermissionDenied, ProfilesUnreadable, SupervisorError
 from supervisor.handle.control import ControlPlaneCalls
 from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.policy.servers.census import Census
-from supervisor.policy.servers.view import CensusView
+from supervisor.policy.servers.view import CensusView, snapshot_part
 from supervisor.wire import PlanQuery
 
 __all__ = ["UNAUTHENTICATED_OUTCOME", "SupervisorHandle"]
@@ -154,7 +154,7 @@ class SupervisorHandle(ControlPlaneCalls):
         expected_live_revision: str | None = None,
         include_history: bool = False,
     ) -> Mapping[str, Any]:
-        return await self._ask_retirement(
+        fleet: Mapping[str, Any] = await self._ask_retirement(
             lambda reply: SnapshotRequest(
                 profile=profile,
                 canonical_repository=canonical_repository,
@@ -164,6 +164,13 @@ class SupervisorHandle(ControlPlaneCalls):
                 reply=reply,
             ),
         )
+        if not fleet.get("success", True):
+            return fleet
+        try:
+            servers = snapshot_part(await self.census_report())
+        except SupervisorError as exc:
+            servers = {"mcp_server_summary": {"available": False, "detail": exc.detail}}
+        return {**fleet, **servers}
 
     async def plan(
         self,

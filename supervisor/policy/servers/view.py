@@ -18,7 +18,7 @@ from supervisor.policy.servers.summary import (
     summarize,
 )
 
-__all__ = ["CensusView", "census_view", "summary_dict", "view_dict"]
+__all__ = ["CensusView", "census_view", "snapshot_part", "summary_dict", "view_dict"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,19 +56,33 @@ def summary_dict(view: CensusView) -> dict[str, Any]:
     return {"enabled": view.enabled, "sweeps": view.sweeps, **asdict(view.summary)}
 
 
-def view_dict(view: CensusView) -> dict[str, Any]:
-    """The whole view as plain JSON values (``snapshot``, the fleet page)."""
+def _servers(view: CensusView) -> list[dict[str, Any]]:
     servers = []
     for server in view.census.servers:
         row = asdict(server)
         row["memory_bytes"] = memory_of(server)
         row["orphaned"] = is_orphaned(server)
         servers.append(row)
+    return servers
+
+
+def view_dict(view: CensusView) -> dict[str, Any]:
+    """The whole view as plain JSON values (the fleet page)."""
     return {
         **summary_dict(view),
-        "servers": servers,
+        "servers": _servers(view),
         "duplicates": [asdict(g) for g in view.duplicates],
         "by_client": [asdict(r) for r in view.by_client],
         "by_command": [asdict(r) for r in view.by_command],
         "history": [asdict(p) for p in view.history],
+    }
+
+
+def snapshot_part(view: CensusView) -> dict[str, Any]:
+    """What a fleet snapshot adds: the counts, and the servers and duplicate groups as
+    top-level lists (an MCP answer that is too long cuts those first)."""
+    return {
+        "mcp_server_summary": summary_dict(view),
+        "mcp_servers": _servers(view),
+        "mcp_server_duplicates": [asdict(g) for g in view.duplicates],
     }
