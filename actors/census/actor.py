@@ -110,6 +110,10 @@ class CensusActor(Actor[CensusInbox]):
     def sweeps_completed(self) -> int:
         return self._sweeps
 
+    @property
+    def tracker(self) -> Tracker:
+        return self._tracker
+
     async def on_start(self, tg: TaskGroup) -> None:
         if self._settings.enabled:
             tg.start_soon(self._sweeper)

@@ -126,6 +126,8 @@ class Tracker:
         self.recorded: dict[tuple[int, str], Mapping[str, Any]] = {}
         self.peers = UnixPeers()
         self.uptime: float | None = None
+        #: Processes looked at anew by the latest sweep (the rest cost a lookup).
+        self.first_sights = 0
 
     def close(self) -> None:
         self.peers.close()
@@ -157,6 +159,7 @@ class Tracker:
         for pid in [p for p in seen if p not in listed]:
             self._forget(pid)
         self.uptime = uptime_seconds()
+        self.first_sights = len(fresh)
         pending: list[tuple[int, FullRead]] = []
         for index in range(0, len(fresh), self._first_chunk):
             for pid in fresh[index : index + self._first_chunk]:
@@ -304,6 +307,11 @@ class Tracker:
         tracked.server = replace(
             tracked.server, owner=replace(owner, alive=alive, stdio_open=stdio_open)
         )
+
+    def start_seen(self, pid: int) -> str | None:
+        """The start of the process discovery knows under ``pid``."""
+        seen = self._seen.get(pid)
+        return seen[1] if seen is not None else None
 
     def records(self) -> tuple[ServerRecord, ...]:
         return tuple(self.servers[pid].record(self.uptime) for pid in sorted(self.servers))

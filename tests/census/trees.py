@@ -29,6 +29,7 @@ __all__ = [
 _HERE = Path(__file__).resolve().parent
 FAKE_CLIENT = _HERE / "fake_client.py"
 FAKE_SERVER = _HERE / "fake_server.py"
+WRAPPED_LAUNCHER = _HERE / "wrapped_launcher.py"
 _POLLS = 1000
 
 
@@ -38,9 +39,20 @@ class Tree:
     children: tuple[int, ...]
 
 
-def child(name: str, *, stdio: str = "pipe", tree: bool = False) -> dict[str, Any]:
-    """A child the client starts: this interpreter running the fake server, named ``name``."""
-    argv = [name, str(FAKE_SERVER), *(["--child", sys.executable] if tree else [])]
+def child(
+    name: str,
+    *,
+    stdio: str = "pipe",
+    tree: bool = False,
+    args: Sequence[str] = (),
+    wrapped: bool = False,
+) -> dict[str, Any]:
+    """A child the client starts: this interpreter running the fake server, named ``name``
+    (``wrapped``: through a launcher that leaves the exec wrapper's marker, as ``exec``)."""
+    if wrapped:
+        argv = [name, str(WRAPPED_LAUNCHER), name, sys.executable]
+    else:
+        argv = [name, str(FAKE_SERVER), *(["--child", sys.executable] if tree else []), *args]
     return {"argv": argv, "stdio": stdio, "executable": sys.executable}
 
 
