@@ -24,6 +24,7 @@ BENCHMARKS: tuple[str, ...] = (
     "durability",
     "plan",
     "sweep",
+    "discovery",
     "exit_detect",
     "exit_snapshot",
     "apply",

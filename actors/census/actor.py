@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, assert_never
@@ -103,8 +103,10 @@ class CensusActor(Actor[CensusInbox]):
         self._loaded = False
         self._census = Census(servers=(), taken_at=clock.monotonic())
         self._history: deque[HistoryPoint] = deque(maxlen=max(1, s.history_length))
-        #: CPU and wall seconds of the latest sweep (for the benchmark and the logs).
+        #: Wall seconds of the latest sweep (for the benchmark and the logs).
         self.last_sweep_seconds = 0.0
+        #: How a sweep yields to the event loop between chunks (a benchmark times them).
+        self.pause: Callable[[], Awaitable[None]] = let_others_run
 
     @property
     def sweeps_completed(self) -> int:
@@ -162,7 +164,7 @@ class CensusActor(Actor[CensusInbox]):
             stamp = format_stamp(self._clock.now())
             now = self._clock.monotonic()
             tracker = self._tracker
-            await tracker.sweep(stamp, now, let_others_run, self._configured)
+            await tracker.sweep(stamp, now, self.pause, self._configured)
             await self._identify_wrapped()
             await self._record(stamp, now)
             self._census = Census(servers=tracker.records(), taken_at=now)

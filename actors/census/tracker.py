@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
+import anyio.to_thread
+
 from actors.census.sighting import link_kind, parent_sight, sighting, stdio_connected
-from actors.census.usage import descendants, read_tree
+from actors.census.usage import descendants, read_tree, tree_pss
 from supervisor.policy.identity.exec_marker import parse_marker
 from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.servers.census import (
@@ -65,6 +67,9 @@ class Tracked:
     started_at: float | None = None
     cpu_ticks: int | None = None
     read_at: float | None = None
+    #: The tree's PSS at ``pss_at`` (read in a worker thread, at most every so often).
+    pss: int | None = None
+    pss_at: float | None = None
     owner_gone_at: str | None = None
     #: Monotonic time of the last row written for it (observed servers only).
     written_at: float | None = None
@@ -109,12 +114,14 @@ class Tracker:
         chunk: int,
         first_chunk: int,
         settle_seconds: float,
+        pss_every_seconds: float = 60.0,
         listing_complete: bool = True,
     ) -> None:
         self._rules = rules
         self._chunk = max(1, chunk)
         self._first_chunk = max(1, first_chunk)
         self._settle = settle_seconds
+        self._pss_every = pss_every_seconds
         self._complete = listing_complete
         self._seen: dict[int, tuple[int, str, int, bool]] = {}
         self._kids: dict[int, set[int]] = {}
@@ -260,9 +267,11 @@ class Tracker:
                 depth += 1
 
     async def _read_trees(self, stamp: str, now: float, pause: Yield) -> None:
+        """Each server's tree: its usage every sweep (PSS now and then, off the event
+        loop), its owner's incarnation; one tree between two yields."""
         starts = {pid: s[1] for pid, s in self._seen.items()} if self.servers else {}
         owner_ends: dict[ProcessRef, frozenset[str] | None] = {}
-        for index, server in enumerate(list(self.servers.values())):
+        for server in list(self.servers.values()):
             pid = server.process.pid
             members = [
                 ProcessRef(pid=p, start=starts[p]) for p in descendants(pid, self._kids, starts)
@@ -274,11 +283,15 @@ class Tracker:
             if tree is None:
                 self._forget(pid)
                 continue
-            server.server = replace(server.server, usage=tree.usage)
+            if server.pss_at is None or now - server.pss_at >= self._pss_every:
+                pids = [pid, *(m.pid for m in tree.usage.children)]
+                server.pss = await anyio.to_thread.run_sync(tree_pss, pids)
+                server.pss_at = now
+            usage = replace(tree.usage, pss_bytes=server.pss)
+            server.server = replace(server.server, usage=usage)
             server.cpu_ticks, server.read_at = tree.cpu_ticks, now
             self._judge_owner(server, stamp, owner_ends)
-            if index % self._first_chunk == self._first_chunk - 1:
-                await pause()
+            await pause()
 
     def _judge_owner(
         self, tracked: Tracked, stamp: str, ends: dict[ProcessRef, frozenset[str] | None]

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.servers.census import ProcessRef, Usage
 from supervisor.policy.servers.summary import cpu_percent
-from supervisor.system.proc_census import clock_ticks, page_size, read_usage
+from supervisor.system.proc_census import clock_ticks, page_size, pss_bytes, read_usage
 
-__all__ = ["TreeRead", "descendants", "read_tree"]
+__all__ = ["TreeRead", "descendants", "read_tree", "tree_pss"]
 
 #: A tree deeper or wider than this is cut (a fork bomb must not stall the sweep).
 _MAX_MEMBERS = 512
@@ -50,8 +50,8 @@ def read_tree(
 ) -> TreeRead | None:
     """The tree's usage now; None when the leader is gone (or another process has its pid).
 
-    Members that exited or changed hands since they were listed are left out. PSS is the
-    tree's sum only when every member's could be read; RSS always is.
+    Members that exited or changed hands since they were listed are left out. PSS is not
+    read here (``tree_pss``: it costs the kernel a walk of every page table).
     """
     head = read_usage(leader.pid)
     if head is None or not same_incarnation(head.stat.start, leader.start):
@@ -64,16 +64,26 @@ def read_tree(
             reads.append(got)
             kept.append(member)
     ticks = sum(r.stat.cpu_ticks for r in reads)
-    pss = [r.pss_bytes for r in reads]
     fds = [r.open_fds for r in reads]
     per_second = clock_ticks()
     before = previous_ticks / per_second if previous_ticks is not None else None
     usage = Usage(
         rss_bytes=sum(r.stat.rss_pages for r in reads) * page_size(),
-        pss_bytes=sum(p for p in pss if p is not None) if None not in pss else None,
+        pss_bytes=None,
         cpu_seconds=round(ticks / per_second, 2),
         cpu_percent=cpu_percent(before, ticks / per_second, elapsed),
         open_fds=sum(f for f in fds if f is not None) if None not in fds else None,
         children=tuple(kept),
     )
     return TreeRead(usage=usage, cpu_ticks=ticks, leader_ppid=head.stat.ppid)
+
+
+def tree_pss(members: Sequence[int]) -> int | None:
+    """The tree's PSS: the sum over its members, only when every one could be read."""
+    total = 0
+    for pid in members:
+        pss = pss_bytes(pid)
+        if pss is None:
+            return None
+        total += pss
+    return total

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -20,6 +21,7 @@ __all__ = [
     "marker_names_self",
     "page_size",
     "proc_entries",
+    "pss_bytes",
     "read_full",
     "read_stat_facts",
     "read_usage",
@@ -81,7 +83,6 @@ class UsageRead:
     """The cheap reads of one process at one sweep."""
 
     stat: StatRead
-    pss_bytes: int | None
     open_fds: int | None
 
 
@@ -207,7 +208,9 @@ def fd_ends(pid: int) -> frozenset[str] | None:
     return frozenset(ends)
 
 
-def _pss_bytes(pid: int) -> int | None:
+def pss_bytes(pid: int) -> int | None:
+    """Proportional set size (``smaps_rollup``), or None where unreadable. The kernel walks
+    the process's page tables for it: about a millisecond per 100 MB mapped."""
     data = _read_bytes(f"/proc/{pid}/smaps_rollup", 4096)
     if not data:
         return None
@@ -222,7 +225,7 @@ def _pss_bytes(pid: int) -> int | None:
 
 
 def read_usage(pid: int) -> UsageRead | None:
-    """Stat, PSS (where smaps_rollup is readable) and the open descriptors of a process."""
+    """Stat and the open descriptors of a process (PSS is read apart: ``pss_bytes``)."""
     stat = read_stat_facts(pid)
     if stat is None or not stat.running:
         return None
@@ -230,13 +233,13 @@ def read_usage(pid: int) -> UsageRead | None:
         fds: int | None = len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         fds = None
-    return UsageRead(stat=stat, pss_bytes=_pss_bytes(pid), open_fds=fds)
+    return UsageRead(stat=stat, open_fds=fds)
 
 
 def uptime_seconds() -> float | None:
-    """Seconds since boot (``/proc/uptime``), to tell a process's age from its start ticks."""
-    data = _read_bytes("/proc/uptime", 128)
+    """Seconds since boot (the clock /proc's start ticks count in), to tell a process's
+    age; a clock read, where /proc/uptime is a file read costing a hundred times more."""
     try:
-        return float(data.split()[0]) if data else None
-    except (ValueError, IndexError):
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (AttributeError, OSError):
         return None
