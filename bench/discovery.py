@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from actors.liveness.inbox import LivenessInbox
 from actors.mailbox import let_others_run
 from actors.writer.actor import RegistryWriter
 from actors.writer.inbox import WriterInbox
-from bench.fixtures import StallMeter, make_db, registration_row
+from bench.fixtures import StallMeter, host_rows, make_db
 from bench.processes import Sleepers, short_tempdir
 from bench.report import Figure
 from supervisor.clock import MonotonicWall, SystemClock
@@ -70,22 +69,6 @@ class _Client:
         self.proc.wait(timeout=10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-
-
-def _rows(sleepers: Sleepers, probes: LocalProbes) -> list[dict[str, Any]]:
-    now = datetime.now(UTC)
-    return [
-        registration_row(
-            index,
-            kind="live",
-            now=now,
-            host_id=probes.host_id(),
-            boot_id=probes.boot_id(),
-            pid=pid,
-            start_time=start,
-        )
-        for index, (pid, start) in enumerate(zip(sleepers.pids, sleepers.start_times, strict=True))
-    ]
 
 
 class _Chunks:
@@ -183,14 +166,13 @@ async def _measure(db: Path, sweeps: int, home: Path) -> dict[str, Any]:
 def run(quick: bool) -> list[Figure]:
     count = 200 if quick else 1_000
     sweeps = 3 if quick else 10
-    probes = LocalProbes()
     with (
         short_tempdir("fsb-dc-") as work,
         Sleepers(count) as sleepers,
     ):
         client = _Client(4)
         try:
-            anyio.run(make_db, work / "registry.sqlite3", _rows(sleepers, probes))
+            anyio.run(make_db, work / "registry.sqlite3", host_rows(count, sleepers))
             got = anyio.run(_measure, work / "registry.sqlite3", sweeps, work)
         finally:
             client.close()
