@@ -48,6 +48,8 @@ def server_lines(result: Mapping[str, Any]) -> list[str]:
     """The snapshot's servers and duplicate groups (nothing when it has none)."""
     servers: Sequence[Mapping[str, Any]] = result.get("mcp_servers") or []
     summary = result.get("mcp_server_summary")
+    if not servers and (summary or {}).get("available", True):
+        return []
     lines = []
     head = status_line(summary) if summary else None
     if head:
