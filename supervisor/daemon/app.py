@@ -13,8 +13,10 @@ from typing import Any, NotRequired, TypedDict, Unpack
 import anyio
 from anyio import create_memory_object_stream as _stream
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from actors.census.actor import CensusActor, CensusSettings
+from actors.census.inbox import CensusInbox
 from actors.heartbeat.actor import HeartbeatActor, HeartbeatSettings
 from actors.heartbeat.inbox import HeartbeatInbox
 from actors.host_lease import HostLeaseInbox, HostLeaseKeeper, HostLeaseSettings
@@ -61,6 +63,7 @@ class AppSettings:
     retirement: RetirementSettings = field(default_factory=RetirementSettings)
     hosts: HostLeaseSettings = field(default_factory=HostLeaseSettings)
     servers: ServerGuardSettings = field(default_factory=ServerGuardSettings)
+    census: CensusSettings = field(default_factory=CensusSettings)
     max_restarts: int = 3
     restart_window_seconds: float = 60.0
     inbox_capacity: int = 8192
@@ -120,6 +123,28 @@ class Supervisor:
         self._retirement_tx, self._retirement_rx = _stream[RetirementInbox](capacity)
         self._hosts_tx, self._hosts_rx = _stream[HostLeaseInbox](capacity)
         self._servers_tx, self._servers_rx = _stream[ServerGuardInbox](capacity)
+        self._census_tx, self._census_rx = _stream[CensusInbox](capacity)
+        # Producers first, the writer last: each closes before what it feeds.
+        self._outboxes: tuple[MemoryObjectSendStream[Any], ...] = (
+            self._census_tx,
+            self._servers_tx,
+            self._hosts_tx,
+            self._heartbeat_tx,
+            self._retirement_tx,
+            self._leases_tx,
+            self._liveness_tx,
+            self._writer_tx,
+        )
+        self._inboxes: tuple[MemoryObjectReceiveStream[Any], ...] = (
+            self._census_rx,
+            self._servers_rx,
+            self._hosts_rx,
+            self._heartbeat_rx,
+            self._retirement_rx,
+            self._leases_rx,
+            self._liveness_rx,
+            self._writer_rx,
+        )
         #: The server guard's inbox, for the exec socket.
         self.servers = self._servers_tx
         self.hosts = HostLeaseCalls(self._hosts_tx)
@@ -130,6 +155,7 @@ class Supervisor:
             lease_watch=self._leases_tx,
             writer=self._writer_tx,
             clock=self.clock,
+            census=self._census_tx,
         )
         self._stop = anyio.Event()
         self.restarts: dict[str, int] = {}
@@ -140,6 +166,7 @@ class Supervisor:
         self.writer: RegistryWriter | None = None
         self.host_lease: HostLeaseKeeper | None = None
         self.server_guard: ServerGuard | None = None
+        self.census: CensusActor | None = None
 
     def stop(self) -> None:
         """Begin an orderly drain: producers first, the writer last."""
@@ -159,28 +186,12 @@ class Supervisor:
         finally:
             # Also on a crash or cancellation: no stream may outlive the run.
             self._close_senders()
-            for inbox in (
-                self._servers_rx,
-                self._hosts_rx,
-                self._heartbeat_rx,
-                self._retirement_rx,
-                self._leases_rx,
-                self._liveness_rx,
-                self._writer_rx,
-            ):
+            for inbox in self._inboxes:
                 inbox.close()
         _log.info("stopped")
 
     def _close_senders(self) -> None:
-        for stream in (
-            self._servers_tx,
-            self._hosts_tx,
-            self._heartbeat_tx,
-            self._retirement_tx,
-            self._leases_tx,
-            self._liveness_tx,
-            self._writer_tx,
-        ):
+        for stream in self._outboxes:
             stream.close()
 
     async def _start_all(self, tg: TaskGroup) -> None:
@@ -303,6 +314,22 @@ class Supervisor:
         await tg.start(
             self._supervise, "server_guard", make_server_guard, (guard_heartbeat, guard_writer)
         )
+
+        census_writer = self._writer_tx.clone()
+
+        def make_census() -> ActorRun:
+            self.census = CensusActor(
+                inbox=self._census_rx,
+                writer=census_writer,
+                store=store,
+                clock=clock,
+                probes=probes,
+                settings=s.census,
+                metrics=self.metrics,
+            )
+            return self.census.run
+
+        await tg.start(self._supervise, "census", make_census, (census_writer,))
 
     async def _supervise(
         self,

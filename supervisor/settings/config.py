@@ -42,6 +42,7 @@ from supervisor.settings.config_checks import (
     setting,
     text_check,
 )
+from supervisor.settings.discovery import DiscoveryConfig
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -283,6 +284,7 @@ class Settings:
     mcp: McpConfig = field(default_factory=McpConfig)
     ops: OpsConfig = field(default_factory=OpsConfig)
     exec: ExecConfig = field(default_factory=ExecConfig)
+    discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
 
 

@@ -25,6 +25,7 @@ from supervisor.store.schema.links import (
     MigrationConn,
     migrate_incident_links,
 )
+from supervisor.store.schema.observed import V11_DESCRIPTION, V11_STATEMENTS
 from supervisor.store.schema.stamps import STAMPS_DESCRIPTION, create_stamp_batches
 
 __all__ = [
@@ -252,5 +253,8 @@ _V10 = Migration(
     version=10, description=STAMPS_DESCRIPTION, statements=(), hook=create_stamp_batches
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+# Version 11 only adds the observed_servers table (schema/observed.py).
+_V11 = Migration(version=11, description=V11_DESCRIPTION, statements=V11_STATEMENTS)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 CURRENT_VERSION = MIGRATIONS[-1].version

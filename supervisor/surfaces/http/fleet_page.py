@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from supervisor.errors import ProfilesUnreadable, SupervisorError
+from supervisor.errors import PermissionDenied, ProfilesUnreadable, SupervisorError
 from supervisor.handle import SupervisorHandle
+from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import OP_READ, Profile
+from supervisor.policy.servers.view import view_dict
 from supervisor.surfaces.http.fleet_page_html import PAGE_HTML
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.dispatch import ProfileLookupWithAuth
@@ -24,7 +26,7 @@ OWNER_VIEWER = Profile(
     name="local-owner", role_kind="controller", allowed_operations=frozenset({OP_READ})
 )
 
-PAGE_ROUTES = frozenset({"/", "/api/fleet", "/api/plan"})
+PAGE_ROUTES = frozenset({"/", "/api/fleet", "/api/plan", "/api/servers"})
 
 _SECURITY_HEADERS = (
     ("x-frame-options", "DENY"),
@@ -123,9 +125,19 @@ class FleetPage:
         try:
             if route == "/api/plan":
                 return _json(200, await self._handle.plan(caller))
+            if route == "/api/servers":
+                return await self._servers(caller)
             return _json(200, await self._fleet(caller))
         except SupervisorError as exc:
             return _json(503, {"error": exc.code, "detail": exc.detail})
+
+    async def _servers(self, caller: Profile) -> PageResponse:
+        """The census, to whoever may read a fleet snapshot (it names commands and
+        directories of the host's processes)."""
+        decision = decide(caller, "snapshot")
+        if not decision.allowed:
+            return _json(403, {"error": PermissionDenied.code, "detail": decision.reason})
+        return _json(200, view_dict(await self._handle.census_report()))
 
     async def _fleet(self, caller: Profile) -> dict[str, Any]:
         snapshot = dict(await self._handle.snapshot(caller))

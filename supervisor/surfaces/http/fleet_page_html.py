@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from supervisor.surfaces.http.fleet_page_servers import SERVERS_HTML, SERVERS_SCRIPT
+
 __all__ = ["PAGE_HTML", "REFRESH_SECONDS"]
 
 #: How often the page fetches /api/fleet again.
 REFRESH_SECONDS = 5
 
-PAGE_HTML = """<!doctype html>
+PAGE_HTML = (
+    """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -23,7 +26,10 @@ th { background: #eef2f6; }
 .stale { background: #ffe2c2; }
 .none { color: #8a939c; }
 .bad { color: #b3261e; font-weight: 600; }
-#summary span { margin-right: 1.2em; }
+#summary span, #servers-summary span { margin-right: 1.2em; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
+figure { margin: .4em 0; }
+figcaption { font-size: 12px; color: #57606a; }
 button { font: inherit; padding: 3px 12px; }
 </style>
 </head>
@@ -39,6 +45,7 @@ button { font: inherit; padding: 3px 12px; }
 <table id="orphans"></table>
 <h2>Leases</h2>
 <div id="leases"></div>
+SERVERS_HTML
 <h2>Plan preview <button id="plan-button" type="button">preview retirement plan</button></h2>
 <div id="plan" class="none">not loaded (a plan is written to the audit log)</div>
 <script>
@@ -152,11 +159,17 @@ async function previewPlan() {
   }
 }
 
+SERVERS_SCRIPT
 document.getElementById("plan-button").addEventListener("click", previewPlan);
 refresh();
+refreshServers();
 setInterval(refresh, REFRESH_MS);
+setInterval(refreshServers, REFRESH_MS);
 if (params.get("plan") === "1") previewPlan();
 </script>
 </body>
 </html>
 """.replace("REFRESH_MS", str(REFRESH_SECONDS * 1000))
+    .replace("SERVERS_HTML", SERVERS_HTML)
+    .replace("SERVERS_SCRIPT", SERVERS_SCRIPT)
+)
