@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from supervisor.observe.exposition import render_text
 from supervisor.observe.metrics import BeatAnswer, FleetGauges, Metrics
 from supervisor.policy.servers.summary import CensusSummary
 
@@ -158,4 +159,4 @@ class PrometheusMetrics(Metrics):
     def render(self, fleet: FleetGauges) -> bytes:
         """The text exposition format, with ``fleet`` as this scrape's gauges."""
         self._fleet.latest = fleet
-        return generate_latest(self.registry)
+        return render_text(self.registry)
