@@ -15,12 +15,14 @@ from anyio import create_memory_object_stream as _stream
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors.census.inbox import CensusInbox
 from actors.heartbeat.actor import HeartbeatActor, HeartbeatSettings
 from actors.heartbeat.inbox import HeartbeatInbox
 from actors.host_lease import HostLeaseInbox, HostLeaseKeeper, HostLeaseSettings
 from actors.lease_watch import LeaseWatch, LeaseWatchInbox, LeaseWatchSettings
 from actors.liveness.actor import LivenessActor, LivenessSettings
 from actors.liveness.inbox import LivenessInbox
+from actors.reap import ReapActor, ReapInbox, ReapSettings
 from actors.retirement.actor import ProfileLookup, RetirementActor, RetirementSettings
 from actors.retirement.inbox import RetirementInbox
 from actors.servers import ServerGuard, ServerGuardInbox, ServerGuardSettings
@@ -61,6 +63,7 @@ class AppSettings:
     retirement: RetirementSettings = field(default_factory=RetirementSettings)
     hosts: HostLeaseSettings = field(default_factory=HostLeaseSettings)
     servers: ServerGuardSettings = field(default_factory=ServerGuardSettings)
+    reap: ReapSettings = field(default_factory=ReapSettings)
     max_restarts: int = 3
     restart_window_seconds: float = 60.0
     inbox_capacity: int = 8192
@@ -90,6 +93,8 @@ class SupervisorParts(TypedDict):
     settings: NotRequired[AppSettings | None]
     supervisor_id: NotRequired[str | None]
     metrics: NotRequired[Metrics | None]
+    #: The census actor's inbox (server discovery); without it a reap is refused.
+    census: NotRequired[MemoryObjectSendStream[CensusInbox] | None]
 
 
 class Supervisor:
@@ -120,6 +125,19 @@ class Supervisor:
         self._retirement_tx, self._retirement_rx = _stream[RetirementInbox](capacity)
         self._hosts_tx, self._hosts_rx = _stream[HostLeaseInbox](capacity)
         self._servers_tx, self._servers_rx = _stream[ServerGuardInbox](capacity)
+        self._reap_tx, self._reap_rx = _stream[ReapInbox](capacity)
+        self.census = parts.get("census")
+        # Closed in this order when the run ends: producers first, the writer last.
+        self._ends: tuple[tuple[MemoryObjectSendStream[Any], Any], ...] = (
+            (self._reap_tx, self._reap_rx),
+            (self._servers_tx, self._servers_rx),
+            (self._hosts_tx, self._hosts_rx),
+            (self._heartbeat_tx, self._heartbeat_rx),
+            (self._retirement_tx, self._retirement_rx),
+            (self._leases_tx, self._leases_rx),
+            (self._liveness_tx, self._liveness_rx),
+            (self._writer_tx, self._writer_rx),
+        )
         #: The server guard's inbox, for the exec socket.
         self.servers = self._servers_tx
         self.hosts = HostLeaseCalls(self._hosts_tx)
@@ -129,6 +147,7 @@ class Supervisor:
             liveness=self._liveness_tx,
             lease_watch=self._leases_tx,
             writer=self._writer_tx,
+            reap=self._reap_tx,
             clock=self.clock,
         )
         self._stop = anyio.Event()
@@ -159,29 +178,13 @@ class Supervisor:
         finally:
             # Also on a crash or cancellation: no stream may outlive the run.
             self._close_senders()
-            for inbox in (
-                self._servers_rx,
-                self._hosts_rx,
-                self._heartbeat_rx,
-                self._retirement_rx,
-                self._leases_rx,
-                self._liveness_rx,
-                self._writer_rx,
-            ):
+            for _, inbox in self._ends:
                 inbox.close()
         _log.info("stopped")
 
     def _close_senders(self) -> None:
-        for stream in (
-            self._servers_tx,
-            self._hosts_tx,
-            self._heartbeat_tx,
-            self._retirement_tx,
-            self._leases_tx,
-            self._liveness_tx,
-            self._writer_tx,
-        ):
-            stream.close()
+        for sender, _ in self._ends:
+            sender.close()
 
     async def _start_all(self, tg: TaskGroup) -> None:
         clock, probes, store = self.clock, self.probes, self.store
@@ -303,6 +306,20 @@ class Supervisor:
         await tg.start(
             self._supervise, "server_guard", make_server_guard, (guard_heartbeat, guard_writer)
         )
+
+        reap_writer = self._writer_tx.clone()
+
+        def make_reap() -> ActorRun:
+            return ReapActor(
+                inbox=self._reap_rx,
+                census=self.census,
+                writer=reap_writer,
+                clock=clock,
+                profiles=self.profiles,
+                settings=s.reap,
+            ).run
+
+        await tg.start(self._supervise, "reap", make_reap, (reap_writer,))
 
     async def _supervise(
         self,

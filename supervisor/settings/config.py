@@ -42,6 +42,7 @@ from supervisor.settings.config_checks import (
     setting,
     text_check,
 )
+from supervisor.settings.reap_config import ReapConfig
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -57,6 +58,7 @@ __all__ = [
     "LivenessConfig",
     "McpConfig",
     "OpsConfig",
+    "ReapConfig",
     "RestartConfig",
     "RetirementConfig",
     "Settings",
@@ -283,6 +285,7 @@ class Settings:
     mcp: McpConfig = field(default_factory=McpConfig)
     ops: OpsConfig = field(default_factory=OpsConfig)
     exec: ExecConfig = field(default_factory=ExecConfig)
+    reap: ReapConfig = field(default_factory=ReapConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
 
 

@@ -19,6 +19,7 @@ from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.store.base import Store
 from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.store.sqlite.store import SQLiteStore
+from tests.census_source import census_source
 from tests.fakes import ScriptedProbes
 
 REPO = "/srv/repos/fleet"
@@ -128,13 +129,18 @@ async def harness(
     profiles = Profiles()
     store = await open_sqlite_store(tmp_path / "registry.sqlite3")
     try:
-        async with running_supervisor(
-            store=wrap_store(store) if wrap_store is not None else store,
-            clock=clock,
-            probes=scripted,
-            profiles=profiles,
-            settings=settings or default_settings(),
-        ) as supervisor:
+        # No server runs in an actor test: every census is empty.
+        async with (
+            census_source() as census,
+            running_supervisor(
+                store=wrap_store(store) if wrap_store is not None else store,
+                clock=clock,
+                probes=scripted,
+                profiles=profiles,
+                settings=settings or default_settings(),
+                census=census,
+            ) as supervisor,
+        ):
             await fake.advance(0)
             yield Harness(
                 supervisor=supervisor,
