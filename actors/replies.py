@@ -13,10 +13,12 @@ from supervisor.policy.retirement.plan import ProtectedOwners
 __all__ = [
     "AdoptResult",
     "ApplyOutcome",
+    "DeadChanges",
     "FleetCounts",
     "HeartbeatResult",
     "HostLeaseStatus",
     "LeaseOwners",
+    "LivenessCounts",
     "LivenessStatus",
     "RegisterResult",
     "Verdict",
@@ -71,6 +73,26 @@ class LivenessStatus:
     sweeps_completed: int
     watched_pids: int
     verdicts: tuple[Verdict, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LivenessCounts:
+    """``LivenessStatus`` without the verdicts: kept counts, cheap at any fleet size."""
+
+    sweeps_completed: int
+    watched_pids: int
+    #: Standing verdicts by state (alive, dead, unknown).
+    states: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadChanges:
+    """Which identities became (True) or stopped being (False) known dead since the take
+    that returned the caller's cursor; ``complete``: every identity known dead now."""
+
+    cursor: int
+    changes: Mapping[str, bool]
+    complete: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

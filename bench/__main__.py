@@ -23,6 +23,7 @@ BENCHMARKS: tuple[str, ...] = (
     "writer",
     "durability",
     "plan",
+    "gauges",
     "sweep",
     "exit_detect",
     "exit_snapshot",

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import anyio
 
+from bench.processes import Sleepers
 from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.daemon.app import AppSettings, Supervisor, running_supervisor
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
@@ -38,6 +39,7 @@ __all__ = [
     "mixed_fleet",
     "mixed_kind",
     "registration_row",
+    "sleeper_fleet",
     "sqlite_connect",
     "wait_until",
 ]
@@ -205,6 +207,34 @@ def mixed_fleet(
         alive = kind == "live"
         evidence[pid] = PidEvidence(alive=alive, start_time=start if alive else None)
     return rows, evidence
+
+
+def sleeper_fleet(
+    count: int,
+    sleepers: Sleepers,
+    dead_pids: Sequence[int],
+    *,
+    now: datetime,
+    host_id: str | None,
+    boot_id: str | None,
+) -> list[dict[str, Any]]:
+    """``count`` rows of :func:`mixed_kind` whose probes are real: live rows name the
+    ``sleepers`` (their pids and start times), the others
+    ``dead_pids`` (numbers no process can hold)."""
+    dead = iter(dead_pids)
+    rows = []
+    for index in range(count):
+        kind = mixed_kind(index)
+        if kind == "live":
+            slot = index % len(sleepers.pids)
+            pid, start = sleepers.pids[slot], sleepers.start_times[slot]
+        else:
+            pid, start = next(dead), f"ticks-{index}"
+        row = registration_row(
+            index, kind=kind, now=now, host_id=host_id, boot_id=boot_id, pid=pid, start_time=start
+        )
+        rows.append(row)
+    return rows
 
 
 # --- databases --------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from bench.fixtures import (
     make_db,
     mixed_fleet,
     mixed_kind,
-    registration_row,
+    sleeper_fleet,
     sqlite_connect,
     wait_until,
 )
@@ -163,20 +163,7 @@ async def _time_actor(
     host, boot = probes.host_id(), probes.boot_id()
     now = datetime.now(UTC)
     dead_pids = free_pids(count)
-    dead = iter(dead_pids)
-    rows = []
-    for index in range(count):
-        kind = mixed_kind(index)
-        if kind == "live":
-            slot = index % len(sleepers.pids)
-            pid, start = sleepers.pids[slot], sleepers.start_times[slot]
-        else:
-            pid, start = next(dead), f"ticks-{index}"
-        rows.append(
-            registration_row(
-                index, kind=kind, now=now, host_id=host, boot_id=boot, pid=pid, start_time=start
-            )
-        )
+    rows = sleeper_fleet(count, sleepers, dead_pids, now=now, host_id=host, boot_id=boot)
     if history:
         # One old registration in ten reuses the pid number of a current dead row.
         rows += history_rows(history, now=now, host_id=host, boot_id=boot, pids=dead_pids)

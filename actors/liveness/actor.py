@@ -13,7 +13,15 @@ from anyio.abc import TaskGroup
 
 from actors.liveness.answers import NO_SHORTCUTS, ProbeShortcuts, answer, reuse
 from actors.liveness.exits import ExitedIncarnations
-from actors.liveness.inbox import LivenessInbox, LivenessStatusQuery, ProbeNow, Watch
+from actors.liveness.inbox import (
+    LivenessCountsQuery,
+    LivenessInbox,
+    LivenessStatusQuery,
+    ProbeNow,
+    TakeDead,
+    Watch,
+)
+from actors.liveness.verdicts import ALIVE, DEAD, UNKNOWN, Record, Verdicts, as_verdict
 from actors.mailbox import Actor, Inbox, reply_with
 from actors.replies import LivenessStatus, Verdict
 from supervisor.clock import Clock
@@ -31,10 +39,6 @@ from supervisor.system.proc_listing import listing_is_complete, visible_pids
 __all__ = ["LivenessActor", "LivenessSettings", "judge"]
 
 _log = get_logger()
-
-ALIVE = "alive"
-DEAD = "dead"
-UNKNOWN = "unknown"
 
 _SWEEP = "sweep"
 _PIDFD = "pidfd"
@@ -66,25 +70,6 @@ def judge(evidence: ProcessEvidence | PidEvidence, registered_start: str | None)
 
 _UNKNOWN_EVIDENCE = PidEvidence(alive=None)
 
-# One standing opinion as a plain tuple: (pid, state, alive, start_time, observed_at,
-# source). A tuple of atomic values is untracked by the cyclic GC after its first young
-# collection, so ten thousand long-lived verdicts add nothing to the full collections
-# that otherwise stall the loop for ~10 ms; it is also several times cheaper to build
-# than the frozen Verdict message, which is made only when someone asks.
-_Record = tuple[int, str, bool | None, str | None, float, str]
-
-
-def _as_verdict(identity: str, record: _Record) -> Verdict:
-    pid, state, alive, start_time, observed_at, source = record
-    return Verdict(
-        worker_identity=identity,
-        pid=pid,
-        state=state,
-        evidence=PidEvidence(alive=alive, start_time=start_time),
-        observed_at=observed_at,
-        source=source,
-    )
-
 
 class LivenessActor(Actor[LivenessInbox]):
     """Keeps a verdict per active registration; never writes the database."""
@@ -108,7 +93,7 @@ class LivenessActor(Actor[LivenessInbox]):
         self._clock = clock
         self._probes = probes
         self._settings = settings or LivenessSettings()
-        self._verdicts: dict[str, _Record] = {}
+        self._verdicts = Verdicts()
         # Identity -> pid of every process whose exit is watched.
         self._watched: dict[str, int] = {}
         self._exited = ExitedIncarnations()
@@ -163,6 +148,12 @@ class LivenessActor(Actor[LivenessInbox]):
                     message.reply.send(self.probe_now(message.pids))
             case LivenessStatusQuery():
                 await reply_with(message.reply, self._status())
+            case LivenessCountsQuery():
+                with message.reply:
+                    message.reply.send(self._verdicts.counts(self._sweeps, len(self._watched)))
+            case TakeDead():
+                with message.reply:
+                    message.reply.send(self._verdicts.take_dead(message.cursor))
             case _:
                 assert_never(message)
 
@@ -170,11 +161,11 @@ class LivenessActor(Actor[LivenessInbox]):
         # One consistent snapshot, then the Verdict messages built a chunk at a time:
         # for ten thousand rows building them all at once would hold the loop ~15 ms.
         sweeps, watched = self._sweeps, len(self._watched)
-        records = sorted(self._verdicts.items())
+        records = sorted(self._verdicts.records.items())
         verdicts: list[Verdict] = []
         chunk = max(1, self._settings.sweep_chunk)
         for start in range(0, len(records), chunk):
-            verdicts.extend(_as_verdict(k, r) for k, r in records[start : start + chunk])
+            verdicts.extend(as_verdict(k, r) for k, r in records[start : start + chunk])
             if start + chunk < len(records):
                 await _let_others_run()
         return LivenessStatus(
@@ -268,16 +259,16 @@ class LivenessActor(Actor[LivenessInbox]):
                     local.append((identity, pid, canon(start_time) or None))
                 else:
                     # Another machine's pid numbers mean nothing here.
-                    self._verdicts[identity] = (pid, UNKNOWN, None, None, observed_at, _FOREIGN)
+                    self._verdicts.set(identity, (pid, UNKNOWN, None, None, observed_at, _FOREIGN))
             await _let_others_run()
         del rows
-        for gone in [i for i in self._verdicts if i not in current]:
-            self._forget_exit(gone, self._verdicts.pop(gone))
+        for gone in [i for i in self._verdicts.records if i not in current]:
+            self._forget_exit(gone, self._verdicts.drop(gone))
         for gone in [i for i in watched if i not in current]:
             self._unwatch(gone)
         del current
         await _let_others_run()
-        verdicts = self._verdicts
+        verdicts, set_verdict = self._verdicts.records, self._verdicts.set
         for start in range(0, len(local), chunk):
             part = local[start : start + chunk]
             seen = self._probes.probe_many([pid for _, pid, _ in part])
@@ -287,13 +278,8 @@ class LivenessActor(Actor[LivenessInbox]):
                 if previous is not None and previous[1] == DEAD and previous[5] == _PIDFD:
                     continue  # an observed exit is final for this incarnation
                 state = judge(evidence, registered_start)
-                verdicts[identity] = (
-                    pid,
-                    state,
-                    evidence.alive,
-                    evidence.start_time,
-                    now,
-                    _SWEEP,
+                set_verdict(
+                    identity, (pid, state, evidence.alive, evidence.start_time, now, _SWEEP)
                 )
                 if state == ALIVE:
                     self._watch(identity, pid, registered_start)
@@ -305,7 +291,7 @@ class LivenessActor(Actor[LivenessInbox]):
 
     def verdict(self, worker_identity: str) -> Verdict | None:
         record = self._verdicts.get(worker_identity)
-        return None if record is None else _as_verdict(worker_identity, record)
+        return None if record is None else as_verdict(worker_identity, record)
 
     def _watch(self, identity: str, pid: int, start_time: str | None) -> None:
         if self._exits is None or self._pidfd_open is None or identity in self._watched:
@@ -329,9 +315,11 @@ class LivenessActor(Actor[LivenessInbox]):
             self._vouched[pid] = reuse(self._answered, pid, True, start_of(start_time))
         # The pidfd was opened on this exact incarnation, so until it fires the
         # worker is alive; sweeps skip watched rows on the strength of this.
-        self._verdicts[identity] = (pid, ALIVE, True, start_time, self._clock.monotonic(), _PIDFD)
+        self._verdicts.set(
+            identity, (pid, ALIVE, True, start_time, self._clock.monotonic(), _PIDFD)
+        )
 
-    def _forget_exit(self, identity: str, record: _Record) -> None:
+    def _forget_exit(self, identity: str, record: Record) -> None:
         pid, state, _, start_time, _, source = record
         if state != DEAD or source != _PIDFD or start_time is None:
             return
@@ -357,13 +345,8 @@ class LivenessActor(Actor[LivenessInbox]):
                 if start is not None:
                     self._exited.add(pid, start, identity)
                 self._metrics.exit_watches.set(len(self._watched))
-                self._verdicts[identity] = (
-                    pid,
-                    DEAD,
-                    False,
-                    start,
-                    self._clock.monotonic(),
-                    _PIDFD,
+                self._verdicts.set(
+                    identity, (pid, DEAD, False, start, self._clock.monotonic(), _PIDFD)
                 )
                 _log.info("worker_exited", worker_identity=identity, pid=pid)
 

@@ -6,12 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from actors.mailbox import Reply
-from actors.replies import (
-    LivenessStatus,
-)
+from actors.replies import DeadChanges, LivenessCounts, LivenessStatus
 from supervisor.policy.evidence import PidEvidence
 
-__all__ = ["LivenessInbox", "LivenessStatusQuery", "ProbeNow", "Watch"]
+__all__ = [
+    "LivenessCountsQuery",
+    "LivenessInbox",
+    "LivenessStatusQuery",
+    "ProbeNow",
+    "TakeDead",
+    "Watch",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,4 +56,20 @@ class LivenessStatusQuery:
     reply: Reply[LivenessStatus]
 
 
-LivenessInbox = Watch | ProbeNow | LivenessStatusQuery
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LivenessCountsQuery:
+    """The status figures without the verdicts (``status``, the health check)."""
+
+    reply: Reply[LivenessCounts]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TakeDead:
+    """The verdicts that turned dead or stopped being dead since ``cursor``'s take (0:
+    none yet), for the one reader that keeps fleet counts."""
+
+    cursor: int
+    reply: Reply[DeadChanges]
+
+
+LivenessInbox = Watch | ProbeNow | LivenessStatusQuery | LivenessCountsQuery | TakeDead

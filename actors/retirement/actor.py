@@ -13,6 +13,7 @@ from actors.liveness.inbox import LivenessInbox
 from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with
 from actors.replies import ApplyOutcome, FleetCounts
 from actors.retirement.apply_gates import plan_actions, token_of
+from actors.retirement.counts import KeptCounts
 from actors.retirement.evidence import Facts
 from actors.retirement.inbox import (
     ApplyRequest,
@@ -34,7 +35,6 @@ from actors.retirement.plan_reads import (
 from actors.retirement.records import Refused as _Refused
 from actors.retirement.records import (
     audit_event,
-    count_fleet_rows,
     mark_unrecorded,
     orphan_fields,
     post_apply_view,
@@ -115,6 +115,9 @@ class RetirementActor(Actor[RetirementInbox]):
         # Per-row inputs of the evidence request, kept between plans the same way.
         self._plan_columns = PlanColumns()
         self._history_reads = HistoryReads()
+        self._counts = KeptCounts(
+            store=store, liveness=liveness, facts=self._facts, clock=clock, host_id=probes.host_id
+        )
 
     async def on_start(self, tg: TaskGroup) -> None:
         if self._settings.auto_enabled:
@@ -219,22 +222,7 @@ class RetirementActor(Actor[RetirementInbox]):
 
     async def fleet_counts(self) -> FleetCounts:
         """Registrations by status, ownership and namespace: the metrics gauges' source."""
-        # The same reads as a snapshot: active rows plus the history digest, so a scrape
-        # does not grow with history either.
-        inputs = await read_plan_inputs(self._store)
-        evidence = await self._facts.for_rows(inputs.rows)
-        # One worker view at a time: a status call or scrape must not hold a whole
-        # snapshot of the fleet at its peak (a third of the daemon's memory at 10k rows).
-        with gc_paused():
-            return count_fleet_rows(
-                inputs.rows,
-                now=self._clock.now(),
-                evidence=evidence,
-                current_host_id=self._probes.host_id(),
-                canonical_repository=self._settings.canonical_repository,
-                historical_count=inputs.history.count if inputs.history else 0,
-                orphans=self._facts.orphans(inputs.rows, evidence),
-            )
+        return await self._counts.read()
 
     async def _snapshot(
         self,

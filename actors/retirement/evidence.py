@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from actors.lease_watch import LeaseOwnersQuery, LeaseWatchInbox
 from actors.liveness.inbox import LivenessInbox, LivenessStatusQuery, ProbeNow
@@ -42,7 +43,7 @@ class Facts:
     def fencing(self) -> FencingContext:
         return FencingContext(host_id=self._probes.host_id(), boot_id=self._probes.boot_id())
 
-    async def for_rows(self, rows: Sequence[Row]) -> Mapping[int, PidEvidence]:
+    async def for_rows(self, rows: Sequence[Mapping[str, Any]]) -> Mapping[int, PidEvidence]:
         """Fresh probes of every active row's pid, and of their launching clients' pids."""
         workers = {pid for row in rows if (pid := active_pid(row)) is not None}
         clients = client_pids(rows, current_host_id=self._probes.host_id())

@@ -17,13 +17,14 @@ from actors.heartbeat.inbox import (
     Release,
 )
 from actors.lease_watch import LeaseOwnersQuery, LeaseWatchInbox
-from actors.liveness.inbox import LivenessInbox, LivenessStatusQuery
+from actors.liveness.inbox import LivenessCountsQuery, LivenessInbox, LivenessStatusQuery
 from actors.mailbox import Reply, ask, post
 from actors.reap.inbox import ReapInbox
 from actors.replies import (
     FleetCounts,
     HeartbeatResult,
     LeaseOwners,
+    LivenessCounts,
     LivenessStatus,
     RegisterResult,
     WriteAck,
@@ -214,6 +215,12 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
     async def liveness_status(self) -> LivenessStatus:
         return await ask(
             self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
+        )
+
+    async def liveness_counts(self) -> LivenessCounts:
+        """``liveness_status`` without the verdicts: what ``status`` and health read."""
+        return await ask(
+            self._liveness, lambda reply: LivenessCountsQuery(reply=reply), actor="liveness"
         )
 
     async def lease_owners(self) -> LeaseOwners:

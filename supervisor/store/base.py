@@ -12,6 +12,7 @@ from supervisor.store.control_base import ControlTx
 from supervisor.store.host_leases import HostLeases
 
 __all__ = [
+    "ActiveChanges",
     "CommitChain",
     "ControlTx",
     "HostLeases",
@@ -21,6 +22,7 @@ __all__ = [
     "Store",
     "WriteTx",
     "opened",
+    "row_key",
 ]
 
 Row = dict[str, Any]
@@ -169,6 +171,28 @@ class WriteTx(Protocol):
         ...
 
 
+def row_key(position: int, row: Row) -> Any:
+    """A row's key in ``ActiveChanges``: its ``worker_identity`` (what the liveness
+    actor's verdicts name), else its position (a hand-inserted row without one)."""
+    identity = row["worker_identity"]
+    return identity if identity is not None else ("position", position)
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveChanges:
+    """The active rows changed since a reader's previous take, and the history digest,
+    read in one transaction (``Store.read_active_changes``)."""
+
+    #: For the reader's next take.
+    cursor: int
+    #: ``row_key`` -> the row now, None where it is gone or no longer active; the rows
+    #: are under the ``RowVersions`` contract. With ``complete`` it is every active row and
+    #: the reader starts over: the keys of earlier takes mean nothing any more.
+    rows: Mapping[Any, Row | None]
+    complete: bool
+    history: HistorySummary
+
+
 class Store(Protocol):
     """A registry database with exactly one writer per process (the registry_writer actor)."""
 
@@ -202,6 +226,18 @@ class Store(Protocol):
         and log nothing, any other stamp write is logged (schema v10). Only when
         some stamp write is unaccounted for (another store's batches, a damaged
         schema) does it cost one pass over every active row's stamp.
+        """
+        ...
+
+    async def read_active_changes(self, cursor: int) -> ActiveChanges:
+        """What changed among the committed active rows since the take that returned
+        ``cursor`` (0: none yet), with the history digest, from one read transaction.
+
+        For one reader that keeps counts (the retirement actor's ``FleetTally``): on
+        SQLite it costs the changes, as ``read_registry_view`` does, and hands over only
+        the changed rows. A take that cannot say what changed (the first, another
+        reader's in between, changes beyond about twice the rows) is ``complete``.
+        PostgreSQL reads afresh and always answers ``complete``.
         """
         ...
 

@@ -89,12 +89,12 @@ class Harness:
         return result.registration
 
     async def beat(self, registration: Mapping[str, Any]) -> Any:
-        return await self.handle.heartbeat(
-            str(registration["worker_identity"]),
-            pid=int(registration["pid"]),
-            generation_id=str(registration["generation_id"]),
-            fencing_epoch=int(registration["fencing_epoch"]),
-        )
+        identity, fence = _fenced(registration)
+        return await self.handle.heartbeat(identity, **fence)
+
+    async def release(self, registration: Mapping[str, Any]) -> Any:
+        identity, fence = _fenced(registration)
+        return await self.handle.release(identity, **fence)
 
     async def row(self, worker_identity: str) -> dict[str, Any]:
         rows = [
@@ -104,6 +104,16 @@ class Harness:
         ]
         assert len(rows) == 1
         return rows[0]
+
+
+def _fenced(registration: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """What a heartbeat or a release names: the identity and its fencing arguments."""
+    fence = {
+        "pid": int(registration["pid"]),
+        "generation_id": str(registration["generation_id"]),
+        "fencing_epoch": int(registration["fencing_epoch"]),
+    }
+    return str(registration["worker_identity"]), fence
 
 
 def default_settings(**retirement: Any) -> AppSettings:

@@ -12,6 +12,7 @@ import anyio.lowlevel
 
 from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store.base import (
+    ActiveChanges,
     CommitChain,
     ControlTx,
     HostLeases,
@@ -189,6 +190,16 @@ class RecordingStore:
         self._begin()
         try:
             return await self._inner.read_registry_view()
+        finally:
+            self._end()
+
+    async def read_active_changes(self, cursor: int) -> ActiveChanges:
+        # The kept counts' read: fails the same way a full registration read does.
+        if self.read_registrations_error is not None:
+            raise self.read_registrations_error
+        self._begin()
+        try:
+            return await self._inner.read_active_changes(cursor)
         finally:
             self._end()
 

@@ -33,12 +33,7 @@ async def _fleet(h: Harness) -> dict[str, list[dict[str, Any]]]:
     stale = [await enroll(h, namespace="author", session_id=str(gone[0]["session_id"]))]
     stale.append(await enroll(h, namespace="reviewer"))
     for row in gone:
-        ack = await h.handle.release(
-            str(row["worker_identity"]),
-            pid=int(row["pid"]),
-            generation_id=str(row["generation_id"]),
-            fencing_epoch=int(row["fencing_epoch"]),
-        )
+        ack = await h.release(row)
         assert ack.ok, ack
     for row in stale:
         h.probes.kill(int(row["pid"]))

@@ -8,7 +8,17 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STAMP_1", "STAMP_2", "STAMP_3", "lease", "raw_query", "registration"]
+from supervisor.store.base import CommitChain, Store
+
+__all__ = [
+    "STAMP_1",
+    "STAMP_2",
+    "STAMP_3",
+    "change_every_way",
+    "lease",
+    "raw_query",
+    "registration",
+]
 
 STAMP_1 = "2024-05-01T10:00:00.000000Z"
 STAMP_2 = "2024-05-01T10:05:00.000000Z"
@@ -80,3 +90,21 @@ def raw_query(path: Path, statement: str, params: Sequence[Any] = ()) -> list[tu
     """Run one statement on a private sqlite3 connection (committed, then closed)."""
     with closing(sqlite3.connect(path)) as conn, conn:
         return list(conn.execute(statement, params).fetchall())
+
+
+async def change_every_way(store: Store, *, insert: Sequence[dict[str, Any]] = ()) -> None:
+    """Every kind of change a reader sees between two reads: wrk-1 stamped in a write
+    transaction, wrk-2 released (and ``insert`` added) in it, wrk-3 stamped through the
+    queued heartbeat batches."""
+    async with store.write() as tx:
+        await tx.touch_heartbeats([("wrk-1", STAMP_2)])
+        assert await tx.set_status(
+            "wrk-2",
+            expected_status="active",
+            new_status="released",
+            stamp_column="released_at",
+            stamp=STAMP_2,
+        )
+        for row in insert:
+            await tx.insert_registration(row)
+    assert await store.submit_heartbeats([("wrk-3", STAMP_3)], CommitChain())

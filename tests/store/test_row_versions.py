@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from supervisor.store.base import CommitChain, Row, Store
-from tests.store.rowdata import STAMP_2, STAMP_3, registration
+from supervisor.store.base import Row, Store
+from tests.store.rowdata import STAMP_2, STAMP_3, change_every_way, registration
 
 pytestmark = pytest.mark.anyio
 
@@ -55,17 +55,7 @@ async def test_rows_handed_out_are_never_edited_and_a_changed_row_is_a_new_dict(
     # Every kind of change a plan sees between two reads: a stamp through a write
     # transaction, a stamp through the queued heartbeat batches, a status change,
     # a new row.
-    async with store.write() as tx:
-        await tx.touch_heartbeats([("wrk-1", STAMP_2)])
-        assert await tx.set_status(
-            "wrk-2",
-            expected_status="active",
-            new_status="released",
-            stamp_column="released_at",
-            stamp=STAMP_2,
-        )
-        await tx.insert_registration(registration("wrk-4"))
-    assert await store.submit_heartbeats([("wrk-3", STAMP_3)], CommitChain())
+    await change_every_way(store, insert=[registration("wrk-4")])
     after = await _active_reads(store)
 
     for rows, snapshot in zip(before, snapshots, strict=True):

@@ -32,6 +32,8 @@ __all__ = [
     "WorkerView",
     "build_worker_view",
     "foreign_repository",
+    "live_ownership",
+    "not_live_ownership",
     "process_identity",
     "row_columns",
     "self_contradicting",
@@ -149,6 +151,18 @@ def self_contradicting(row: Mapping[str, Any]) -> bool:
     return started is None or (beat is not None and started > beat)
 
 
+def live_ownership(session_id: str | None, *, trusted: bool) -> str:
+    """The ownership state of an active row that is live."""
+    if not session_id:
+        return OWNERSHIP_ORPHANED
+    return OWNERSHIP_LIVE if trusted else OWNERSHIP_LIVE_UNTRUSTED
+
+
+def not_live_ownership(contradicting: bool) -> str:
+    """The ownership state of an active row that is not live."""
+    return OWNERSHIP_INCONSISTENT if contradicting else OWNERSHIP_STALE
+
+
 def build_worker_view(
     row: Mapping[str, Any],
     *,
@@ -172,13 +186,9 @@ def build_worker_view(
     if historical:
         ownership = OWNERSHIP_HISTORICAL
     elif not live:
-        ownership = OWNERSHIP_INCONSISTENT if self_contradicting(row) else OWNERSHIP_STALE
-    elif not columns.session_id:
-        ownership = OWNERSHIP_ORPHANED
-    elif not columns.identity.trusted:
-        ownership = OWNERSHIP_LIVE_UNTRUSTED
+        ownership = not_live_ownership(self_contradicting(row))
     else:
-        ownership = OWNERSHIP_LIVE
+        ownership = live_ownership(columns.session_id, trusted=columns.identity.trusted)
     mutation_safe = (
         ownership == OWNERSHIP_LIVE
         and not foreign

@@ -15,7 +15,7 @@ import anyio.lowlevel
 from supervisor.errors import StoreError
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
-from supervisor.store.base import CommitChain, RegistryView, Row
+from supervisor.store.base import ActiveChanges, CommitChain, RegistryView, Row, row_key
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.portable_reads import PortableReads
@@ -131,6 +131,16 @@ class PostgresStore(PortableReads):
             return RegistryView(rowmap.as_dicts(REGISTRATION_COLUMNS, active), history)
 
         return await self._snapshot(job)
+
+    async def read_active_changes(self, cursor: int) -> ActiveChanges:
+        # No kept view to say what changed: every take starts over (one full read).
+        view = await self.read_registry_view()
+        return ActiveChanges(
+            cursor=cursor + 1,
+            rows={row_key(index, row): row for index, row in enumerate(view.active)},
+            complete=True,
+            history=view.history,
+        )
 
     async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[bytes]:
         return await self._snapshot(partial(self.history.scope, keys=list(set(keys))))

@@ -6,7 +6,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from supervisor.store.base import Row
+from supervisor.store.base import Row, row_key
+from supervisor.store.change_feed import ChangeFeed
 from supervisor.store.rows import dict_builder
 from supervisor.store.schema.active import STAMP_COLUMN
 from supervisor.store.schema.stamps import LOG_KIND_COLUMN
@@ -91,6 +92,7 @@ class ActiveCache:
         "by_identity",
         "compacted",
         "cookie",
+        "feed",
         "journal",
         "listed",
         "logged",
@@ -130,24 +132,61 @@ class ActiveCache:
         self.moved = False
         #: ``rows`` in ``order`` as last handed out (copied out); None once either moved.
         self.listed: list[Row] | None = None
+        #: Every row put or dropped, by ``row_key``, for the reader that keeps counts.
+        self.feed: ChangeFeed[Any, Row | None] = ChangeFeed(lambda: len(self.rows))
+
+    def _put(self, rowid: int, row: Row) -> None:
+        old = self.rows.get(rowid)
+        self.rows[rowid] = row
+        self._noted(rowid, old, row)
+
+    def _drop(self, rowid: int) -> None:
+        self._noted(rowid, self.rows.pop(rowid), None)
+
+    def _noted(self, rowid: int, old: Row | None, new: Row | None) -> None:
+        """Tell the feed, by row key: a row whose identity changed is two keys."""
+        feed = self.feed
+        if new is not None:
+            feed.note(row_key(rowid, new), new)
+        if old is not None and (new is None or row_key(rowid, old) != row_key(rowid, new)):
+            feed.note(row_key(rowid, old), None)
 
     def refresh(self, raw: sqlite3.Connection) -> list[Row]:
         """The active rows in identity order; the caller holds one read transaction."""
-        try:
-            self._refresh(raw)
-        except BaseException:
-            # Half-applied changes must not survive: start over with a full read.
-            self.rows, self.order, self.seen, self.by_identity = {}, [], None, None
-            self.position, self.cookie, self.batch, self.listed = -1, None, -1, None
-            raise
-        # Room for one round of beats while a position exists to fold them from.
-        self.journal.capacity = len(self.rows) + _JOURNAL_SLACK if self.batch >= 0 else 0
+        self._refresh_kept(raw)
         listed = self.listed
         if listed is None:
             rows = self.rows
             listed = self.listed = [rows[rowid] for rowid in self.order]
         # A new list each call; copying the kept one costs no lookup per row.
         return listed.copy()
+
+    def changes(
+        self, raw: sqlite3.Connection, cursor: int
+    ) -> tuple[int, dict[Any, Row | None], bool]:
+        """The rows put or dropped since the take that returned ``cursor`` (by
+        ``row_key``), or every row with True when the feed cannot say; the caller holds
+        one read transaction."""
+        self._refresh_kept(raw)
+        taken = self.feed.take(cursor)
+        if taken.changes is None:
+            every: dict[Any, Row | None] = {
+                row_key(rowid, row): row for rowid, row in self.rows.items()
+            }
+            return taken.cursor, every, True
+        return taken.cursor, taken.changes, False
+
+    def _refresh_kept(self, raw: sqlite3.Connection) -> None:
+        try:
+            self._refresh(raw)
+        except BaseException:
+            # Half-applied changes must not survive: start over with a full read.
+            self.rows, self.order, self.seen, self.by_identity = {}, [], None, None
+            self.position, self.cookie, self.batch, self.listed = -1, None, -1, None
+            self.feed.lose()
+            raise
+        # Room for one round of beats while a position exists to fold them from.
+        self.journal.capacity = len(self.rows) + _JOURNAL_SLACK if self.batch >= 0 else 0
 
     def _refresh(self, raw: sqlite3.Connection) -> None:
         cookie = int(raw.execute("PRAGMA schema_version").fetchone()[0])
@@ -207,7 +246,7 @@ class ActiveCache:
             old = rows.get(rowid)
             if values is None:
                 if old is not None:
-                    del rows[rowid]  # gone or no longer active
+                    self._drop(rowid)  # gone or no longer active
                     self._reshaped()
             elif old is None or not _same_row(old, values):
                 if old is not None:
@@ -215,7 +254,8 @@ class ActiveCache:
                     # with the rows read along with it, a new read's are not.
                     kept = zip(old.values(), values, strict=True)
                     values = [a if _same(a, b) else b for a, b in kept]
-                row = rows[rowid] = build(values)
+                row = build(values)
+                self._put(rowid, row)
                 self.listed = None
                 if old is None or not _same(old["worker_identity"], row["worker_identity"]):
                     self._reshaped()
@@ -264,7 +304,7 @@ class ActiveCache:
                 if old.__class__ is not str or old != stamp:
                     row = row.copy()  # a copy keeps the key table: cheaper than {**row}
                     row[STAMP_COLUMN] = stamp  # the writer's object, shared by its flush
-                    rows[rowid] = row
+                    self._put(rowid, row)
                     self.listed = None
         if stamp_only:
             found = dict(fetch_stamps(raw, stamp_only))
@@ -274,7 +314,7 @@ class ActiveCache:
                 if (cached is not None) != (rowid in found):
                     return False  # came or went without a logged change: not as promised
                 if cached is not None and not _same(cached[STAMP_COLUMN], found[rowid]):
-                    rows[rowid] = _stamped(cached, found[rowid], share)
+                    self._put(rowid, _stamped(cached, found[rowid], share))
                     self.listed = None
         # A REPLACE deletes the row it replaces unlogged, but the row replacing it is
         # logged (v10 allows no unique index but the primary key): count only then.
@@ -315,14 +355,15 @@ class ActiveCache:
                 # Active but not logged to this cache (a moved rowid): read it below.
                 missing.append(rowid)
             elif not _same(row[STAMP_COLUMN], stamp):
-                rows[rowid] = _stamped(row, stamp, share)
+                self._put(rowid, _stamped(row, stamp, share))
                 self.listed = None
         if missing or len(rows) != len(rowids):
             # Rows came or went without a logged change (a REPLACE, a moved rowid).
             active = set(rowids)
             for rowid in [rowid for rowid in rows if rowid not in active]:
-                del rows[rowid]
-            rows.update(fetch_rows(raw, missing))
+                self._drop(rowid)
+            for rowid, row in fetch_rows(raw, missing):
+                self._put(rowid, row)
             if len(rows) != len(rowids):
                 raise sqlite3.DatabaseError("an active row vanished inside one read transaction")
             self._reshaped()
@@ -349,6 +390,12 @@ class ActiveCache:
                 row = build(values)
             kept[rowid] = row
             out.append(row)
+        for rowid, row in kept.items():
+            old = rows.get(rowid)
+            if old is not row:
+                self._noted(rowid, old, row)
+        for rowid in rows.keys() - kept.keys():
+            self._noted(rowid, rows[rowid], None)
         # The SQL order is the reference that later passes keep.
         self.rows, self.order, self.seen, self.moved = kept, list(kept), None, False
         self.by_identity, self.listed = None, out

@@ -93,8 +93,8 @@ def _consistent(raw: sqlite3.Connection, read: Callable[[], _T]) -> _T:
 
 
 def view_job(
-    raw: sqlite3.Connection, since: int, read_active: Callable[[sqlite3.Connection], list[Row]]
-) -> tuple[list[Row], Base, list[Change]]:
+    raw: sqlite3.Connection, since: int, read_active: Callable[[sqlite3.Connection], _T]
+) -> tuple[_T, Base, list[Change]]:
     """Active rows (``read_active``), the digest row and the changes after ``since``,
     all from one read transaction.
 

@@ -16,7 +16,7 @@ import anyio.to_thread
 from supervisor.errors import StoreError
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
-from supervisor.store.base import CommitChain, RegistryView, Row
+from supervisor.store.base import ActiveChanges, CommitChain, RegistryView, Row
 from supervisor.store.dialect import SQLITE
 from supervisor.store.history_cache import HistoryCache, scope_digests
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
@@ -113,6 +113,14 @@ class SQLiteStore(PortableReads):
         job = partial(view_job, since=self._history.through, read_active=self._active.refresh)
         active, base, changes = await history_call(submit(self._reader, job))
         return RegistryView(active=active, history=self._history.advance(base, changes))
+
+    async def read_active_changes(self, cursor: int) -> ActiveChanges:
+        self._check_open()
+        read = partial(self._active.changes, cursor=cursor)
+        job = partial(view_job, since=self._history.through, read_active=read)
+        (taken, rows, complete), base, changes = await history_call(submit(self._reader, job))
+        history = self._history.advance(base, changes)
+        return ActiveChanges(cursor=taken, rows=rows, complete=complete, history=history)
 
     async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[bytes]:
         self._check_open()

@@ -58,7 +58,7 @@ async def check_health(
     sweeps = 0
     try:
         with anyio.fail_after(timeout):
-            status = await source.handle.liveness_status()
+            status = await source.handle.liveness_counts()
             owners = await source.handle.lease_owners()
         sweeps = status.sweeps_completed
         if not owners.readable:

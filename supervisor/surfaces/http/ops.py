@@ -183,7 +183,11 @@ async def _exchange(stream: SocketStream, routes: OpsRoutes, lookup: PeerUidLook
     received = {
         name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers
     }
-    response = await routes.respond(method, target, received, _uid_of(stream, lookup))
+    # Only the page asks who is calling: the lookup reads the whole TCP table (ms on a
+    # busy host), which a scrape or a health probe must not pay.
+    wants_uid = routes.page is not None and target.split("?", 1)[0] in PAGE_ROUTES
+    peer_uid = _uid_of(stream, lookup) if wants_uid else None
+    response = await routes.respond(method, target, received, peer_uid)
     headers = [
         ("content-type", response.content_type),
         ("content-length", str(len(response.body))),

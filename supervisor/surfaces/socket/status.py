@@ -48,7 +48,7 @@ async def status_report(
         }
         await handle.audit_refusal(profile, "status", denied)
         return denied
-    liveness = await handle.liveness_status()
+    liveness = await handle.liveness_counts()
     owners = await handle.lease_owners()
     return {
         "success": True,
@@ -65,7 +65,7 @@ async def status_report(
         "liveness": {
             "sweeps_completed": liveness.sweeps_completed,
             "watched_pids": liveness.watched_pids,
-            "verdicts": dict(sorted(Counter(v.state for v in liveness.verdicts).items())),
+            "verdicts": dict(liveness.states),
         },
         "leases": {
             "readable": owners.readable,
