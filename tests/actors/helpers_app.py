@@ -15,7 +15,7 @@ what the supervisor left open keeps one failing test from failing others.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -27,11 +27,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.mailbox import Reply
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.daemon.app import AppSettings, Supervisor, running_supervisor
+from supervisor.policy.servers.census import Census
 from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.store.sqlite.store import SQLiteStore
 from tests.actors.harness import START, Harness, Profiles, default_settings
 from tests.actors.harness import harness as base_harness
 from tests.actors.helpers_store import RecordingStore
+from tests.census_source import empty_census
 from tests.fakes import ScriptedProbes
 
 __all__ = ["Bare", "SettledHarness", "bare_supervisor", "close_mailboxes", "harness", "settle"]
@@ -83,6 +85,7 @@ async def harness(
     *,
     settings: AppSettings | None = None,
     probes: ScriptedProbes | None = None,
+    census: Callable[[], Census] = empty_census,
 ) -> AsyncIterator[SettledHarness]:
     proxies: list[RecordingStore] = []
 
@@ -92,7 +95,9 @@ async def harness(
 
     supervisor: Supervisor | None = None
     try:
-        async with base_harness(tmp_path, settings=settings, probes=probes, wrap_store=wrap) as h:
+        async with base_harness(
+            tmp_path, settings=settings, probes=probes, wrap_store=wrap, census=census
+        ) as h:
             supervisor = h.supervisor
             base: dict[str, Any] = {f.name: getattr(h, f.name) for f in fields(h)}
             settled = SettledHarness(**base, proxy=proxies[0])
