@@ -19,7 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from actors.census.inbox import CensusInbox, TakeCensus
-from actors.mailbox import Actor, Inbox, Outbox, ask, reply_with
+from actors.mailbox import Actor, Inbox, Outbox, Reply, post, reply_with
 from actors.reap.inbox import ReapApplyRequest, ReapInbox, ReapPlanRequest, ReapTick
 from actors.reap.records import (
     REAP_ACTION,
@@ -75,6 +75,9 @@ class ReapSettings:
     #: Targets reaped at once; each waits out its own grace, so an apply of many orphans
     #: takes about one grace, not one per target.
     concurrency: int = 64
+    #: How long a census may take before the plan or apply is refused (a hang guard: a
+    #: census that never answers must not wedge the reap).
+    census_timeout_seconds: float = 60.0
 
 
 class ReapActor(Actor[ReapInbox]):
@@ -148,12 +151,15 @@ class ReapActor(Actor[ReapInbox]):
         if self._census is None:
             reason = "server discovery (the census) does not run in this supervisor"
         else:
+            reply: Reply[Census] = Reply()
             try:
-                return await ask(
-                    self._census, lambda reply: TakeCensus(fresh=True, reply=reply), actor="census"
-                )
+                await post(self._census, TakeCensus(fresh=True, reply=reply), actor="census")
+                timeout = self._settings.census_timeout_seconds
+                return await reply.wait(actor="census", timeout=timeout)
             except SupervisorError as exc:
                 reason = f"the census could not be taken: {exc.code}: {exc.detail}"
+            except TimeoutError as exc:
+                reason = f"the census could not be taken: {exc}"
         raise await self._refused(profile, reap_refusal(CODE_CENSUS_UNAVAILABLE, [reason]))
 
     async def _refused(self, profile: Profile | None, answer: dict[str, Any]) -> Refused:
