@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import ClassVar, Generic, TypeVar
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -19,6 +20,7 @@ __all__ = [
     "Outbox",
     "Reply",
     "ask",
+    "let_others_run",
     "post",
     "reply_with",
     "serve",
@@ -274,3 +276,13 @@ def _close_reply(message: object) -> None:
     reply = getattr(message, "reply", None)
     if isinstance(reply, Reply):
         reply.close()
+
+
+async def let_others_run() -> None:
+    """Yield to everything ready to run, between two chunks of a long piece of work."""
+    # One checkpoint is not enough: this task's continuation is queued ahead of the
+    # timers and I/O callbacks that fall due meanwhile, so the next chunk would run
+    # before them and two chunks would block the loop as one. The second checkpoint
+    # lets everything that was ready run first.
+    await anyio.lowlevel.checkpoint()
+    await anyio.lowlevel.checkpoint()

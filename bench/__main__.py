@@ -25,6 +25,7 @@ BENCHMARKS: tuple[str, ...] = (
     "plan",
     "gauges",
     "sweep",
+    "discovery",
     "exit_detect",
     "exit_snapshot",
     "apply",

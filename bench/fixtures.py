@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import anyio
 
-from bench.processes import Sleepers
+from bench.processes import Sleepers, free_pids
 from supervisor.clock import MonotonicWall, SystemClock
 from supervisor.daemon.app import AppSettings, Supervisor, running_supervisor
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
@@ -32,6 +32,7 @@ __all__ = [
     "StallMeter",
     "StaticProfiles",
     "history_rows",
+    "host_rows",
     "insert_rows",
     "live_rows",
     "local_supervisor",
@@ -312,3 +313,30 @@ class StallMeter:
             self.longest = max(self.longest, now - last)
             self.gaps += 1
             last = now
+
+
+def host_rows(count: int, sleepers: Sleepers | None) -> list[dict[str, Any]]:
+    """Fresh active rows on this host; with sleepers, every row names one of them (alive),
+    else a pid no process can hold (dead)."""
+    probes = LocalProbes()
+    now = datetime.now(UTC)
+    dead = free_pids(count) if sleepers is None else []
+    rows = []
+    for index in range(count):
+        if sleepers is not None:
+            slot = index % len(sleepers.pids)
+            pid, start = sleepers.pids[slot], sleepers.start_times[slot]
+        else:
+            pid, start = dead[index], f"ticks-{index}"
+        rows.append(
+            registration_row(
+                index,
+                kind="live",
+                now=now,
+                host_id=probes.host_id(),
+                boot_id=probes.boot_id(),
+                pid=pid,
+                start_time=start,
+            )
+        )
+    return rows

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from bench.fixtures import make_db, registration_row
-from bench.processes import Daemon, Sleepers, free_pids, short_tempdir
+from bench.fixtures import host_rows, make_db
+from bench.processes import Daemon, Sleepers, short_tempdir
 from bench.report import Figure
 from supervisor.client import Client
 from supervisor.settings.profiles import create_token
-from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]
 
@@ -26,32 +24,6 @@ allowed_operations = ["gitea.read"]
 """
 _SWEEP_INTERVAL = 0.25
 _SETTLED_SWEEPS = 3
-
-
-def _rows(count: int, sleepers: Sleepers | None) -> list[dict[str, Any]]:
-    """Fresh active rows on this host; with sleepers, every row names one of them (alive)."""
-    probes = LocalProbes()
-    now = datetime.now(UTC)
-    dead = free_pids(count) if sleepers is None else []
-    rows = []
-    for index in range(count):
-        if sleepers is not None:
-            slot = index % len(sleepers.pids)
-            pid, start = sleepers.pids[slot], sleepers.start_times[slot]
-        else:
-            pid, start = dead[index], f"ticks-{index}"
-        rows.append(
-            registration_row(
-                index,
-                kind="live",
-                now=now,
-                host_id=probes.host_id(),
-                boot_id=probes.boot_id(),
-                pid=pid,
-                start_time=start,
-            )
-        )
-    return rows
 
 
 def _settle(daemon: Daemon, token: str, *, watched: int, limit: float) -> Mapping[str, Any]:
@@ -74,7 +46,7 @@ def _settle(daemon: Daemon, token: str, *, watched: int, limit: float) -> Mappin
 def _measure(rows_count: int, sleepers: Sleepers | None, *, plans: int = 0) -> dict[str, Any]:
     with short_tempdir("fsb-rss-") as work:
         db = work / "registry.sqlite3"
-        anyio.run(make_db, db, _rows(rows_count, sleepers))
+        anyio.run(make_db, db, host_rows(rows_count, sleepers))
         profiles = work / "profiles.toml"
         profiles.write_text(_PROFILES, encoding="utf-8")
         token = create_token(profiles, "bench-ops")

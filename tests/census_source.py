@@ -9,7 +9,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.census.inbox import CensusInbox
+from actors.census.inbox import CensusInbox, TakeCensus
 from actors.mailbox import Actor, Inbox
 from supervisor.policy.servers.census import Census
 
@@ -21,7 +21,8 @@ def empty_census() -> Census:
 
 
 class CensusSource(Actor[CensusInbox]):
-    """Every ``TakeCensus`` is answered with what ``take`` returns at that moment."""
+    """Every ``TakeCensus`` is answered with what ``take`` returns at that moment (the
+    reap asks nothing else of a census)."""
 
     def __init__(self, inbox: Inbox[CensusInbox], take: Callable[[], Census]) -> None:
         self._inbox = inbox
@@ -31,10 +32,11 @@ class CensusSource(Actor[CensusInbox]):
         self.fresh = 0
 
     async def on_receive(self, message: CensusInbox, tg: TaskGroup) -> None:
-        with message.reply:
-            self.taken += 1
-            self.fresh += message.fresh
-            message.reply.send(self._take())
+        with message.reply:  # anything but a census request is left unanswered
+            if isinstance(message, TakeCensus):
+                self.taken += 1
+                self.fresh += message.fresh
+                message.reply.send(self._take())
 
 
 @asynccontextmanager

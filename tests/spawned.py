@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Spawned"]
+__all__ = ["Spawned", "spawning", "wait_exec_of"]
 
 #: Waits for a child to set itself up are bounded: this many polls, 10 ms apart.
 _POLLS = 1000
@@ -21,6 +23,17 @@ def _cmdline(pid: int) -> bytes:
             return handle.read()
     except OSError:
         return b""
+
+
+def wait_exec_of(pid: int) -> None:
+    """Until ``pid``'s new program is in place: Popen returns once the exec began; the new
+    image's argument and environment pages are set up a moment later, and /proc reads
+    them as empty until then."""
+    for _ in range(_POLLS):
+        if _cmdline(pid) != b"":
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} never finished its exec")
 
 
 class Spawned:
@@ -39,14 +52,7 @@ class Spawned:
         self.procs.append(proc)
         self.track(proc.pid)
         if wait_exec:
-            # Popen returns once the exec began; the new image's argument and environment
-            # pages are set up a moment later, and /proc reads them as empty until then.
-            for _ in range(_POLLS):
-                if _cmdline(proc.pid) != b"":
-                    break
-                time.sleep(0.01)
-            else:
-                raise AssertionError(f"pid {proc.pid} never finished its exec")
+            wait_exec_of(proc.pid)
         return proc
 
     def popen_exec(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
@@ -85,3 +91,13 @@ class Spawned:
             for stream in (proc.stdin, proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
+
+
+@contextmanager
+def spawning() -> Iterator[Spawned]:
+    """A ``Spawned`` whose every process is killed by pid on the way out."""
+    spawned = Spawned()
+    try:
+        yield spawned
+    finally:
+        spawned.close()

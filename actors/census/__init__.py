@@ -1,5 +1,5 @@
 """The census actor: every MCP server process on this host, wrapped or observed."""
 
-from actors.census.inbox import CensusInbox, TakeCensus
+from actors.census.inbox import CensusInbox, ReportCensus, TakeCensus
 
-__all__ = ["CensusInbox", "TakeCensus"]
+__all__ = ["CensusInbox", "ReportCensus", "TakeCensus"]

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from actors.mailbox import Reply
 from supervisor.policy.servers.census import Census
+from supervisor.policy.servers.view import CensusView
 
-__all__ = ["CensusInbox", "TakeCensus"]
+__all__ = ["CensusInbox", "ReportCensus", "TakeCensus"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,4 +20,13 @@ class TakeCensus:
     reply: Reply[Census]
 
 
-CensusInbox = TakeCensus
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportCensus:
+    """Answer the latest census with its counts, duplicates, rollups and history (what
+    ``status``, ``snapshot``, the fleet page and ``/metrics`` show)."""
+
+    fresh: bool = False
+    reply: Reply[CensusView]
+
+
+CensusInbox = TakeCensus | ReportCensus

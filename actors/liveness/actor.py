@@ -7,8 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
-import anyio
-import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from actors.liveness.answers import NO_SHORTCUTS, ProbeShortcuts, answer, reuse
@@ -23,6 +21,7 @@ from actors.liveness.inbox import (
 )
 from actors.liveness.verdicts import ALIVE, DEAD, UNKNOWN, Record, Verdicts, as_verdict
 from actors.mailbox import Actor, Inbox, reply_with
+from actors.mailbox import let_others_run as _let_others_run
 from actors.replies import LivenessStatus, Verdict
 from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
@@ -278,9 +277,11 @@ class LivenessActor(Actor[LivenessInbox]):
                 if previous is not None and previous[1] == DEAD and previous[5] == _PIDFD:
                     continue  # an observed exit is final for this incarnation
                 state = judge(evidence, registered_start)
-                set_verdict(
-                    identity, (pid, state, evidence.alive, evidence.start_time, now, _SWEEP)
-                )
+                record = (pid, state, evidence.alive, evidence.start_time, now, _SWEEP)
+                if previous is not None and previous[1] == state:
+                    verdicts[identity] = record  # same state: no count or feed moves
+                else:
+                    set_verdict(identity, record)
                 if state == ALIVE:
                     self._watch(identity, pid, registered_start)
             await _let_others_run()
@@ -371,12 +372,3 @@ def _no_inode(fd: int) -> int | None:
 
 def _open_pidfd(pid: int, start_time: str | None) -> int | None:
     return pidfd_open(pid, expected_start_time=start_time)
-
-
-async def _let_others_run() -> None:
-    # One checkpoint is not enough: this task's continuation is queued ahead of the
-    # timers and I/O callbacks that fall due meanwhile, so the next chunk would run
-    # before them and two chunks would block the loop as one. The second checkpoint
-    # lets everything that was ready run first.
-    await anyio.lowlevel.checkpoint()
-    await anyio.lowlevel.checkpoint()

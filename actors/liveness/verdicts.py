@@ -39,7 +39,8 @@ class Verdicts:
     __slots__ = ("_dead", "_states", "records")
 
     def __init__(self) -> None:
-        #: Read freely; written only through ``set`` and ``drop``.
+        #: Read freely; written only through ``set`` and ``drop``, or (the sweep's hot
+        #: loop) overwritten with a record of the same state, which moves no count.
         self.records: dict[str, Record] = {}
         self._states: dict[str, int] = {}
         self._dead: ChangeFeed[str, bool] = ChangeFeed(lambda: len(self.records))

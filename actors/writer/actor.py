@@ -41,6 +41,7 @@ from actors.writer.inbox import (
 from actors.writer.inbox import Single as _Single
 from actors.writer.isolation import Batchable as _Batchable
 from actors.writer.isolation import isolate_failure
+from actors.writer.observed import RecordObservedServers, record_observed
 from actors.writer.registrations import register, release
 from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
@@ -304,6 +305,8 @@ class RegistryWriter(Actor[WriterInbox]):
                 return await allocate(self._control, tx, message)
             case RenewHostLease() | RetireHostRows():
                 return await handle_host_write(tx, message, self._clock.now())
+            case RecordObservedServers():
+                return await record_observed(tx, message)
             case _:
                 # What is left is a control-plane op (mypy narrows it to ControlOp).
                 return await handle_control(self._control, tx, message)

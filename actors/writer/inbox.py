@@ -14,6 +14,7 @@ from actors.replies import (
 )
 from actors.writer.control.inbox import ControlWrite
 from actors.writer.hosts import HostWrite
+from actors.writer.observed import RecordObservedServers
 from supervisor.errors import SupervisorError
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.retirement.apply_rules import TokenMode
@@ -135,6 +136,7 @@ Single = (
     | AppendAudit
     | ControlWrite
     | HostWrite
+    | RecordObservedServers
 )
 #: An apply and new settings are each handled alone, after the writes before them.
 WriterInbox = Single | TouchHeartbeats | ApplyRetirement | SetMassGuard

@@ -5,19 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from supervisor.cli.format_servers import server_lines, status_line
+from supervisor.cli.table import table
+
 __all__ = ["format_apply", "format_plan", "format_snapshot", "format_status", "table"]
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain aligned table, kubectl style: no borders, two spaces between columns."""
-    cells = [
-        [str(h).upper() for h in headers],
-        *[["" if v is None else str(v) for v in r] for r in rows],
-    ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    )
 
 
 def format_status(result: Mapping[str, Any]) -> str:
@@ -53,6 +44,9 @@ def format_status(result: Mapping[str, Any]) -> str:
     if not leases.get("readable", True):
         lease_line += f" (unreadable: {leases.get('detail')})"
     lines.append(lease_line)
+    servers = status_line(result.get("servers") or {})
+    if servers:
+        lines.append(servers)
     return "\n".join(lines)
 
 
@@ -89,6 +83,7 @@ def format_snapshot(result: Mapping[str, Any]) -> str:
         out.append("blockers:")
         out.extend(f"  {b.get('classification')}: {b.get('detail')}" for b in blockers)
     out.extend(_orphans(result))
+    out.extend(server_lines(result))
     return "\n".join(out)
 
 

@@ -13,8 +13,9 @@ from typing import Any, NotRequired, TypedDict, Unpack
 import anyio
 from anyio import create_memory_object_stream as _stream
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from actors.census.actor import CensusActor, CensusSettings
 from actors.census.inbox import CensusInbox
 from actors.heartbeat.actor import HeartbeatActor, HeartbeatSettings
 from actors.heartbeat.inbox import HeartbeatInbox
@@ -63,6 +64,7 @@ class AppSettings:
     retirement: RetirementSettings = field(default_factory=RetirementSettings)
     hosts: HostLeaseSettings = field(default_factory=HostLeaseSettings)
     servers: ServerGuardSettings = field(default_factory=ServerGuardSettings)
+    census: CensusSettings = field(default_factory=CensusSettings)
     reap: ReapSettings = field(default_factory=ReapSettings)
     max_restarts: int = 3
     restart_window_seconds: float = 60.0
@@ -93,7 +95,7 @@ class SupervisorParts(TypedDict):
     settings: NotRequired[AppSettings | None]
     supervisor_id: NotRequired[str | None]
     metrics: NotRequired[Metrics | None]
-    #: The census actor's inbox (server discovery); without it a reap is refused.
+    #: The census the reap asks (tests); by default the supervisor's own census actor.
     census: NotRequired[MemoryObjectSendStream[CensusInbox] | None]
 
 
@@ -125,18 +127,32 @@ class Supervisor:
         self._retirement_tx, self._retirement_rx = _stream[RetirementInbox](capacity)
         self._hosts_tx, self._hosts_rx = _stream[HostLeaseInbox](capacity)
         self._servers_tx, self._servers_rx = _stream[ServerGuardInbox](capacity)
+        self._census_tx, self._census_rx = _stream[CensusInbox](capacity)
         self._reap_tx, self._reap_rx = _stream[ReapInbox](capacity)
-        self.census = parts.get("census")
-        # Closed in this order when the run ends: producers first, the writer last.
-        self._ends: tuple[tuple[MemoryObjectSendStream[Any], Any], ...] = (
-            (self._reap_tx, self._reap_rx),
-            (self._servers_tx, self._servers_rx),
-            (self._hosts_tx, self._hosts_rx),
-            (self._heartbeat_tx, self._heartbeat_rx),
-            (self._retirement_tx, self._retirement_rx),
-            (self._leases_tx, self._leases_rx),
-            (self._liveness_tx, self._liveness_rx),
-            (self._writer_tx, self._writer_rx),
+        #: The census the reap asks: the census actor's, unless the caller gives another.
+        self._reap_census = parts.get("census") or self._census_tx
+        # Producers first, the writer last: each closes before what it feeds.
+        self._outboxes: tuple[MemoryObjectSendStream[Any], ...] = (
+            self._reap_tx,
+            self._census_tx,
+            self._servers_tx,
+            self._hosts_tx,
+            self._heartbeat_tx,
+            self._retirement_tx,
+            self._leases_tx,
+            self._liveness_tx,
+            self._writer_tx,
+        )
+        self._inboxes: tuple[MemoryObjectReceiveStream[Any], ...] = (
+            self._reap_rx,
+            self._census_rx,
+            self._servers_rx,
+            self._hosts_rx,
+            self._heartbeat_rx,
+            self._retirement_rx,
+            self._leases_rx,
+            self._liveness_rx,
+            self._writer_rx,
         )
         #: The server guard's inbox, for the exec socket.
         self.servers = self._servers_tx
@@ -149,6 +165,7 @@ class Supervisor:
             writer=self._writer_tx,
             reap=self._reap_tx,
             clock=self.clock,
+            census=self._census_tx,
         )
         self._stop = anyio.Event()
         self.restarts: dict[str, int] = {}
@@ -159,6 +176,7 @@ class Supervisor:
         self.writer: RegistryWriter | None = None
         self.host_lease: HostLeaseKeeper | None = None
         self.server_guard: ServerGuard | None = None
+        self.census: CensusActor | None = None
 
     def stop(self) -> None:
         """Begin an orderly drain: producers first, the writer last."""
@@ -178,13 +196,13 @@ class Supervisor:
         finally:
             # Also on a crash or cancellation: no stream may outlive the run.
             self._close_senders()
-            for _, inbox in self._ends:
+            for inbox in self._inboxes:
                 inbox.close()
         _log.info("stopped")
 
     def _close_senders(self) -> None:
-        for sender, _ in self._ends:
-            sender.close()
+        for stream in self._outboxes:
+            stream.close()
 
     async def _start_all(self, tg: TaskGroup) -> None:
         clock, probes, store = self.clock, self.probes, self.store
@@ -307,19 +325,35 @@ class Supervisor:
             self._supervise, "server_guard", make_server_guard, (guard_heartbeat, guard_writer)
         )
 
-        reap_writer = self._writer_tx.clone()
+        census_writer = self._writer_tx.clone()
+
+        def make_census() -> ActorRun:
+            self.census = CensusActor(
+                inbox=self._census_rx,
+                writer=census_writer,
+                store=store,
+                clock=clock,
+                probes=probes,
+                settings=s.census,
+                metrics=self.metrics,
+            )
+            return self.census.run
+
+        await tg.start(self._supervise, "census", make_census, (census_writer,))
+
+        reap_writer, reap_census = self._writer_tx.clone(), self._reap_census.clone()
 
         def make_reap() -> ActorRun:
             return ReapActor(
                 inbox=self._reap_rx,
-                census=self.census,
+                census=reap_census,
                 writer=reap_writer,
                 clock=clock,
                 profiles=self.profiles,
                 settings=s.reap,
             ).run
 
-        await tg.start(self._supervise, "reap", make_reap, (reap_writer,))
+        await tg.start(self._supervise, "reap", make_reap, (reap_writer, reap_census))
 
     async def _supervise(
         self,

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors.census.inbox import CensusInbox, ReportCensus, TakeCensus
 from actors.heartbeat.inbox import (
     BeatClaim,
     Heartbeat,
@@ -40,12 +41,14 @@ from actors.retirement.inbox import (
 from actors.retirement.records import audit_event, write_audit
 from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
-from supervisor.errors import PermissionDenied, ProfilesUnreadable
+from supervisor.errors import ActorStopped, PermissionDenied, ProfilesUnreadable, SupervisorError
 from supervisor.handle.control import ControlPlaneCalls
 from supervisor.handle.reap import ReapCalls
 from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
+from supervisor.policy.servers.census import Census
+from supervisor.policy.servers.view import CensusView, snapshot_part
 from supervisor.wire import PlanQuery
 
 __all__ = ["UNAUTHENTICATED_OUTCOME", "SupervisorHandle"]
@@ -92,6 +95,7 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         writer: MemoryObjectSendStream[WriterInbox],
         reap: MemoryObjectSendStream[ReapInbox],
         clock: Clock | None = None,
+        census: MemoryObjectSendStream[CensusInbox] | None = None,
     ) -> None:
         self._clock: Clock = clock or SystemClock()
         self._heartbeat = heartbeat
@@ -100,6 +104,7 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         self._lease_watch = lease_watch
         self._writer = writer
         self._reap = reap
+        self._census = census
 
     async def _ask_retirement(self, build: Callable[[Reply[_T]], RetirementInbox]) -> _T:
         """The retirement actor's answer to the request ``build`` makes around its reply."""
@@ -155,7 +160,7 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         expected_live_revision: str | None = None,
         include_history: bool = False,
     ) -> Mapping[str, Any]:
-        return await self._ask_retirement(
+        fleet: Mapping[str, Any] = await self._ask_retirement(
             lambda reply: SnapshotRequest(
                 profile=profile,
                 canonical_repository=canonical_repository,
@@ -165,6 +170,13 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
                 reply=reply,
             ),
         )
+        if not fleet.get("success", True):
+            return fleet
+        try:
+            servers = snapshot_part(await self.census_report())
+        except SupervisorError as exc:
+            servers = {"mcp_server_summary": {"available": False, "detail": exc.detail}}
+        return {**fleet, **servers}
 
     async def plan(
         self,
@@ -222,6 +234,27 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         return await ask(
             self._liveness, lambda reply: LivenessCountsQuery(reply=reply), actor="liveness"
         )
+
+    async def census(self, *, fresh: bool = False) -> Census:
+        """Every MCP server on this host (``fresh``: swept now, not at the last sweep)."""
+        return await ask(
+            self._census_outbox(),
+            lambda reply: TakeCensus(fresh=fresh, reply=reply),
+            actor="census",
+        )
+
+    async def census_report(self, *, fresh: bool = False) -> CensusView:
+        """The census with its counts, duplicates, rollups and history."""
+        return await ask(
+            self._census_outbox(),
+            lambda reply: ReportCensus(fresh=fresh, reply=reply),
+            actor="census",
+        )
+
+    def _census_outbox(self) -> MemoryObjectSendStream[CensusInbox]:
+        if self._census is None:
+            raise ActorStopped("census is not running")
+        return self._census
 
     async def lease_owners(self) -> LeaseOwners:
         return await ask(

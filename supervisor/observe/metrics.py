@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from supervisor.policy.servers.summary import CensusSummary
+
 __all__ = ["BeatAnswer", "FleetGauges", "Metrics"]
 
 
@@ -78,6 +80,9 @@ class Metrics:
 
     def count_outcome(self, kind: str, outcome: object) -> None:
         """A plan's or an apply's answer, by its outcome code."""
+
+    def set_census(self, summary: CensusSummary) -> None:
+        """The host's MCP servers at the latest census sweep."""
 
     def render(self, fleet: FleetGauges) -> bytes:
         """The text exposition format; nothing is kept here, so nothing is shown."""

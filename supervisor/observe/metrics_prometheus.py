@@ -11,6 +11,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from supervisor.observe.metrics import BeatAnswer, FleetGauges, Metrics
+from supervisor.policy.servers.summary import CensusSummary
 
 __all__ = ["PrometheusMetrics"]
 
@@ -106,6 +107,28 @@ class PrometheusMetrics(Metrics):
         )
         self._fleet = _FleetCollector()
         registry.register(self._fleet)
+        self._servers = Gauge(
+            "fleet_mcp_servers",
+            "MCP server processes on this host at the latest census, by provenance.",
+            ["provenance"],
+            registry=registry,
+        )
+        self._orphaned_servers = Gauge(
+            "fleet_mcp_servers_orphaned",
+            "MCP servers whose owner client is gone (by pid and start time).",
+            registry=registry,
+        )
+        self._duplicate_groups = Gauge(
+            "fleet_mcp_server_duplicate_groups",
+            "Groups of MCP servers running one command, directory and environment names.",
+            registry=registry,
+        )
+        self._server_memory = Gauge(
+            "fleet_mcp_server_memory_bytes",
+            "Memory (PSS where readable, else RSS) of MCP server trees, by owner client name.",
+            ["client"],
+            registry=registry,
+        )
 
     def accept_heartbeats(self, count: int) -> None:
         """``count`` beats answered ``ok``: the common case, one counter update."""
@@ -121,6 +144,16 @@ class PrometheusMetrics(Metrics):
         """A plan's or an apply's answer, by its outcome code."""
         counter = self.plans if kind == "plan" else self.applies
         counter.labels(str(outcome or "unknown")).inc()
+
+    def set_census(self, summary: CensusSummary) -> None:
+        """The latest census sweep's counts; a client with no server left drops its label."""
+        for provenance, count in summary.by_provenance.items():
+            self._servers.labels(provenance).set(count)
+        self._orphaned_servers.set(summary.orphaned)
+        self._duplicate_groups.set(summary.duplicate_groups)
+        self._server_memory.clear()
+        for client, size in summary.memory_by_client.items():
+            self._server_memory.labels(client).set(size)
 
     def render(self, fleet: FleetGauges) -> bytes:
         """The text exposition format, with ``fleet`` as this scrape's gauges."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from supervisor.operations.rules import ANY_LEASE, ANY_READ, OPERATOR_LEASE, REVIEW_LEASE
 from supervisor.operations.spec import (
-    BOOL,
     INT,
     INT_OR_NULL,
     NUMBER,
@@ -45,10 +44,10 @@ _WHERE_DOCS = (
     ("repo", "Repository name."),
 )
 
-SESSION_UPSERT = Operation(
+SESSION_UPSERT = Operation.gated(
     "session_upsert",
-    "upsert_session",
-    {"session_upsert": ANY_LEASE},
+    ANY_LEASE,
+    call="upsert_session",
     args=(
         Arg("session_id", TEXT, required=True),
         Arg("role", TEXT),
@@ -59,10 +58,10 @@ SESSION_UPSERT = Operation(
     ),
 )
 
-WORK_ITEM_UPSERT = Operation(
+WORK_ITEM_UPSERT = Operation.gated(
     "work_item_upsert",
-    "upsert_work_item",
-    {"work_item_upsert": ANY_LEASE},
+    ANY_LEASE,
+    call="upsert_work_item",
     args=(
         *_ITEM,
         Arg("state", TEXT, cli=Flag("--state", "open, closed or merged")),
@@ -86,14 +85,12 @@ ASSIGN = Operation(
         Arg(
             "allowed_actions",
             TEXTS,
-            cli=Flag("--allow", "comma-separated allowed actions (default: role's)", kind="list"),
+            cli=Flag.comma("--allow", "allowed actions (default: role's)"),
         ),
         Arg(
             "forbidden_actions",
             TEXTS,
-            cli=Flag(
-                "--forbid", "comma-separated forbidden actions (default: role's)", kind="list"
-            ),
+            cli=Flag.comma("--forbid", "forbidden actions (default: role's)"),
         ),
         Arg("phase", TEXT),
         _TTL,
@@ -122,12 +119,7 @@ ALLOCATE = Operation(
             ),
         ),
         Arg("role", TEXT, cli=Flag("--role", "default: the profile's role")),
-        Arg(
-            "apply",
-            BOOL,
-            default=False,
-            cli=Flag("--apply", "reserve (default: preview)", kind="true"),
-        ),
+        Arg.switch("apply", "--apply", "reserve (default: preview)"),
         _TTL,
         _OWNER,
     ),
@@ -168,10 +160,10 @@ dependency_unmet, dependency_reason. Monitoring incidents are refused.""",
     command=Command("work", "allocate", "route candidates to your role; --apply takes the pick"),
 )
 
-ASSIGNMENT_CHECK = Operation(
+ASSIGNMENT_CHECK = Operation.gated(
     "assignment_check",
-    "require_valid_assignment",
-    {"assignment_check": ANY_READ},
+    ANY_READ,
+    call="require_valid_assignment",
     args=(*_ITEM, _SESSION, Arg("action", TEXT, required=True, cli=Flag("--action"))),
     tool=Tool(
         "gitea_require_valid_assignment",
@@ -195,10 +187,10 @@ not moved since the assignment pinned it. Check before every mutation.""",
     command=Command("work", "check", "the mutation gate: exit 0 only if the action is covered now"),
 )
 
-LEASE_HEARTBEAT = Operation(
+LEASE_HEARTBEAT = Operation.gated(
     "lease_heartbeat",
-    "heartbeat_lease",
-    {"lease_heartbeat": ANY_LEASE},
+    ANY_LEASE,
+    call="heartbeat_lease",
     args=(
         *_LEASE,
         Arg("lease_ttl_seconds", NUMBER, cli=Flag("--ttl", type=float, help="new lease seconds")),
@@ -217,10 +209,10 @@ LEASE_HEARTBEAT = Operation(
     command=Command("work", "heartbeat", "renew a lease"),
 )
 
-LEASE_RELEASE = Operation(
+LEASE_RELEASE = Operation.gated(
     "lease_release",
-    "release_lease",
-    {"lease_release": ANY_LEASE},
+    ANY_LEASE,
+    call="release_lease",
     args=_LEASE,
     tool=Tool(
         "gitea_release_work_lease",
@@ -242,10 +234,10 @@ _LOCK = Command(
     order=("--remote", "--org", "--repo", "--set", "--clear", "--decision", "--review-id"),
 )
 
-TERMINAL_LOCK_SET = Operation(
+TERMINAL_LOCK_SET = Operation.gated(
     "terminal_lock_set",
-    "set_terminal_lock",
-    {"terminal_lock_set": REVIEW_LEASE},
+    REVIEW_LEASE,
+    call="set_terminal_lock",
     args=(
         *_REPO,
         # Must be present: null clears the lock, so a missing value must not.

@@ -7,7 +7,6 @@ from typing import Any
 
 from supervisor.operations.rules import ANY_READ, OPERATOR_READ, OPERATOR_RETIRE
 from supervisor.operations.spec import (
-    BOOL,
     INT,
     INT64_MAX,
     OBJECT,
@@ -83,10 +82,10 @@ def _all_retired(result: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
     )
 
 
-STATUS = Operation(
+STATUS = Operation.gated(
     "status",
-    "status_report",
-    {"status": ANY_READ},
+    ANY_READ,
+    call="status_report",
     command=Command(
         "",
         "status",
@@ -100,23 +99,17 @@ STATUS = Operation(
         Flag("--count", "with --watch: stop after N refreshes", type=int),
     ),
 )
-SNAPSHOT = Operation(
+SNAPSHOT = Operation.gated(
     "snapshot",
-    "snapshot",
-    {"snapshot": OPERATOR_READ},
+    OPERATOR_READ,
     args=(
         _REPOSITORY,
         Arg("expected_manifest", OBJECTS),
         Arg("expected_live_revision", TEXT),
-        Arg(
+        Arg.switch(
             "include_history",
-            BOOL,
-            default=False,
-            cli=Flag(
-                "--history",
-                "also list released, superseded and retired rows (reads all history)",
-                kind="true",
-            ),
+            "--history",
+            "also list released, superseded and retired rows (reads all history)",
         ),
     ),
     tool=Tool(
@@ -163,29 +156,26 @@ is only counted); costs a read of the whole registry.""",
 )
 # By default a plan lists candidates in full and preserved rows only as counts per reason
 # with a few examples; the listing flags ask for full preserved entries.
-PLAN = Operation(
+#: The listing filters: name, which preserved entries it lists, the only words it may be.
+_LISTINGS: tuple[tuple[str, str, frozenset[str] | None], ...] = (
+    ("reason", "with this reason code", PLAN_REASON_CODES),
+    ("namespace", "of this namespace", None),
+    ("instance", "of this client_instance_id", None),
+)
+PLAN = Operation.gated(
     "plan",
-    "plan",
-    {"plan": OPERATOR_READ},
+    OPERATOR_READ,
     args=(
         _REPOSITORY,
-        Arg(
-            "full",
-            BOOL,
-            default=False,
-            cli=Flag("--full", "every preserved entry (large)", kind="true"),
-        ),
-        Arg(
-            "reason",
-            TEXT,
-            choices=PLAN_REASON_CODES,
-            cli=Flag("--reason", "list preserved entries with this reason code"),
-        ),
-        Arg("namespace", TEXT, cli=Flag("--namespace", "list preserved entries of this namespace")),
-        Arg(
-            "instance",
-            TEXT,
-            cli=Flag("--instance", "list preserved entries of this client_instance_id"),
+        Arg.switch("full", "--full", "every preserved entry (large)"),
+        *(
+            Arg(
+                name,
+                TEXT,
+                choices=choices,
+                cli=Flag(f"--{name}", f"list preserved entries {which}"),
+            )
+            for name, which, choices in _LISTINGS
         ),
         Arg(
             "limit",
@@ -226,9 +216,7 @@ Retires nothing. Needs gitea.read and a controller or reconciler role.""",
 Repository binding workers must have to be
 retired (defaults to the supervisor's configured repository).""",
             ),
-            ("reason", "List the preserved entries with this reason code."),
-            ("namespace", "List the preserved entries of this namespace."),
-            ("instance", "List the preserved entries of this client_instance_id."),
+            *((name, f"List the preserved entries {which}.") for name, which, _ in _LISTINGS),
             ("limit", "Entries per page (default 50)."),
             ("cursor", "The next_cursor of the previous page."),
             ("full", "List every preserved entry (large; the answer is cut to size)."),
@@ -240,10 +228,9 @@ retired (defaults to the supervisor's configured repository).""",
     ),
     command=Command("", "plan", "dry-run retirement plan"),
 )
-APPLY = Operation(
+APPLY = Operation.gated(
     "apply",
-    "apply",
-    {"apply": OPERATOR_RETIRE},
+    OPERATOR_RETIRE,
     args=(
         Arg(
             "registry_fingerprint",
@@ -259,18 +246,13 @@ APPLY = Operation(
         Arg(
             "worker_identities",
             TEXTS,
-            cli=Flag("--workers", "comma-separated identities", kind="list", required=True),
+            cli=Flag.comma("--workers", "identities", required=True),
         ),
         _REPOSITORY,
-        Arg(
+        Arg.switch(
             "override_mass_guard",
-            BOOL,
-            default=False,
-            cli=Flag(
-                "--override-mass-guard",
-                "retire even past the mass-retirement guard, this once (audited)",
-                kind="true",
-            ),
+            "--override-mass-guard",
+            "retire even past the mass-retirement guard, this once (audited)",
         ),
     ),
     tool=Tool(

@@ -35,7 +35,7 @@ HOST_APPLY = Operation(
             "worker_identities",
             TEXTS,
             required=True,
-            cli=Flag("--workers", "comma-separated identities", kind="split"),
+            cli=Flag.comma("--workers", "identities", kind="split"),
         ),
     ),
     command=Command("hosts", "apply", "retire the rows a host plan approved (compare-and-swap)"),

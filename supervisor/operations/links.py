@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from supervisor.operations.rules import ANY_READ, OPERATOR_LEASE
 from supervisor.operations.spec import (
-    BOOL,
     INT,
     INTS,
     OBJECT,
@@ -26,10 +25,10 @@ _LOST = (
 _SESSION = Arg("session_id", TEXT, required=True, cli=Flag("--session"))
 
 # Any session may report and read its own namespace health.
-NAMESPACE_HEALTH_ASSESS = Operation(
+NAMESPACE_HEALTH_ASSESS = Operation.gated(
     "namespace_health_assess",
-    "assess_namespace_health",
-    {"namespace_health_assess": ANY_READ},
+    ANY_READ,
+    call="assess_namespace_health",
     args=(
         _SESSION,
         Arg("namespace", TEXT, required=True, cli=Flag("--namespace", "e.g. gitea-merger")),
@@ -41,7 +40,7 @@ NAMESPACE_HEALTH_ASSESS = Operation(
         Arg(
             "registered_tools",
             TEXT_OR_TEXTS,
-            cli=Flag("--tools", "comma-separated tools the server lists", kind="list"),
+            cli=Flag.comma("--tools", "tools the server lists"),
         ),
         Arg(
             "probe_result",
@@ -68,12 +67,7 @@ NAMESPACE_HEALTH_ASSESS = Operation(
             TEXT,
             cli=Flag("--config-path", "client configuration the namespace came from"),
         ),
-        Arg(
-            "configured",
-            BOOL,
-            default=True,
-            cli=Flag("--not-configured", "the client has no entry", kind="false"),
-        ),
+        Arg.switch("configured", "--not-configured", "the client has no entry", default=True),
         Arg(
             "probe_source",
             TEXT,
@@ -137,10 +131,9 @@ through the client (not by killing PIDs), re-probe and record again.""",
     ),
 )
 
-NAMESPACE_HEALTH_GATE = Operation(
+NAMESPACE_HEALTH_GATE = Operation.gated(
     "namespace_health_gate",
-    "namespace_health_gate",
-    {"namespace_health_gate": ANY_READ},
+    ANY_READ,
     args=(
         _SESSION,
         Arg(
@@ -192,10 +185,10 @@ _LINK = Command(
 
 # An incident link is written by the monitoring bridge, an operator boundary; anyone
 # may read it.
-INCIDENT_LINK_UPSERT = Operation(
+INCIDENT_LINK_UPSERT = Operation.gated(
     "incident_link_upsert",
-    "upsert_incident_link",
-    {"incident_link_upsert": OPERATOR_LEASE},
+    OPERATOR_LEASE,
+    call="upsert_incident_link",
     args=(
         *_ISSUE,
         Arg(
@@ -214,7 +207,7 @@ INCIDENT_LINK_UPSERT = Operation(
         Arg(
             "linked_pr_numbers",
             INTS,
-            cli=Flag("--prs", "comma-separated linked PR numbers", kind="ints"),
+            cli=Flag.comma("--prs", "linked PR numbers", kind="ints"),
         ),
         Arg("event_count", INT, cli=Flag("--events", type=int, help="event count")),
     ),

@@ -68,6 +68,11 @@ class Flag:
     #: The parsed value when the flag is not given (flags beyond the wire arguments).
     default: Any = None
 
+    @classmethod
+    def comma(cls, flag: str, what: str, *, kind: str = "list", required: bool = False) -> Flag:
+        """A flag taking a comma-separated list (kind list, split or ints) of ``what``."""
+        return cls(flag, f"comma-separated {what}", kind=kind, required=required)
+
 
 @dataclass(frozen=True, slots=True)
 class Arg:
@@ -84,6 +89,13 @@ class Arg:
     bounds: tuple[int, int] | None = None
     #: The only words a string may be (the fleet ops check it).
     choices: frozenset[str] | None = None
+
+    @classmethod
+    def switch(cls, name: str, flag: str, help: str, *, default: bool = False) -> Arg:
+        """A true-or-false argument whose CLI switch turns its default around (``--full``
+        gives true; ``--not-configured`` gives false where true is the default)."""
+        kind = "false" if default else "true"
+        return cls(name, BOOL, default=default, cli=Flag(flag, help, kind=kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +186,14 @@ class Operation:
     extra_flags: tuple[Flag, ...] = field(default=())
     #: When ops share a command: the flags that select this op (otherwise the other).
     when: tuple[str, ...] = ()
+
+    @classmethod
+    def gated(
+        cls, name: str, rule: TaskRule, *, call: str | None = None, **declared: Any
+    ) -> Operation:
+        """An operation behind one permission task named as the op itself (most are),
+        served by the handle method ``call`` (by default the op's own name)."""
+        return cls(name, call or name, {name: rule}, **declared)
 
     @property
     def tool_name(self) -> str | None:

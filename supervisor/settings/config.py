@@ -42,6 +42,7 @@ from supervisor.settings.config_checks import (
     setting,
     text_check,
 )
+from supervisor.settings.discovery import DiscoveryConfig
 from supervisor.settings.reap_config import ReapConfig
 
 if TYPE_CHECKING:
@@ -285,6 +286,7 @@ class Settings:
     mcp: McpConfig = field(default_factory=McpConfig)
     ops: OpsConfig = field(default_factory=OpsConfig)
     exec: ExecConfig = field(default_factory=ExecConfig)
+    discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     reap: ReapConfig = field(default_factory=ReapConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
 

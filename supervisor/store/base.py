@@ -10,12 +10,14 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store.control_base import ControlTx
 from supervisor.store.host_leases import HostLeases
+from supervisor.store.observed_servers import ObservedServers
 
 __all__ = [
     "ActiveChanges",
     "CommitChain",
     "ControlTx",
     "HostLeases",
+    "ObservedServers",
     "RegistryView",
     "Row",
     "RowVersions",
@@ -170,6 +172,10 @@ class WriteTx(Protocol):
         """The host leases of the supervisors sharing this registry, in this transaction."""
         ...
 
+    def observed(self) -> ObservedServers:
+        """The MCP servers discovery found on the hosts, in this transaction."""
+        ...
+
 
 def row_key(position: int, row: Row) -> Any:
     """A row's key in ``ActiveChanges``: its ``worker_identity`` (what the liveness
@@ -269,6 +275,11 @@ class Store(Protocol):
 
     async def read_host_leases(self) -> list[Row]:
         """Committed host lease rows, ordered by host_id."""
+        ...
+
+    async def read_observed_servers(self, host_id: str, *, live_only: bool = True) -> list[Row]:
+        """Committed observed server rows of one host (live only: not seen gone), by first
+        sight then pid."""
         ...
 
     def write(self, *, durable: bool = True) -> AbstractAsyncContextManager[WriteTx]:

@@ -49,32 +49,18 @@ _LEASE_SET = frozenset(LEASE_COLUMNS)
 _AUDIT_SET = frozenset(AUDIT_INSERT_COLUMNS)
 
 
-# Registration columns with few distinct texts in a fleet (one host, boot, repository,
-# profile or revision for many workers). The driver builds a new string per row;
-# as_dicts keeps one per distinct text, several MB per 10,000 active rows. Few enough
-# to intern: one object across every read, not just within one.
-SHARED_TEXT_COLUMNS: frozenset[str] = frozenset(
+#: Registration columns whose values are one worker's own (its identities, its process,
+#: a moment of its own life): nothing to share among rows.
+_OWN_COLUMNS: frozenset[str] = frozenset(
     {
-        "client_name",
-        "role",
-        "profile",
-        "namespace",
-        "remote",
-        "repository_binding",
-        "transport",
-        "token_fingerprint",
-        "status",
-        "fleet_run_id",
-        "authenticated_account",
-        "instance_id_provenance",
-        "startup_revision",
-        "loaded_revision",
-        "parity_revision",
-        "live_revision",
-        "host_id",
-        "boot_id",
-        "retired_by",
-        "retirement_reason",
+        "worker_identity",
+        "session_id",
+        "pid",
+        "process_identity",
+        "fencing_epoch",
+        "process_start_time",
+        "retired_at",
+        "released_at",
     }
 )
 
@@ -92,6 +78,14 @@ BATCH_TEXT_COLUMNS: frozenset[str] = frozenset(
     }
 )
 BATCH_NUMBER_COLUMNS: Mapping[str, type] = {"heartbeat_ttl_seconds": float, "client_pid": int}
+
+# Every other registration column has few distinct texts in a fleet (one host, boot,
+# repository, profile or revision for many workers). The driver builds a new string per
+# row; as_dicts keeps one per distinct text, several MB per 10,000 active rows. Few
+# enough to intern: one object across every read, not just within one.
+SHARED_TEXT_COLUMNS: frozenset[str] = frozenset(REGISTRATION_COLUMNS).difference(
+    _OWN_COLUMNS, BATCH_TEXT_COLUMNS, BATCH_NUMBER_COLUMNS
+)
 
 
 def dict_builder(columns: Sequence[str]) -> Callable[[Sequence[Any]], dict[str, Any]]:

@@ -16,6 +16,7 @@ from supervisor.store.base import (
     CommitChain,
     ControlTx,
     HostLeases,
+    ObservedServers,
     RegistryView,
     Row,
     Store,
@@ -115,6 +116,9 @@ class RecordingTx:
 
     def hosts(self) -> HostLeases:
         return self._inner.hosts()
+
+    def observed(self) -> ObservedServers:
+        return self._inner.observed()
 
 
 class RecordingStore:
@@ -239,6 +243,13 @@ class RecordingStore:
         self._begin()
         try:
             return await self._inner.read_host_leases()
+        finally:
+            self._end()
+
+    async def read_observed_servers(self, host_id: str, *, live_only: bool = True) -> list[Row]:
+        self._begin()
+        try:
+            return await self._inner.read_observed_servers(host_id, live_only=live_only)
         finally:
             self._end()
 

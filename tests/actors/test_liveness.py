@@ -12,9 +12,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.liveness.actor import LivenessSettings, _let_others_run
+from actors.liveness.actor import LivenessSettings
 from actors.liveness.inbox import LivenessStatusQuery, ProbeNow, Watch
 from actors.mailbox import ask
+from actors.mailbox import let_others_run as _let_others_run
 from actors.replies import LivenessStatus, Verdict
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.evidence import PidEvidence

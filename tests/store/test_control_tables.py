@@ -11,7 +11,7 @@ import pytest
 from supervisor.errors import StoreError
 from supervisor.policy.control.plane import TERMINAL_STATES, WORK_KINDS, WORK_STATES
 from supervisor.store.schema.control import STORE_WORK_KINDS, STORE_WORK_STATES
-from supervisor.store.schema.tables import MIGRATIONS
+from supervisor.store.schema.tables import CURRENT_VERSION, MIGRATIONS
 from supervisor.store.sqlite.open import migrate, sqlite_store
 from supervisor.store.sqlite.store import SQLiteStore
 from tests.store.rowdata import STAMP_1, STAMP_2, STAMP_3, lease, raw_query, registration
@@ -72,14 +72,14 @@ async def test_v2_database_upgrades_to_v3_keeping_registrations_leases_and_audit
     conn.close()
 
     async with sqlite_store(db_path) as store:
-        assert store.applied_migrations == (3, 4, 5, 6, 7, 8, 9, 10)
+        assert store.applied_migrations == tuple(range(3, CURRENT_VERSION + 1))
         [kept] = await store.read_registrations()
         assert {k: kept[k] for k in reg} == reg
         assert await store.read_leases() == [held]
         assert [e["action"] for e in await store.read_audit()] == ["plan"]
     assert tables(db_path) >= CONTROL_TABLES
     versions = [r[0] for r in raw_query(db_path, "SELECT version FROM schema_migrations")]
-    assert versions == [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert versions == [m.version for m in MIGRATIONS] == list(range(1, CURRENT_VERSION + 1))
 
 
 async def test_upgrade_refuses_two_active_leases_on_one_item_and_changes_nothing(

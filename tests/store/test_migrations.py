@@ -55,17 +55,17 @@ def insert_raw(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def test_current_version_is_last_migration() -> None:
-    assert CURRENT_VERSION == 10
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert CURRENT_VERSION == 11
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     assert len(set(REGISTRATION_COLUMNS)) == len(REGISTRATION_COLUMNS)
 
 
 async def test_fresh_database_migrates_to_current_and_records_each_step(db_path: Path) -> None:
     async with sqlite_store(db_path) as store:
-        assert store.applied_migrations == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+        assert store.applied_migrations == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
         assert store.dialect == "sqlite"
     ledger = raw_query(db_path, "SELECT version, description, applied_at FROM schema_migrations")
-    assert [row[0] for row in ledger] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert [row[0] for row in ledger] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     assert all(row[1] and row[2] for row in ledger)
     assert {"worker_registrations", "leases", "audit_events", "schema_migrations"} <= tables(
         db_path
@@ -98,7 +98,7 @@ async def test_v1_database_upgrades_in_place_keeping_every_row(db_path: Path) ->
     insert_raw(db_path, legacy)
 
     async with sqlite_store(db_path) as store:
-        assert store.applied_migrations == (2, 3, 4, 5, 6, 7, 8, 9, 10)
+        assert store.applied_migrations == (2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
         upgraded = await store.read_registrations()
 
     assert len(upgraded) == len(legacy)
@@ -111,7 +111,7 @@ async def test_v1_database_upgrades_in_place_keeping_every_row(db_path: Path) ->
         assert all(new[column] is None for column in NEW_IN_V2)
     assert table_columns(db_path, "worker_registrations") == list(REGISTRATION_COLUMNS)
     versions = [r[0] for r in raw_query(db_path, "SELECT version FROM schema_migrations")]
-    assert versions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert versions == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
 
 
 async def test_reopening_an_up_to_date_database_runs_nothing(db_path: Path) -> None:

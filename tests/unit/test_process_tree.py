@@ -32,7 +32,7 @@ from supervisor.system.process_tree import (
     stat_facts,
     ticks,
 )
-from tests.spawned import Spawned
+from tests.spawned import Spawned, spawning
 
 pytestmark = [
     pytest.mark.integration,
@@ -99,11 +99,8 @@ def _wait_for(what: str, predicate: Callable[[], bool]) -> None:
 
 @pytest.fixture
 def spawned() -> Iterator[Spawned]:
-    tracker = Spawned()
-    try:
+    with spawning() as tracker:
         yield tracker
-    finally:
-        tracker.close()
 
 
 def _group(spawned: Spawned) -> tuple[subprocess.Popen[bytes], set[int]]:

@@ -33,6 +33,15 @@ ASSIGN_OUTCOME_REFUSED = "refused"
 LEASE_SOURCE = "supervisor.registry_writer.assign_and_lease"
 
 
+def _pins(assignment: Mapping[str, Any]) -> dict[str, Any]:
+    """What an assignment pins: the head it expects, the actions it allows and forbids."""
+    return {
+        "expected_head_sha": assignment.get("expected_head_sha"),
+        "allowed_actions": list(assignment.get("allowed_actions") or ()),
+        "forbidden_actions": list(assignment.get("forbidden_actions") or ()),
+    }
+
+
 def assignment_view(
     *,
     outcome: str,
@@ -66,9 +75,7 @@ def assignment_view(
         "lease_id": own.get("lease_id"),
         "expires_at": own.get("expires_at"),
         "phase": asn.get("phase"),
-        "expected_head_sha": asn.get("expected_head_sha"),
-        "allowed_actions": list(asn.get("allowed_actions") or ()),
-        "forbidden_actions": list(asn.get("forbidden_actions") or ()),
+        **_pins(asn),
         "owner_session_id": owner_session_id,
         "resumed": resumed,
     }
@@ -170,9 +177,7 @@ def allocation_view(
             "assignment_id": assignment.get("assignment_id"),
             "lease_id": assignment.get("lease_id"),
             "expires_at": assignment.get("expires_at"),
-            "expected_head_sha": assignment.get("expected_head_sha"),
-            "allowed_actions": list(assignment.get("allowed_actions") or ()),
-            "forbidden_actions": list(assignment.get("forbidden_actions") or ()),
+            **_pins(assignment),
             "source": LEASE_SOURCE,
         }
         result["next_command"] = next_command(role, selected)

@@ -185,14 +185,10 @@ def snapshot_fleet(
     missing = tuple(i for i in expected_ids if i not in live_ids)
     # Without a manifest there is no enrollment policy to be outside of.
     unmanifested = tuple(sorted(live_ids - set(expected_ids))) if expected_ids else ()
+    # A live instance's finding names it through its workers (``FindingLog.add``).
     for iid in expected_ids:
         if iid in live_ids:
-            out.add(
-                CLASS_EXPECTED,
-                f"expected instance {iid!r} is live",
-                workers=by_instance[iid],
-                instance_ids=[iid],
-            )
+            out.add(CLASS_EXPECTED, f"expected instance {iid!r} is live", workers=by_instance[iid])
         else:
             out.add(
                 CLASS_MISSING,
@@ -204,7 +200,6 @@ def snapshot_fleet(
             CLASS_UNMANIFESTED,
             f"live instance {iid!r} is not on the approved manifest",
             workers=by_instance[iid],
-            instance_ids=[iid],
         )
 
     if historical_count:

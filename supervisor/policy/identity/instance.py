@@ -144,8 +144,22 @@ def _assess(text: str) -> InstanceIdentity:
 
 
 def _valid_stamp(stamp: str) -> bool:
+    """``stamp`` (``\\d{8}T\\d{6}Z`` by the pattern) names a real instant, as
+    ``strptime(stamp, _STAMP_FORMAT)`` would accept it: ASCII digits only (the pattern's
+    ``\\d`` also takes other scripts' digits, strptime does not), and fields that make a
+    date and time. Read by slicing: strptime costs ~30 us, and a fleet of distinct
+    launches assesses every row's id (the cache above holds only 4,096)."""
+    if not stamp.isascii():
+        return False
     try:
-        datetime.strptime(stamp, _STAMP_FORMAT)
+        datetime(
+            int(stamp[0:4]),
+            int(stamp[4:6]),
+            int(stamp[6:8]),
+            int(stamp[9:11]),
+            int(stamp[11:13]),
+            int(stamp[13:15]),
+        )
     except ValueError:
         return False
     return True

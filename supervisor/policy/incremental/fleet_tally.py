@@ -126,6 +126,37 @@ def _place(row: Mapping[str, Any], host_id: str | None, classes: dict[_Class, _C
     return kind, deadline, dies
 
 
+_STAMP = "last_heartbeat_at"
+
+
+def _restamped(
+    place: _Place, old: Mapping[str, Any], new: Mapping[str, Any], classes: dict[_Class, _Class]
+) -> _Place | None:
+    """``new``'s place from ``old``'s when ``new`` differs from it only in its heartbeat
+    stamp (every other value the very same object, as the store's restamped copies
+    are); None otherwise. A beat moves only the deadline and the stale-or-inconsistent
+    half of the class, so the rest is not judged again."""
+    if len(old) != len(new):
+        return None
+    for column, value in old.items():
+        if column != _STAMP and new.get(column, _STAMP) is not value:
+            return None
+    kind, _, dies = place
+    beat_value = new.get(_STAMP)
+    beat = _parsed(beat_value)
+    started = _parsed(new.get("started_at"))
+    contradicting = started is None or (beat is not None and started > beat)
+    live = kind[0]
+    made = (live, (STATUS_ACTIVE, not_live_ownership(contradicting), live[2]))
+    moved = classes.get(made)
+    if moved is None:
+        moved = classes[made] = made
+    deadline = (
+        _NEVER if beat is None else _deadline_of(beat_value, new.get("heartbeat_ttl_seconds"))
+    )
+    return moved, deadline, dies
+
+
 def _active(row: Mapping[str, Any]) -> bool:
     return str(row.get("status") or "") == STATUS_ACTIVE
 
@@ -178,15 +209,18 @@ class FleetTally:
             dead = old is None and (key in dead_rows or key in unseen)
             if old is None:
                 old = dead_rows.pop(key, None)
+            place = None
             if old is not None:
-                self._count(key, old, -1, dead)
+                place = self._count(key, old, -1, dead)
             if row is None:
                 if dead:
                     unseen.add(key)  # until liveness takes the verdict back
                 continue
             unseen.discard(key)
             (dead_rows if dead else rows)[key] = row
-            self._count(key, row, +1, dead)
+            if place is not None and old is not None and _active(row):
+                place = _restamped(place, old, row, self._classes)
+            self._count(key, row, +1, dead, place)
 
     def apply_dead(self, changes: Mapping[Any, bool], *, reset: bool) -> None:
         """Fold verdict changes (identity -> known dead); ``reset``: the whole dead set."""
@@ -203,9 +237,9 @@ class FleetTally:
                 elif not dead:
                     self._dead_unseen.discard(key)
                 continue
-            self._count(key, row, -1, not dead)
+            place = self._count(key, row, -1, not dead)
             target[key] = row
-            self._count(key, row, +1, dead)
+            self._count(key, row, +1, dead, place)
 
     def counts(self, now: datetime) -> dict[Bucket, int]:
         """Active rows by bucket at ``now``, plus ``("historical",)*2 + ("",)`` for the
@@ -226,11 +260,17 @@ class FleetTally:
         """The rows whose launching client this host can probe, for ``find_orphans``."""
         return list(self._clients.values())
 
-    def _count(self, key: Any, row: Mapping[str, Any], sign: int, dead: bool) -> None:
+    def _count(
+        self, key: Any, row: Mapping[str, Any], sign: int, dead: bool, place: _Place | None = None
+    ) -> _Place | None:
+        """Count ``row`` in (+1) or out (-1) at ``place`` (computed when not given); the
+        place it used, None for a row that is not active."""
         if not _active(row):
             self._inactive += sign
-            return
-        kind, deadline, dies = _place(row, self.host_id, self._classes)
+            return None
+        if place is None:
+            place = _place(row, self.host_id, self._classes)
+        kind, deadline, dies = place
         if client_candidate(row, self.host_id) is not None:
             if sign > 0:
                 self._clients[key] = row
@@ -242,17 +282,18 @@ class FleetTally:
         else:
             del self._total[kind]
         if (dead and dies) or deadline == _NEVER:
-            return
+            return place
         fresh = self._fresh.get(kind)
         if sign > 0:
             if fresh is None:
                 fresh = self._fresh[kind] = array("q")
             insort(fresh, deadline)
-            return
+            return place
         assert fresh is not None  # placed when it was counted in
         del fresh[bisect_left(fresh, deadline)]
         if not fresh:
             del self._fresh[kind]
+        return place
 
 
 def dead_changes(previous: Iterable[Any], current: Iterable[Any]) -> dict[Any, bool]:

@@ -11,7 +11,10 @@ from supervisor.policy.canonical import canon, digest, digest_elements, serializ
 from .history import EMPTY_HISTORY, HistoryFold, HistorySummary
 
 __all__ = [
+    "FENCING_FIELDS",
     "FINGERPRINT_FIELDS",
+    "FINGERPRINT_STANDING_FIELDS",
+    "FINGERPRINT_WORKER_FIELDS",
     "LEASE_FINGERPRINT_FIELDS",
     "ROW_DIGEST_BYTES",
     "SCOPE_KEY_NAMES",
@@ -35,11 +38,8 @@ __all__ = [
     "static_digest",
 ]
 
-#: Retirement-relevant columns, in the fixed order that is part of the token
-#: contract. Left out on purpose: ``token_fingerprint`` (credential-adjacent),
-#: the ``*_revision`` columns (restart drift, not retirement input) and the
-#: ``retired_*``/``released_at`` bookkeeping written by the supervisor itself.
-FINGERPRINT_FIELDS: tuple[str, ...] = (
+#: The worker a registration names: who it is, for whom, and which process.
+FINGERPRINT_WORKER_FIELDS: tuple[str, ...] = (
     "worker_identity",
     "client_name",
     "client_instance_id",
@@ -53,6 +53,9 @@ FINGERPRINT_FIELDS: tuple[str, ...] = (
     "pid",
     "process_identity",
     "transport",
+)
+#: Where the registration stands: its stamps, its status and its enrollment.
+FINGERPRINT_STANDING_FIELDS: tuple[str, ...] = (
     "started_at",
     "last_heartbeat_at",
     "heartbeat_ttl_seconds",
@@ -61,9 +64,19 @@ FINGERPRINT_FIELDS: tuple[str, ...] = (
     "fleet_run_id",
     "authenticated_account",
     "instance_id_provenance",
-    "host_id",
-    "boot_id",
-    "process_start_time",
+)
+#: Which incarnation of the process, on which boot of which machine.
+FENCING_FIELDS: tuple[str, ...] = ("host_id", "boot_id", "process_start_time")
+#: Retirement-relevant columns, in the fixed order that is part of the token
+#: contract. Left out on purpose: ``token_fingerprint`` (credential-adjacent),
+#: the ``*_revision`` columns (restart drift, not retirement input) and the
+#: ``retired_*``/``released_at`` bookkeeping written by the supervisor itself.
+#: Three parts because the stored columns (``store.schema.tables``) put those
+#: left-out columns between them.
+FINGERPRINT_FIELDS: tuple[str, ...] = (
+    *FINGERPRINT_WORKER_FIELDS,
+    *FINGERPRINT_STANDING_FIELDS,
+    *FENCING_FIELDS,
 )
 
 _BEAT = "last_heartbeat_at"

@@ -18,6 +18,7 @@ from supervisor.store import sql
 from supervisor.store.base import ActiveChanges, CommitChain, RegistryView, Row, row_key
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
+from supervisor.store.observed_servers import observed_rows, select_observed_servers
 from supervisor.store.portable_reads import PortableReads
 from supervisor.store.postgres.beats import stamp_and_commit
 from supervisor.store.postgres.connection import PgConnection, connect, redact_url, to_dollar_params
@@ -159,6 +160,10 @@ class PostgresStore(PortableReads):
     async def read_host_leases(self) -> list[Row]:
         statement = to_dollar_params(select_host_leases(one=False))
         return host_lease_rows(await self._read(statement))
+
+    async def read_observed_servers(self, host_id: str, *, live_only: bool = True) -> list[Row]:
+        statement = to_dollar_params(select_observed_servers(live_only=live_only))
+        return observed_rows(await self._read(statement, (host_id,)))
 
     async def read(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Any read-only query on the read connection (host leases, migrate, bench)."""

@@ -12,6 +12,7 @@ from supervisor.store import sql
 from supervisor.store.base import Row
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import HostLeaseTx
+from supervisor.store.observed_servers import ObservedServersTx
 from supervisor.store.postgres.connection import PgConnection, coercer
 from supervisor.store.postgres.control import PostgresControlTx, sqlite_shaped
 from supervisor.store.postgres.history import PgHistory, history_rows
@@ -183,6 +184,9 @@ class PostgresWriteTx(PortableWriteTx[PgConnection]):
 
     def hosts(self) -> HostLeaseTx:
         return HostLeaseTx(sqlite_shaped(self._live), lock=" FOR UPDATE")
+
+    def observed(self) -> ObservedServersTx:
+        return ObservedServersTx(sqlite_shaped(self._live))
 
 
 def _arrays(columns: Sequence[tuple[Any, ...]]) -> list[list[Any]]:

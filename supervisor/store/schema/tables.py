@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from supervisor.policy.retirement.fingerprints import (
+    FENCING_FIELDS,
+    FINGERPRINT_STANDING_FIELDS,
+    FINGERPRINT_WORKER_FIELDS,
+)
 from supervisor.store.schema.active import ACTIVE_DESCRIPTION, create_active_log
 from supervisor.store.schema.control import V3_DESCRIPTION, V3_STATEMENTS
 from supervisor.store.schema.history import (
@@ -20,6 +25,7 @@ from supervisor.store.schema.links import (
     MigrationConn,
     migrate_incident_links,
 )
+from supervisor.store.schema.observed import V11_DESCRIPTION, V11_STATEMENTS
 from supervisor.store.schema.stamps import STAMPS_DESCRIPTION, create_stamp_batches
 
 __all__ = [
@@ -51,41 +57,28 @@ __all__ = [
 REGISTRATION_STATUSES: tuple[str, ...] = ("active", "released", "superseded", "retired")
 LEASE_STATUSES: tuple[str, ...] = ("active", "released", "expired")
 
-V1_REGISTRATION_COLUMNS: tuple[str, ...] = (
-    "worker_identity",
-    "client_name",
-    "client_instance_id",
-    "session_id",
-    "generation_id",
-    "role",
-    "profile",
-    "namespace",
-    "remote",
-    "repository_binding",
-    "pid",
-    "process_identity",
-    "transport",
-    "token_fingerprint",
-    "started_at",
-    "last_heartbeat_at",
-    "heartbeat_ttl_seconds",
-    "fencing_epoch",
-    "status",
-    "fleet_run_id",
-    "authenticated_account",
-    "instance_id_provenance",
+# Kept for deployment bookkeeping (which configuration revision a worker started,
+# loaded and runs), never a retirement input.
+_REVISION_COLUMNS: tuple[str, ...] = (
     "startup_revision",
     "loaded_revision",
     "parity_revision",
     "live_revision",
 )
 
+# The token columns are the retirement policy's (its FINGERPRINT_FIELDS, in parts);
+# what lies between them here is every column a token leaves out.
+V1_REGISTRATION_COLUMNS: tuple[str, ...] = (
+    *FINGERPRINT_WORKER_FIELDS,
+    "token_fingerprint",
+    *FINGERPRINT_STANDING_FIELDS,
+    *_REVISION_COLUMNS,
+)
+
 # Version 2 appends these (ALTER TABLE appends, so fresh and upgraded databases
 # end up with the same physical column order).
 _V2_REGISTRATION_COLUMNS: tuple[str, ...] = (
-    "host_id",
-    "boot_id",
-    "process_start_time",
+    *FENCING_FIELDS,
     "retired_at",
     "retired_by",
     "retirement_reason",
@@ -260,5 +253,8 @@ _V10 = Migration(
     version=10, description=STAMPS_DESCRIPTION, statements=(), hook=create_stamp_batches
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+# Version 11 only adds the observed_servers table (schema/observed.py).
+_V11 = Migration(version=11, description=V11_DESCRIPTION, statements=V11_STATEMENTS)
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 CURRENT_VERSION = MIGRATIONS[-1].version

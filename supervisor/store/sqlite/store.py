@@ -20,6 +20,7 @@ from supervisor.store.base import ActiveChanges, CommitChain, RegistryView, Row
 from supervisor.store.dialect import SQLITE
 from supervisor.store.history_cache import HistoryCache, scope_digests
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
+from supervisor.store.observed_servers import observed_rows, select_observed_servers
 from supervisor.store.portable_reads import PortableReads
 from supervisor.store.schema.tables import (
     REGISTRATION_COLUMNS,
@@ -161,6 +162,10 @@ class SQLiteStore(PortableReads):
 
     async def read_host_leases(self) -> list[Row]:
         return host_lease_rows(await self._read(select_host_leases(one=False), ()))
+
+    async def read_observed_servers(self, host_id: str, *, live_only: bool = True) -> list[Row]:
+        statement = select_observed_servers(live_only=live_only)
+        return observed_rows(await self._read(statement, (host_id,)))
 
     @asynccontextmanager
     async def write(self, *, durable: bool = True) -> AsyncIterator[SQLiteWriteTx]:

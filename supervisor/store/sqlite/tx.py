@@ -15,6 +15,7 @@ from supervisor.store.base import Row
 from supervisor.store.dialect import SQLITE
 from supervisor.store.history_cache import HistoryCache
 from supervisor.store.host_leases import HostLeaseTx
+from supervisor.store.observed_servers import ObservedServersTx
 from supervisor.store.schema.tables import LEASE_COLUMNS, REGISTRATION_COLUMNS
 from supervisor.store.sqlite.connection import (
     begin_immediate,
@@ -146,3 +147,6 @@ class SQLiteWriteTx(PortableWriteTx[aiosqlite.Connection]):
 
     def hosts(self) -> HostLeaseTx:
         return HostLeaseTx(self._live)
+
+    def observed(self) -> ObservedServersTx:
+        return ObservedServersTx(self._live)

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from supervisor.errors import ProfilesUnreadable, SupervisorError
+from supervisor.errors import PermissionDenied, ProfilesUnreadable, SupervisorError
 from supervisor.handle import SupervisorHandle
+from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import OP_READ, Profile
+from supervisor.policy.servers.view import view_dict
 from supervisor.surfaces.http.fleet_page_html import PAGE_HTML
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.dispatch import ProfileLookupWithAuth
@@ -27,7 +29,9 @@ OWNER_VIEWER = Profile(
 #: The one route that changes something: a POST of a JSON body, which a form on another
 #: site cannot send without a preflight this listener never grants.
 PAGE_POST_ROUTES = frozenset({"/api/reap/apply"})
-PAGE_ROUTES = frozenset({"/", "/api/fleet", "/api/plan", "/api/reap/plan", *PAGE_POST_ROUTES})
+PAGE_ROUTES = frozenset(
+    {"/", "/api/fleet", "/api/plan", "/api/servers", "/api/reap/plan", *PAGE_POST_ROUTES}
+)
 
 _SECURITY_HEADERS = (
     ("x-frame-options", "DENY"),
@@ -135,6 +139,8 @@ class FleetPage:
                 return await self._reap_apply(caller, route, method, headers, body)
             if route == "/api/plan":
                 return _json(200, await self._handle.plan(caller))
+            if route == "/api/servers":
+                return await self._servers(caller)
             if route == "/api/reap/plan":
                 return _json(200, await self._handle.reap_plan(caller))
             return _json(200, await self._fleet(caller))
@@ -158,6 +164,14 @@ class FleetPage:
             detail = 'the body must be {"plan_token": "<the plan\'s plan_token>"}'
             return _json(400, {"error": "bad_request", "detail": detail})
         return _json(200, await self._handle.reap_apply(caller, plan_token=token))
+
+    async def _servers(self, caller: Profile) -> PageResponse:
+        """The census, to whoever may read a fleet snapshot (it names commands and
+        directories of the host's processes)."""
+        decision = decide(caller, "snapshot")
+        if not decision.allowed:
+            return _json(403, {"error": PermissionDenied.code, "detail": decision.reason})
+        return _json(200, view_dict(await self._handle.census_report()))
 
     async def _fleet(self, caller: Profile) -> dict[str, Any]:
         snapshot = dict(await self._handle.snapshot(caller))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from supervisor.surfaces.http.fleet_page_reap import REAP_HTML, REAP_SCRIPT
+from supervisor.surfaces.http.fleet_page_servers import SERVERS_HTML, SERVERS_SCRIPT
+
 __all__ = ["PAGE_HTML", "REFRESH_SECONDS"]
 
 #: How often the page fetches /api/fleet again.
 REFRESH_SECONDS = 5
 
-PAGE_HTML = """<!doctype html>
+PAGE_HTML = (
+    """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -23,7 +27,10 @@ th { background: #eef2f6; }
 .stale { background: #ffe2c2; }
 .none { color: #8a939c; }
 .bad { color: #b3261e; font-weight: 600; }
-#summary span { margin-right: 1.2em; }
+#summary span, #servers-summary span { margin-right: 1.2em; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
+figure { margin: .4em 0; }
+figcaption { font-size: 12px; color: #57606a; }
 button { font: inherit; padding: 3px 12px; }
 </style>
 </head>
@@ -39,12 +46,10 @@ button { font: inherit; padding: 3px 12px; }
 <table id="orphans"></table>
 <h2>Leases</h2>
 <div id="leases"></div>
+SERVERS_HTML
 <h2>Plan preview <button id="plan-button" type="button">preview retirement plan</button></h2>
 <div id="plan" class="none">not loaded (a plan is written to the audit log)</div>
-<h2>Leaked MCP servers <button id="reap-plan-button" type="button">preview reap plan</button>
-<button id="reap-apply-button" type="button" disabled>reap</button></h2>
-<div id="reap" class="none">not loaded (reaping needs a token with the retire grant)</div>
-<div id="reap-result"></div>
+REAP_HTML
 <script>
 "use strict";
 const NAMESPACES = ["author", "reviewer", "merger", "controller", "reconciler"];
@@ -156,73 +161,20 @@ async function previewPlan() {
   }
 }
 
-function mib(bytes) {
-  return bytes === null || bytes === undefined ? "?" : (bytes / 1048576).toFixed(1);
-}
-
-let reapToken = null;
-
-async function previewReap() {
-  const target = document.getElementById("reap");
-  const apply = document.getElementById("reap-apply-button");
-  apply.disabled = true;
-  try {
-    const plan = await getJSON("/api/reap/plan");
-    if (plan.success === false) throw new Error(plan.code + ": " + (plan.reasons || []).join("; "));
-    const rows = [...plan.targets.map(e => ["reap", e]), ...plan.kept.map(e => ["keep", e])];
-    const table = el("table");
-    fill(table, ["pid", "verdict", "reason", "MiB", "processes", "command"],
-      rows.map(([verdict, e]) => [e.pid, verdict, e.reason_code, mib(e.rss_bytes),
-        e.members.map(m => m.pid).join(", "), e.command.join(" ")]));
-    target.className = "";
-    target.replaceChildren(
-      el("div", "targets " + plan.target_count + " of " + plan.server_count + " servers, " +
-        mib(plan.target_rss_bytes) + " MiB; duplicate groups of live clients " +
-        plan.duplicate_count + " (never reaped); plan_token " + plan.plan_token),
-      table);
-    reapToken = plan.plan_token;
-    apply.textContent = "reap " + plan.target_count + " orphaned server tree(s)";
-    apply.disabled = plan.target_count === 0;
-    target.dataset.loaded = "1";
-  } catch (err) {
-    target.textContent = "reap plan failed: " + err.message;
-  }
-}
-
-async function applyReap() {
-  const result = document.getElementById("reap-result");
-  document.getElementById("reap-apply-button").disabled = true;
-  try {
-    // A JSON body: a form on another site cannot send one without a preflight.
-    const response = await fetch("/api/reap/apply", {
-      method: "POST", cache: "no-store", body: JSON.stringify({plan_token: reapToken}),
-      headers: {...headers, "Content-Type": "application/json"}});
-    const body = await response.json();
-    if (!response.ok || body.success === false) {
-      result.className = "bad";
-      result.textContent = "reap refused: " + (body.code || body.error) + ": " +
-        (body.reasons || [body.detail]).join("; ");
-    } else {
-      result.className = "";
-      result.textContent = "reaped " + body.reaped_count + " of " + body.target_count + ", " +
-        mib(body.rss_bytes_freed) + " MiB freed: " +
-        body.targets.map(t => t.pid + " " + t.outcome).join(", ");
-    }
-  } catch (err) {
-    result.className = "bad";
-    result.textContent = "reap failed: " + err.message;
-  }
-  result.dataset.done = "1";
-}
-
+SERVERS_SCRIPT
+REAP_SCRIPT
 document.getElementById("plan-button").addEventListener("click", previewPlan);
-document.getElementById("reap-plan-button").addEventListener("click", previewReap);
-document.getElementById("reap-apply-button").addEventListener("click", applyReap);
 refresh();
+refreshServers();
 setInterval(refresh, REFRESH_MS);
+setInterval(refreshServers, REFRESH_MS);
 if (params.get("plan") === "1") previewPlan();
-if (params.get("reap") === "1") previewReap();
 </script>
 </body>
 </html>
 """.replace("REFRESH_MS", str(REFRESH_SECONDS * 1000))
+    .replace("SERVERS_HTML", SERVERS_HTML)
+    .replace("SERVERS_SCRIPT", SERVERS_SCRIPT)
+    .replace("REAP_HTML", REAP_HTML)
+    .replace("REAP_SCRIPT", REAP_SCRIPT)
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,6 @@ from supervisor.surfaces.mcp.fleet_tools import ToolBackend
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.stdio import serve_stdio
 from supervisor.surfaces.mcp.tools import build_mcp_server
-from supervisor.wire import PlanQuery
 
 __all__ = [
     "TOKEN_ENV",
@@ -69,59 +68,34 @@ class SocketToolBackend(SocketOperationCalls, AsyncResource):
         await self._client.aclose()
 
     # The fleet ops take typed arguments in-process (the handle's own signatures); here
-    # each is the client library's call of the same name, so the frame is the one it
-    # sends, read back as ``invoke`` reads every other declared op's answer.
+    # each is the client library's call of the same name and keywords, so the frame is
+    # the one it sends, read back as ``invoke`` reads every other declared op's answer.
+
+    @staticmethod
+    async def _forward(
+        call: Callable[..., Awaitable[Mapping[str, Any]]], values: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        with unanswered_as_unavailable():
+            return await call(**values)
 
     async def snapshot(
         self,
         profile: Profile | None,
         *,
-        canonical_repository: str | None,
         expected_manifest: Sequence[ManifestEntry],
-        expected_live_revision: str | None,
-        include_history: bool = False,
+        **values: Any,
     ) -> Mapping[str, Any]:
         del profile
-        with unanswered_as_unavailable():
-            return await self._client.snapshot(
-                canonical_repository=canonical_repository,
-                expected_manifest=[_manifest_frame(e) for e in expected_manifest],
-                expected_live_revision=expected_live_revision,
-                include_history=include_history,
-            )
+        manifest = [_manifest_frame(e) for e in expected_manifest]
+        return await self._forward(self._client.snapshot, {**values, "expected_manifest": manifest})
 
-    async def plan(
-        self,
-        profile: Profile | None,
-        *,
-        canonical_repository: str | None,
-        query: PlanQuery | None = None,
-    ) -> Mapping[str, Any]:
+    async def plan(self, profile: Profile | None, **values: Any) -> Mapping[str, Any]:
         del profile
-        with unanswered_as_unavailable():
-            return await self._client.plan(canonical_repository=canonical_repository, query=query)
+        return await self._forward(self._client.plan, values)
 
-    async def apply(
-        self,
-        profile: Profile | None,
-        *,
-        candidate_fingerprint: str,
-        worker_identities: Sequence[str],
-        registry_fingerprint: str | None,
-        scope_fingerprint: str | None,
-        canonical_repository: str | None,
-        override_mass_guard: bool = False,
-    ) -> Mapping[str, Any]:
+    async def apply(self, profile: Profile | None, **values: Any) -> Mapping[str, Any]:
         del profile
-        with unanswered_as_unavailable():
-            return await self._client.apply(
-                candidate_fingerprint=candidate_fingerprint,
-                worker_identities=worker_identities,
-                registry_fingerprint=registry_fingerprint,
-                scope_fingerprint=scope_fingerprint,
-                canonical_repository=canonical_repository,
-                override_mass_guard=override_mass_guard,
-            )
+        return await self._forward(self._client.apply, values)
 
 
 async def serve_mcp_stdio(

@@ -13,6 +13,8 @@ DEFAULT_MAX_RESULT_BYTES = 65_536
 #: Lists that may be shortened, least important first. ``candidate_worker_identities``
 #: comes last: apply needs it, and a shortened list only retires fewer rows.
 _TRIMMABLE: tuple[str, ...] = (
+    "mcp_servers",
+    "mcp_server_duplicates",
     "historical_workers",
     "stale_workers",
     "live_workers",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import fields
+from dataclasses import KW_ONLY, dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -58,35 +58,27 @@ class ProfileLookupWithAuth(Protocol):
     def error(self) -> str | None: ...
 
 
+@dataclass(frozen=True, slots=True)
 class Dispatcher:
     """Answers one decoded request (never a heartbeat run: see ``server._beats``)."""
 
-    def __init__(
-        self,
-        handle: SupervisorHandle,
-        *,
-        profiles: ProfileLookupWithAuth,
-        probes: ProbeBackend,
-        hosts: HostLeaseCalls | None,
-        figures: Callable[[], ServerFigures],
-        timeout: float,
-    ) -> None:
-        self._handle = handle
-        self._profiles = profiles
-        self._probes = probes
-        # Host lease ops (None: this server answers them as unavailable).
-        self._hosts = hosts
-        self._figures = figures
-        self._timeout = timeout
+    handle: SupervisorHandle
+    _: KW_ONLY
+    profiles: ProfileLookupWithAuth
+    probes: ProbeBackend
+    #: Host lease ops (None: this server answers them as unavailable).
+    hosts: HostLeaseCalls | None
+    figures: Callable[[], ServerFigures]
+    timeout: float
 
     async def respond(self, request: Request, peer: Conversation) -> dict[str, Any]:
         request_id, op = request.id, request.op
         try:
-            with anyio.fail_after(self._timeout):
+            with anyio.fail_after(self.timeout):
                 result = await _HANDLERS[op](self, request, peer)
             return ok_frame(request_id, to_wire(result))
         except TimeoutError:
-            detail = f"{op} did not complete within {self._timeout}s; it may still take effect"
+            detail = f"{op} did not complete within {self.timeout}s; it may still take effect"
             return error_frame(request_id, TIMEOUT, detail)
         except SupervisorError as exc:
             return error_frame(request_id, exc.code, exc.detail)
@@ -98,9 +90,9 @@ class Dispatcher:
         """Refuse (``PermissionDenied``) a peer that may not act for ``pid``; the denial is
         audited (committed) before it is answered, as every denial is."""
         try:
-            authorize_pid(self._probes, pid, peer, op)
+            authorize_pid(self.probes, pid, peer, op)
         except PermissionDenied as exc:
-            await self._handle.audit_peer_denied(
+            await self.handle.audit_peer_denied(
                 surface="socket", action=op, reason=exc.detail, peer_pid=_peer_pid(peer)
             )
             raise
@@ -111,13 +103,13 @@ class Dispatcher:
         args = _expect(request, RegisterArgs)
         pid = args.pid if args.pid is not None else peer.pid("register")
         await self.authorize_pid(pid, peer, "register")
-        return await self._handle.register(pid, args.claims)
+        return await self.handle.register(pid, args.claims)
 
     async def fenced(self, request: Request, peer: Conversation) -> object:
         """Heartbeat or release: the handle call the op declares, for the named registration."""
         args = _expect(request, FencedArgs)
         await self.authorize_pid(args.pid, peer, request.op)
-        return await getattr(self._handle, OPERATIONS[request.op].call)(**_keywords(args))
+        return await getattr(self.handle, OPERATIONS[request.op].call)(**_keywords(args))
 
     # --- the operator: a profile token --------------------------------------------------
 
@@ -125,23 +117,23 @@ class Dispatcher:
         """Snapshot, plan or apply: the handle call the op declares, for the token's profile."""
         args = _expect(request, SnapshotArgs | PlanArgs | ApplyArgs)
         profile = await self._authenticate(request, peer)
-        return await getattr(self._handle, OPERATIONS[request.op].call)(profile, **_keywords(args))
+        return await getattr(self.handle, OPERATIONS[request.op].call)(profile, **_keywords(args))
 
     async def status(self, request: Request, peer: Conversation) -> object:
-        figures = self._figures()
+        figures = self.figures()
         profile = await self._status_caller(request, peer)
-        return await status_report(self._handle, profile, figures)
+        return await status_report(self.handle, profile, figures)
 
     async def control(self, request: Request, peer: Conversation) -> object:
         args = _expect(request, ControlArgs)
         # Authorization happens in the handle (``decide``), as for MCP callers.
         profile = await self._authenticate(request, peer)
-        return await self._handle.invoke(args.op, profile, args.values)
+        return await self.handle.invoke(args.op, profile, args.values)
 
     async def host(self, request: Request, peer: Conversation) -> object:
         args = _expect(request, HostArgs)
         profile = await self._authenticate(request, peer)
-        return await dispatch_hosts(self._hosts, profile, args)
+        return await dispatch_hosts(self.hosts, profile, args)
 
     async def _authenticate(
         self,
@@ -152,16 +144,16 @@ class Dispatcher:
     ) -> Profile:
         token = request.token
         if token:
-            profile = self._profiles.authenticate(token)
+            profile = self.profiles.authenticate(token)
             if profile is not None:
                 return profile
-            broken = self._profiles.error
+            broken = self.profiles.error
             if broken is not None:
                 # Not the caller's fault: saying "unauthenticated" would send an operator
                 # after their token while the file they edited is what is broken. Audited
                 # (committed) before the refusal is sent, as every denial is.
                 refusal = ProfilesUnreadable(f"no token can be proved right now: {broken}")
-                await self._handle.audit_profiles_unreadable(
+                await self.handle.audit_profiles_unreadable(
                     surface="socket",
                     action=request.op,
                     reason=refusal.detail,
@@ -172,7 +164,7 @@ class Dispatcher:
         else:
             reason = missing
         # A denial like any other: logged and audited (committed) before the refusal is sent.
-        await self._handle.audit_unauthenticated(
+        await self.handle.audit_unauthenticated(
             surface="socket", action=request.op, reason=reason, peer_pid=_peer_pid(peer)
         )
         raise Unauthenticated(reason)

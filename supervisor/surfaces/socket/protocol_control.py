@@ -44,6 +44,10 @@ class ControlArgs:
     values: Mapping[str, Any]
 
 
+#: Each list shape, and the shape of every one of its items.
+_ITEM_SHAPES: Mapping[str, str] = {TEXTS: TEXT, INTS: INT, OBJECTS: OBJECT}
+
+
 def _fits(shape: str, value: object) -> bool:
     if shape == TEXT:
         return isinstance(value, str) and len(value) <= _MAX_TEXT
@@ -58,28 +62,17 @@ def _fits(shape: str, value: object) -> bool:
         return abs(value) < 1e12 and (isinstance(value, int) or math.isfinite(value))
     if shape == BOOL:
         return isinstance(value, bool)
-    if shape == TEXTS:
-        return (
-            isinstance(value, list)
-            and len(value) <= _MAX_ITEMS
-            and all(isinstance(v, str) and len(v) <= _MAX_TEXT for v in value)
-        )
     if shape == OBJECT:
         return isinstance(value, dict)
-    if shape == INTS:
+    if shape in _ITEM_SHAPES:
+        item = _ITEM_SHAPES[shape]
         return (
             isinstance(value, list)
             and len(value) <= _MAX_ITEMS
-            and all(_fits(INT, v) for v in value)
+            and all(_fits(item, v) for v in value)
         )
     if shape == TEXT_OR_TEXTS:
         return _fits(TEXT, value) or _fits(TEXTS, value)
-    if shape == OBJECTS:
-        return (
-            isinstance(value, list)
-            and len(value) <= _MAX_ITEMS
-            and all(isinstance(v, dict) for v in value)
-        )
     raise AssertionError(f"unknown shape {shape!r}")
 
 

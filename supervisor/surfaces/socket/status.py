@@ -15,6 +15,7 @@ from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.render import decision_dict
 from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
+from supervisor.policy.servers.view import summary_dict
 from supervisor.wire import PROTOCOL_VERSION
 
 __all__ = ["ServerFigures", "status_report"]
@@ -73,7 +74,16 @@ async def status_report(
             "detail": owners.detail,
         },
         "fleet": await _fleet(handle),
+        "servers": await _servers(handle),
     }
+
+
+async def _servers(handle: SupervisorHandle) -> dict[str, Any]:
+    """The host's MCP servers in counts (the census's latest sweep)."""
+    try:
+        return {"available": True, **summary_dict(await handle.census_report())}
+    except SupervisorError as exc:
+        return {"available": False, "detail": f"{exc.code}: {exc.detail}"}
 
 
 async def _fleet(handle: SupervisorHandle) -> dict[str, Any]:

@@ -213,3 +213,30 @@ def test_extra_env_cannot_override_protected_keys() -> None:
     # The launcher's own profile also wins over a caller's extra value.
     assert env[ENV_PROFILE] == "p"
     assert {ENV_CLIENT, ENV_INSTANCE, ENV_PROVENANCE, ENV_MANAGED} <= PROTECTED_ENV_KEYS
+
+
+@given(
+    fields=st.tuples(
+        st.integers(0, 9999),
+        st.integers(0, 19),
+        st.integers(0, 39),
+        st.integers(0, 29),
+        st.integers(0, 69),
+        st.integers(0, 69),
+    ),
+    digits=st.sampled_from(["ascii", "arabic-indic"]),
+)
+def test_the_launcher_stamp_check_accepts_exactly_what_strptime_does(
+    fields: tuple[int, int, int, int, int, int], digits: str
+) -> None:
+    year, month, day, hour, minute, second = fields
+    stamp = f"{year:04d}{month:02d}{day:02d}T{hour:02d}{minute:02d}{second:02d}Z"
+    if digits == "arabic-indic":
+        stamp = stamp.translate({ord(str(d)): chr(0x0660 + d) for d in range(10)})
+    try:
+        datetime.strptime(stamp, "%Y%m%dT%H%M%SZ")
+        expected = True
+    except ValueError:
+        expected = False
+    identity = assess_instance_identity(f"inst-codex-{stamp}-0123456789ab")
+    assert identity.trusted is expected

@@ -1,0 +1,368 @@
+"""Discovery's memory of the host: every process seen once, the servers among them, their trees.
+
+A sweep lists ``/proc`` (with each entry's inode, which a new process under an old pid
+never shares) and reads in full only the processes it has not seen: the rest cost a
+dictionary lookup. A process young enough to be between its fork and its exec is looked
+at again at the next sweep. Servers (and their trees) are read every sweep for usage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from itertools import islice
+from typing import Any
+
+import anyio.to_thread
+
+from actors.census.sighting import link_kind, parent_sight, sighting, stdio_connected
+from actors.census.usage import descendants, read_tree, tree_pss
+from supervisor.policy.identity.exec_marker import parse_marker
+from supervisor.policy.incarnation import same_incarnation
+from supervisor.policy.servers.census import (
+    PROVENANCE_WRAPPED,
+    OwnerClient,
+    ProcessRef,
+    ServerRecord,
+    Usage,
+)
+from supervisor.policy.servers.discovery import (
+    STDIO_KINDS,
+    UNKNOWN_OWNER,
+    ConfiguredServer,
+    Judgement,
+    classify,
+    configured_match,
+    plain_argv,
+)
+from supervisor.policy.servers.rules import DiscoveryRules, mcp_word
+from supervisor.system.proc_census import (
+    FullRead,
+    clock_ticks,
+    fd_ends,
+    proc_entries,
+    read_full,
+    read_stat_facts,
+    stdio_link,
+    uptime_seconds,
+)
+from supervisor.system.unix_diag import UnixPeers
+
+__all__ = ["Tracked", "Tracker"]
+
+_NO_USAGE = Usage(rss_bytes=None, pss_bytes=None, cpu_seconds=None, cpu_percent=None, open_fds=None)
+_MAX_DEPTH = 64
+
+Yield = Callable[[], Awaitable[None]]
+Configured = Callable[[list[str | None]], Awaitable[tuple[ConfiguredServer, ...]]]
+
+
+@dataclass(slots=True, kw_only=True)
+class Tracked:
+    """One server leader as discovery keeps it between sweeps: the census record as of the
+    latest read, and what the next read and the next write need."""
+
+    server: ServerRecord
+    stdio: tuple[str | None, str | None]
+    started_at: float | None = None
+    cpu_ticks: int | None = None
+    read_at: float | None = None
+    #: The tree's PSS at ``pss_at`` (read in a worker thread, at most every so often).
+    pss: int | None = None
+    pss_at: float | None = None
+    owner_gone_at: str | None = None
+    #: Monotonic time of the last row written for it (observed servers only).
+    written_at: float | None = None
+    #: Its row has ``owner_gone_at``.
+    owner_gone_written: bool = False
+
+    @property
+    def process(self) -> ProcessRef:
+        return self.server.process
+
+    @property
+    def provenance(self) -> str:
+        return self.server.provenance
+
+    def record(self, uptime: float | None) -> ServerRecord:
+        age = None
+        if uptime is not None and self.started_at is not None:
+            age = round(max(0.0, uptime - self.started_at), 1)
+        return replace(self.server, age_seconds=age)
+
+
+def _wrapped_owner(full: FullRead) -> tuple[ProcessRef | None, str | None]:
+    marker = parse_marker(full.marker) if full.marker is not None else None
+    if marker is None or not marker.client_start.isdigit():
+        return None, None
+    owner = ProcessRef(pid=marker.client_pid, start=f"ticks-{int(marker.client_start)}")
+    return owner, marker.client or UNKNOWN_OWNER
+
+
+def _started(start: str) -> float | None:
+    raw = start.removeprefix("ticks-").partition("@")[0]
+    return int(raw) / clock_ticks() if raw.isdigit() else None
+
+
+class Tracker:
+    """Every process seen (pid -> /proc inode, start, parent, young) and the servers."""
+
+    def __init__(
+        self,
+        *,
+        rules: DiscoveryRules,
+        chunk: int,
+        first_chunk: int,
+        settle_seconds: float,
+        pss_every_seconds: float = 60.0,
+        listing_complete: bool = True,
+    ) -> None:
+        self._rules = rules
+        self._chunk = max(1, chunk)
+        self._first_chunk = max(1, first_chunk)
+        self._settle = settle_seconds
+        self._pss_every = pss_every_seconds
+        self._complete = listing_complete
+        self._seen: dict[int, tuple[int, str, int, bool]] = {}
+        self._kids: dict[int, set[int]] = {}
+        self._listed: dict[int, int] = {}
+        self.servers: dict[int, Tracked] = {}
+        #: Servers seen gone since the caller last took them.
+        self.gone: list[Tracked] = []
+        #: (pid, start) -> a row recorded by an earlier run: its first sight stands.
+        self.recorded: dict[tuple[int, str], Mapping[str, Any]] = {}
+        self.peers = UnixPeers()
+        self.uptime: float | None = None
+        #: Processes looked at anew by the latest sweep (the rest cost a lookup).
+        self.first_sights = 0
+
+    def close(self) -> None:
+        self.peers.close()
+
+    def _forget(self, pid: int) -> None:
+        old = self._seen.pop(pid, None)
+        if old is not None:
+            siblings = self._kids.get(old[2])
+            if siblings is not None:
+                siblings.discard(pid)
+                if not siblings:
+                    del self._kids[old[2]]
+        server = self.servers.pop(pid, None)
+        if server is not None:
+            self.gone.append(server)
+
+    async def sweep(self, stamp: str, now: float, pause: Yield, configured: Configured) -> None:
+        """List, look at what is new, classify the candidates, read the servers' trees."""
+        listed: dict[int, int] = {}
+        entries = proc_entries()
+        while part := list(islice(entries, self._chunk)):
+            listed.update(part)
+            await pause()
+        self._listed = listed
+        seen = self._seen
+        fresh = [
+            p for p, ino in listed.items() if (s := seen.get(p)) is None or s[0] != ino or s[3]
+        ]
+        for pid in [p for p in seen if p not in listed]:
+            self._forget(pid)
+        self.uptime = uptime_seconds()
+        self.first_sights = len(fresh)
+        pending: list[tuple[int, FullRead]] = []
+        for index in range(0, len(fresh), self._first_chunk):
+            for pid in fresh[index : index + self._first_chunk]:
+                self._look(pid, listed[pid], pending, stamp)
+            await pause()
+        if pending:
+            entries_ = await configured([full.cwd for _, full in pending])
+            for index in range(0, len(pending), self._first_chunk):
+                for pid, full in pending[index : index + self._first_chunk]:
+                    self._judge(pid, full, entries_, stamp)
+                await pause()
+        self._drop_nested()
+        await self._read_trees(stamp, now, pause)
+
+    def _look(self, pid: int, inode: int, pending: list[tuple[int, FullRead]], stamp: str) -> None:
+        old = self._seen.get(pid)
+        stat = read_stat_facts(pid)
+        if stat is None:
+            if old is not None:
+                self._forget(pid)
+            return
+        if old is not None and old[1] == stat.start and (not old[3] or pid in self.servers):
+            self._seen[pid] = (inode, old[1], old[2], False)
+            return  # the same process: its /proc entry was only made again
+        if old is not None:
+            # A new process under the pid (the old one is gone), or a young one seen again,
+            # which may have exec'd since its first sight.
+            self._forget(pid)
+        self._seen[pid] = (inode, stat.start, stat.ppid, stat.running and self._young(stat.start))
+        self._kids.setdefault(stat.ppid, set()).add(pid)
+        if not stat.running:
+            return
+        recorded = self.recorded.pop((pid, stat.start), None)
+        if recorded is not None:
+            self.servers[pid] = _restored(pid, stat.start, recorded)
+            return
+        if link_kind(stdio_link(pid, 0)) not in STDIO_KINDS:
+            return
+        if link_kind(stdio_link(pid, 1)) not in STDIO_KINDS:
+            return
+        full = read_full(pid)
+        if full is not None and full.stat.start == stat.start:
+            pending.append((pid, full))
+
+    def _young(self, start: str) -> bool:
+        started = _started(start)
+        return (
+            self.uptime is not None and started is not None and self.uptime - started < self._settle
+        )
+
+    def _judge(
+        self, pid: int, full: FullRead, configured: tuple[ConfiguredServer, ...], stamp: str
+    ) -> None:
+        seen = sighting(pid, full)
+        argv = plain_argv(full.argv)
+        parent = None
+        if not seen.wrapped:
+            if configured_match(argv, configured) is None and mcp_word(argv, self._rules) is None:
+                return  # nothing but its parent could make it a server, and that is not enough
+            parent = parent_sight(full, self.peers)
+        judgement = classify(seen, parent, configured, self._rules)
+        if judgement is None:
+            return
+        self.servers[pid] = self._tracked(seen.process, full, judgement, stamp)
+
+    def _tracked(
+        self, process: ProcessRef, full: FullRead, judged: Judgement, stamp: str
+    ) -> Tracked:
+        owner, name = judged.owner, judged.owner_name
+        if judged.provenance == PROVENANCE_WRAPPED:
+            owner, name = _wrapped_owner(full)
+        server = ServerRecord(
+            process=process,
+            provenance=judged.provenance,
+            command=plain_argv(full.argv),
+            cwd=full.cwd,
+            env_keys=full.env_keys,
+            uid=full.uid,
+            owner=_owner(owner, name),
+            evidence=judged.evidence,
+            first_seen=stamp,
+            age_seconds=None,
+            usage=_NO_USAGE,
+        )
+        return Tracked(
+            server=server, stdio=(full.stdin, full.stdout), started_at=_started(process.start)
+        )
+
+    def _drop_nested(self) -> None:
+        """A server inside another server's tree is one of its members, not a server."""
+        for pid in list(self.servers):
+            ancestor, depth = self._seen.get(pid, (0, "", 0, False))[2], 0
+            while ancestor > 1 and depth < _MAX_DEPTH:
+                if ancestor in self.servers and ancestor != pid:
+                    del self.servers[pid]
+                    break
+                ancestor = self._seen.get(ancestor, (0, "", 0, False))[2]
+                depth += 1
+
+    async def _read_trees(self, stamp: str, now: float, pause: Yield) -> None:
+        """Each server's tree: its usage every sweep (PSS now and then, off the event
+        loop), its owner's incarnation; one tree between two yields."""
+        starts = {pid: s[1] for pid, s in self._seen.items()} if self.servers else {}
+        owner_ends: dict[ProcessRef, frozenset[str] | None] = {}
+        for server in list(self.servers.values()):
+            pid = server.process.pid
+            members = [
+                ProcessRef(pid=p, start=starts[p]) for p in descendants(pid, self._kids, starts)
+            ]
+            elapsed = now - server.read_at if server.read_at is not None else 0.0
+            tree = read_tree(
+                server.process, members, previous_ticks=server.cpu_ticks, elapsed=elapsed
+            )
+            if tree is None:
+                self._forget(pid)
+                continue
+            if server.pss_at is None or now - server.pss_at >= self._pss_every:
+                pids = [pid, *(m.pid for m in tree.usage.children)]
+                server.pss = await anyio.to_thread.run_sync(tree_pss, pids)
+                server.pss_at = now
+            usage = replace(tree.usage, pss_bytes=server.pss)
+            server.server = replace(server.server, usage=usage)
+            server.cpu_ticks, server.read_at = tree.cpu_ticks, now
+            self._judge_owner(server, stamp, owner_ends)
+            await pause()
+
+    def _judge_owner(
+        self, tracked: Tracked, stamp: str, ends: dict[ProcessRef, frozenset[str] | None]
+    ) -> None:
+        """The owner's incarnation by pid and start (never by the server's parent pid),
+        and whether it still holds the server's stdio."""
+        owner = tracked.server.owner
+        if owner is None:
+            return
+        ref = owner.process
+        seen = self._seen.get(ref.pid)
+        if ref.pid in self._listed and seen is not None:
+            alive: bool | None = same_incarnation(seen[1], ref.start)
+        elif ref.pid not in self._listed:
+            alive = False if self._complete else None
+        else:
+            alive = None
+        stdio_open: bool | None = None
+        if alive is False:
+            stdio_open = False
+            tracked.owner_gone_at = tracked.owner_gone_at or stamp
+        elif alive:
+            if ref not in ends:
+                ends[ref] = fd_ends(ref.pid)
+            stdio_open = stdio_connected(tracked.stdio, ends[ref], self.peers)
+        tracked.server = replace(
+            tracked.server, owner=replace(owner, alive=alive, stdio_open=stdio_open)
+        )
+
+    def start_seen(self, pid: int) -> str | None:
+        """The start of the process discovery knows under ``pid``."""
+        seen = self._seen.get(pid)
+        return seen[1] if seen is not None else None
+
+    def records(self) -> tuple[ServerRecord, ...]:
+        return tuple(self.servers[pid].record(self.uptime) for pid in sorted(self.servers))
+
+    def forget_recorded(self) -> list[Mapping[str, Any]]:
+        """Rows of an earlier run whose process was not found again: gone."""
+        rows = list(self.recorded.values())
+        self.recorded.clear()
+        return rows
+
+
+def _owner(owner: ProcessRef | None, name: str | None) -> OwnerClient | None:
+    if owner is None:
+        return None
+    return OwnerClient(process=owner, name=name or UNKNOWN_OWNER, alive=None)
+
+
+def _restored(pid: int, start: str, row: Mapping[str, Any]) -> Tracked:
+    """A server an earlier run recorded, as it recorded it (its owner: the parent then)."""
+    owner = None
+    if row.get("owner_pid") is not None and row.get("owner_start_time"):
+        owner = ProcessRef(pid=int(row["owner_pid"]), start=str(row["owner_start_time"]))
+    server = ServerRecord(
+        process=ProcessRef(pid=pid, start=start),
+        provenance=str(row["provenance"]),
+        command=tuple(row["command"]),
+        cwd=row.get("cwd"),
+        env_keys=tuple(row["env_keys"]),
+        uid=row.get("uid"),
+        owner=_owner(owner, row.get("owner_name")),
+        evidence=tuple(row["evidence"]),
+        first_seen=str(row["first_seen"]),
+        age_seconds=None,
+        usage=_NO_USAGE,
+    )
+    return Tracked(
+        server=server,
+        stdio=(stdio_link(pid, 0), stdio_link(pid, 1)),
+        started_at=_started(start),
+        owner_gone_at=row.get("owner_gone_at"),
+    )

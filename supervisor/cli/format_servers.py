@@ -1,0 +1,80 @@
+"""The host's MCP servers as the CLI shows them: one status line, the snapshot's tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from supervisor.cli.table import table
+
+__all__ = ["server_lines", "status_line"]
+
+_MIB = 1 << 20
+
+
+def _mib(value: object) -> str:
+    return f"{int(value) / _MIB:.1f} MiB" if isinstance(value, int) else "-"
+
+
+def status_line(servers: Mapping[str, Any]) -> str | None:
+    """``servers: 12 (wrapped 2, observed 10)  orphaned 3  duplicate groups 2 …``."""
+    if not servers:
+        return None
+    if not servers.get("available", True):
+        return f"mcp servers: unavailable ({servers.get('detail')})"
+    kinds = servers.get("by_provenance") or {}
+    spread = ", ".join(f"{k} {v}" for k, v in kinds.items())
+    line = (
+        f"mcp servers: {servers.get('servers', 0)} ({spread})  "
+        f"orphaned {servers.get('orphaned', 0)}  "
+        f"duplicate groups {servers.get('duplicate_groups', 0)} "
+        f"(repeating {_mib(servers.get('repeated_bytes'))})  "
+        f"memory {_mib(servers.get('memory_bytes'))}"
+    )
+    if not servers.get("enabled", True):
+        line += "  (discovery sweeps off)"
+    return line
+
+
+def _owner(server: Mapping[str, Any]) -> str:
+    owner = server.get("owner")
+    if not owner:
+        return "-"
+    alive = {True: "live", False: "gone", None: "?"}[owner.get("alive")]
+    return f"{owner.get('name')} {owner.get('process', {}).get('pid')} ({alive})"
+
+
+def server_lines(result: Mapping[str, Any]) -> list[str]:
+    """The snapshot's servers and duplicate groups (nothing when it has none)."""
+    servers: Sequence[Mapping[str, Any]] = result.get("mcp_servers") or []
+    summary = result.get("mcp_server_summary")
+    if not servers and (summary or {}).get("available", True):
+        return []
+    lines = []
+    head = status_line(summary) if summary else None
+    if head:
+        lines += ["", head]
+    if servers:
+        rows = [
+            (
+                s.get("process", {}).get("pid"),
+                s.get("provenance"),
+                _owner(s),
+                _mib(s.get("memory_bytes")),
+                (s.get("usage") or {}).get("cpu_percent"),
+                len((s.get("usage") or {}).get("children") or ()),
+                " ".join(s.get("command") or ())[:60],
+            )
+            for s in servers
+        ]
+        lines.append(
+            table(["pid", "provenance", "owner", "memory", "cpu%", "kids", "command"], rows)
+        )
+    for group in result.get("mcp_server_duplicates") or []:
+        pids = ", ".join(str(ref.get("pid")) for ref in group.get("servers") or [])
+        command = " ".join(group.get("command") or ())[:60]
+        lines.append(
+            f"duplicate: {command} in {group.get('cwd')} x{len(group.get('servers') or [])} "
+            f"(pids {pids}) repeats {_mib(group.get('repeated_bytes'))}"
+        )
+    return lines

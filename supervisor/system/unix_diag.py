@@ -1,0 +1,88 @@
+"""The peer of a Unix socket by inode, from the kernel's sock_diag netlink (as ``ss -x``)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+__all__ = ["UnixPeers"]
+
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 1
+_NLMSG_ERROR = 2
+_UDIAG_SHOW_PEER = 0x04
+_UNIX_DIAG_PEER = 2
+_ALL_STATES = 0xFFFFFFFF
+_NO_COOKIE = 0xFFFFFFFF
+_HEADER = struct.Struct("=IHHII")
+# struct unix_diag_req: family, protocol, pad, states, ino, show, cookie[2].
+_REQUEST = struct.Struct("=BBHIIIII")
+# struct unix_diag_msg: family, type, state, pad, ino, cookie[2].
+_MESSAGE = struct.Struct("=BBBBIII")
+_ATTR = struct.Struct("=HH")
+
+
+class UnixPeers:
+    """One netlink socket, asked once per inode: ``peer(inode)`` is the inode of the other
+    end of a connected Unix socket (a socket pair's other half), or None when the kernel
+    does not say (no such socket, not connected, sock_diag unavailable)."""
+
+    def __init__(self) -> None:
+        self._sock: socket.socket | None = None
+        self._seq = 0
+        self._broken = False
+
+    def _socket(self) -> socket.socket | None:
+        if self._sock is None and not self._broken:
+            try:
+                self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)
+                self._sock.settimeout(1.0)
+            except OSError:
+                self._broken = True
+        return self._sock
+
+    def peer(self, inode: int) -> int | None:
+        sock = self._socket()
+        if sock is None or not 0 < inode <= 0xFFFFFFFF:
+            return None
+        self._seq = (self._seq + 1) & 0xFFFFFFFF
+        body = _REQUEST.pack(
+            socket.AF_UNIX, 0, 0, _ALL_STATES, inode, _UDIAG_SHOW_PEER, _NO_COOKIE, _NO_COOKIE
+        )
+        header = _HEADER.pack(
+            _HEADER.size + len(body), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, self._seq, 0
+        )
+        try:
+            sock.send(header + body)
+            data = sock.recv(8192)
+        except OSError:
+            return None
+        return _peer_of(data, inode)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def _peer_of(data: bytes, inode: int) -> int | None:
+    if len(data) < _HEADER.size + _MESSAGE.size:
+        return None
+    length, kind, _flags, _seq, _pid = _HEADER.unpack_from(data)
+    if kind == _NLMSG_ERROR or kind != _SOCK_DIAG_BY_FAMILY:
+        return None
+    found = _MESSAGE.unpack_from(data, _HEADER.size)[4]
+    if found != inode:
+        return None
+    offset = _HEADER.size + _MESSAGE.size
+    end = min(length, len(data))
+    while offset + _ATTR.size <= end:
+        size, attr = _ATTR.unpack_from(data, offset)
+        if size < _ATTR.size:
+            return None
+        if attr == _UNIX_DIAG_PEER and size >= _ATTR.size + 4:
+            (peer,) = struct.unpack_from("=I", data, offset + _ATTR.size)
+            return int(peer) or None
+        offset += (size + 3) & ~3
+    return None

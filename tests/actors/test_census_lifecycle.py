@@ -1,0 +1,141 @@
+"""The census over time: pid reuse, a restart, wrapped servers, configured ones, the cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.actors.test_census import census_harness, ours
+from tests.census.trees import FAKE_SERVER, child, gone, processes, start_tree
+
+pytestmark = pytest.mark.anyio
+
+_NS_LAST_PID = "/proc/sys/kernel/ns_last_pid"
+
+
+def _spawn_at(pid: int) -> subprocess.Popen[bytes] | None:
+    """A sleeper under ``pid`` (root only: the kernel is told which pid to hand out)."""
+    for _ in range(20):  # another process may take the number first
+        try:
+            with open(_NS_LAST_PID, "w", encoding="ascii") as handle:
+                handle.write(str(pid - 1))
+        except OSError:
+            return None
+        proc = subprocess.Popen(["sleep", "60"])
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait()
+    return None
+
+
+def _until(check: Callable[[], object], what: str) -> None:
+    for _ in range(1000):
+        if check():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_a_reused_pid_is_a_new_first_sight_and_the_old_server_is_gone(
+    tmp_path: Path,
+) -> None:
+    with processes() as spawned:
+        tree = start_tree(spawned, "claude", [child("mcp-fake-server")])
+        (pid,) = tree.children
+        async with census_harness(tmp_path) as h:
+            first = await h.handle.census(fresh=True)
+            (old,) = ours(first.servers, {pid}).values()
+            os.kill(tree.client, signal.SIGKILL)
+            spawned.procs[0].wait(timeout=30)
+            os.kill(pid, signal.SIGKILL)
+            _until(lambda: gone(pid), f"pid {pid} to be reaped")
+            newcomer = _spawn_at(pid)
+            if newcomer is None:
+                pytest.skip("cannot steer pid allocation here (ns_last_pid needs root)")
+            try:
+                later = await h.handle.census(fresh=True)
+                seen_start = h.supervisor.census.tracker.start_seen(pid)  # type: ignore[union-attr]
+                rows = await h.store.read_observed_servers("host-a", live_only=False)
+            finally:
+                newcomer.kill()
+                newcomer.wait()
+    assert ours(later.servers, {pid}) == {}
+    assert seen_start is not None
+    assert seen_start != old.process.start
+    (row,) = [r for r in rows if r["pid"] == pid]
+    assert row["process_start_time"] == old.process.start
+    assert row["gone_at"] is not None
+
+
+async def test_a_restart_keeps_the_owner_recorded_at_first_sight(tmp_path: Path) -> None:
+    with processes() as spawned:
+        tree = start_tree(spawned, "claude", [child("mcp-fake-server")])
+        async with census_harness(tmp_path) as h:
+            await h.handle.census(fresh=True)
+        os.kill(tree.client, signal.SIGKILL)
+        spawned.procs[0].wait(timeout=30)
+        # Now the server's parent is whatever adopted it: no client, and its stdio goes
+        # nowhere. Only the row of the earlier run says whose it was.
+        async with census_harness(tmp_path) as h:
+            census = await h.handle.census(fresh=True)
+        (server,) = ours(census.servers, set(tree.children)).values()
+    assert server.owner is not None
+    assert server.owner.process.pid == tree.client
+    assert (server.owner.name, server.owner.alive) == ("claude_code", False)
+
+
+async def test_a_wrapped_server_is_counted_once_as_wrapped(tmp_path: Path) -> None:
+    with processes() as spawned:
+        tree = start_tree(spawned, "claude", [child("mcp-wrapped-server", wrapped=True)])
+        (pid,) = tree.children
+        _until(
+            lambda: str(FAKE_SERVER).encode() in Path(f"/proc/{pid}/cmdline").read_bytes(),
+            "the launcher to exec the server",
+        )
+        async with census_harness(tmp_path) as h:
+            census = await h.handle.census(fresh=True)
+            rows = await h.store.read_observed_servers("host-a", live_only=False)
+        found = [s for s in census.servers if s.process.pid == pid]
+    assert [s.provenance for s in found] == ["wrapped"]
+    assert found[0].evidence == ("exec_marker",)
+    assert found[0].owner is not None
+    assert found[0].owner.process.pid == tree.client
+    assert [r for r in rows if r["pid"] == pid] == []  # wrapped servers have registry rows
+
+
+async def test_a_command_configured_in_a_client_file_is_found_whatever_its_parent(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    entry = {"command": "python3", "args": [str(FAKE_SERVER), "--configured"]}
+    settings.write_text(json.dumps({"mcpServers": {"local": entry}}), encoding="utf-8")
+    with processes() as spawned:
+        tree = start_tree(spawned, "myagent", [child("python3", args=["--configured"])])
+        async with census_harness(tmp_path) as h:
+            census = await h.handle.census(fresh=True)
+        (server,) = ours(census.servers, set(tree.children)).values()
+    assert server.evidence == ("stdio_pipes_to_parent", "configured:gemini:local")
+    assert server.owner is not None
+    assert (server.owner.name, server.owner.process.pid) == ("unknown", tree.client)
+
+
+async def test_a_steady_sweep_reads_only_what_it_has_not_seen(tmp_path: Path) -> None:
+    async with census_harness(tmp_path) as h:
+        await h.handle.census(fresh=True)
+        tracker = h.supervisor.census.tracker  # type: ignore[union-attr]
+        first = tracker.first_sights
+        await h.handle.census(fresh=True)
+        second = tracker.first_sights
+    # The second sweep looks again only at processes new since (or too young to have
+    # exec'd at the first): on a quiet host, a handful.
+    assert first > 0
+    assert second < first

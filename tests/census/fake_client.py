@@ -1,0 +1,51 @@
+"""A stand-in MCP client: starts the children its spec names, prints their pids, waits.
+
+``python fake_client.py SPEC`` where SPEC is JSON: a list of ``{"argv": [...], "stdio":
+"pipe" | "socket" | "devnull", "executable": PATH}``. Each child runs ``executable``
+(``argv[0]`` is only its name, so a test can make it look like any program), with stdin
+and stdout as pipes, socket-pair halves or /dev/null. The client keeps its ends open, prints
+``{"children": [pid, ...]}`` and sleeps, bounded by ``LIFETIME_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+LIFETIME_SECONDS = 120.0
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
+    children = []
+    kept: list[object] = []
+    for child in spec:
+        stdio = child.get("stdio", "pipe")
+        if stdio == "socket":
+            (mine_in, theirs_in), (mine_out, theirs_out) = socket.socketpair(), socket.socketpair()
+            process = subprocess.Popen(
+                child["argv"],
+                executable=child["executable"],
+                stdin=theirs_in.fileno(),
+                stdout=theirs_out.fileno(),
+            )
+            theirs_in.close()
+            theirs_out.close()
+            kept += [mine_in, mine_out]
+        else:
+            pipe = subprocess.PIPE if stdio == "pipe" else subprocess.DEVNULL
+            process = subprocess.Popen(
+                child["argv"], executable=child["executable"], stdin=pipe, stdout=pipe
+            )
+        kept.append(process)
+        children.append(process.pid)
+    print(json.dumps({"children": children}), flush=True)
+    time.sleep(LIFETIME_SECONDS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

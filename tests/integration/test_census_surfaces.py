@@ -1,0 +1,87 @@
+"""The host's MCP servers on every surface: status, snapshot, the fleet page, /metrics."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from actors.census.actor import CensusSettings
+from supervisor.cli.format import format_snapshot, format_status
+from supervisor.surfaces.socket.status import ServerFigures, status_report
+from tests.actors.harness import READER, default_settings
+from tests.actors.helpers_app import SettledHarness, harness
+from tests.census.trees import Tree, child, processes, start_tree
+from tests.integration.test_fleet_page import get, page_server, run_chromium
+from tests.spawned import Spawned
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+
+@asynccontextmanager
+async def census_harness(tmp_path: Path) -> AsyncIterator[SettledHarness]:
+    settings = dataclasses.replace(default_settings(), census=CensusSettings(home=tmp_path))
+    async with harness(tmp_path, settings=settings) as h:
+        yield h
+
+
+def two_duplicates(spawned: Spawned) -> Tree:
+    return start_tree(spawned, "claude", [child("mcp-fake-server"), child("mcp-fake-server")])
+
+
+async def test_status_and_snapshot_show_the_servers_and_their_duplicates(tmp_path: Path) -> None:
+    with processes() as spawned:
+        tree = two_duplicates(spawned)
+        async with census_harness(tmp_path) as h:
+            await h.handle.census(fresh=True)
+            figures = ServerFigures(
+                socket_path=tmp_path / "s.sock", active_connections=0, max_connections=1
+            )
+            status = await status_report(h.handle, None, figures)
+            snapshot = await h.handle.snapshot(READER)
+    ours = [s for s in snapshot["mcp_servers"] if s["process"]["pid"] in tree.children]
+    assert len(ours) == 2
+    assert status["servers"]["servers"] >= 2
+    assert status["servers"]["duplicate_groups"] >= 1
+    group = next(
+        g
+        for g in snapshot["mcp_server_duplicates"]
+        if {r["pid"] for r in g["servers"]} == set(tree.children)
+    )
+    assert list(group["clients"]) == ["claude_code", "claude_code"]
+    assert group["repeated_bytes"] > 0
+    assert "mcp servers:" in format_status(status)
+    text = format_snapshot(snapshot)
+    for pid in tree.children:
+        assert str(pid) in text
+    assert "duplicate: " in text
+
+
+async def test_the_page_charts_the_servers_and_metrics_carry_the_gauges(tmp_path: Path) -> None:
+    with processes() as spawned:
+        tree = two_duplicates(spawned)
+        async with census_harness(tmp_path) as h, page_server(h, tmp_path) as (url, _):
+            await h.handle.census(fresh=True)
+            servers = (await get(f"{url}/api/servers")).json()
+            metrics = (await get(f"{url}/metrics")).text
+            dom = await run_chromium(tmp_path, "--dump-dom", f"{url}/")
+    assert {s["process"]["pid"] for s in servers["servers"]} >= set(tree.children)
+    assert servers["history"][-1]["duplicate_groups"] >= 1
+    assert 'data-servers-loaded="1"' in dom
+    table = dom[dom.index('id="servers"') : dom.index('id="duplicates"')]
+    for pid in tree.children:
+        assert f">{pid}<" in table
+    client_chart = dom[dom.index('id="chart-client"') : dom.index('id="chart-command"')]
+    assert 'data-label="claude_code"' in client_chart
+    history_chart = dom[dom.index('id="chart-history"') : dom.index('id="servers"')]
+    assert 'data-series="duplicate_groups"' in history_chart
+    observed = re.search(r'^fleet_mcp_servers\{provenance="observed"\} (\S+)$', metrics, re.M)
+    assert observed is not None
+    assert float(observed.group(1)) >= 2
+    assert re.search(r'^fleet_mcp_server_memory_bytes\{client="claude_code"\} ', metrics, re.M)
+    assert "fleet_mcp_server_duplicate_groups" in metrics
+    assert "fleet_mcp_servers_orphaned" in metrics
