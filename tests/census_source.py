@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -13,7 +14,10 @@ from actors.census.inbox import CensusInbox, TakeCensus
 from actors.mailbox import Actor, Inbox
 from supervisor.policy.servers.census import Census
 
-__all__ = ["CensusSource", "census_source", "empty_census"]
+__all__ = ["CensusSource", "Take", "census_source", "empty_census"]
+
+#: What answers a census: a function, or an async one (a proxy of a real census).
+Take = Callable[[], Census | Awaitable[Census]]
 
 
 def empty_census() -> Census:
@@ -24,7 +28,7 @@ class CensusSource(Actor[CensusInbox]):
     """Every ``TakeCensus`` is answered with what ``take`` returns at that moment (the
     reap asks nothing else of a census)."""
 
-    def __init__(self, inbox: Inbox[CensusInbox], take: Callable[[], Census]) -> None:
+    def __init__(self, inbox: Inbox[CensusInbox], take: Take) -> None:
         self._inbox = inbox
         self._take = take
         #: How many censuses were asked for, and how many of them fresh.
@@ -36,12 +40,13 @@ class CensusSource(Actor[CensusInbox]):
             if isinstance(message, TakeCensus):
                 self.taken += 1
                 self.fresh += message.fresh
-                message.reply.send(self._take())
+                taken = self._take()
+                message.reply.send(await taken if inspect.isawaitable(taken) else taken)
 
 
 @asynccontextmanager
 async def census_source(
-    take: Callable[[], Census] = empty_census,
+    take: Take = empty_census,
 ) -> AsyncIterator[MemoryObjectSendStream[CensusInbox]]:
     """The inbox of a running ``CensusSource``; it stops when the block ends."""
     send, receive = anyio.create_memory_object_stream[CensusInbox](64)

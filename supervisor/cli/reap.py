@@ -43,7 +43,7 @@ def _plan_lines(result: Mapping[str, Any]) -> list[str]:
         command = " ".join(group["command"])[:80]
         lines.append(
             f"  duplicate  x{len(group['servers'])} [{pids}] repeats "
-            f"{_mib(group['repeated_rss_bytes'])}  {command}"
+            f"{_mib(group['repeated_bytes'])}  {command}"
         )
     lines.append(f"plan_token {result['plan_token']}")
     return lines

@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NotRequired, TypedDict, Unpack
 
 import anyio
@@ -342,18 +343,10 @@ class Supervisor:
         await tg.start(self._supervise, "census", make_census, (census_writer,))
 
         reap_writer, reap_census = self._writer_tx.clone(), self._reap_census.clone()
-
-        def make_reap() -> ActorRun:
-            return ReapActor(
-                inbox=self._reap_rx,
-                census=reap_census,
-                writer=reap_writer,
-                clock=clock,
-                profiles=self.profiles,
-                settings=s.reap,
-            ).run
-
-        await tg.start(self._supervise, "reap", make_reap, (reap_writer, reap_census))
+        reap = partial(ReapActor, inbox=self._reap_rx, census=reap_census, writer=reap_writer)
+        make_reap = partial(reap, clock=clock, profiles=self.profiles, settings=s.reap)
+        owned = (reap_writer, reap_census)
+        await tg.start(self._supervise, "reap", lambda: make_reap().run, owned)
 
     async def _supervise(
         self,

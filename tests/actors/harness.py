@@ -16,11 +16,10 @@ from supervisor.daemon.app import AppSettings, Supervisor, running_supervisor
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
 from supervisor.policy.identity.instance import mint_instance_id
-from supervisor.policy.servers.census import Census
 from supervisor.store.base import Store
 from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.store.sqlite.store import SQLiteStore
-from tests.census_source import census_source, empty_census
+from tests.census_source import Take, census_source, empty_census
 from tests.fakes import ScriptedProbes
 
 REPO = "/srv/repos/fleet"
@@ -131,7 +130,7 @@ async def harness(
     settings: AppSettings | None = None,
     probes: ScriptedProbes | None = None,
     wrap_store: Callable[[SQLiteStore], Store] | None = None,
-    census: Callable[[], Census] = empty_census,
+    census: Take = empty_census,
 ) -> AsyncIterator[Harness]:
     """``wrap_store`` lets a test put a proxy between the actors and the real database;
     ``Harness.store`` stays the real store, for assertions. ``census`` answers every

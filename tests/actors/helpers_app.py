@@ -15,7 +15,7 @@ what the supervisor left open keeps one failing test from failing others.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -27,13 +27,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.mailbox import Reply
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.daemon.app import AppSettings, Supervisor, running_supervisor
-from supervisor.policy.servers.census import Census
 from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.store.sqlite.store import SQLiteStore
 from tests.actors.harness import START, Harness, Profiles, default_settings
 from tests.actors.harness import harness as base_harness
 from tests.actors.helpers_store import RecordingStore
-from tests.census_source import empty_census
+from tests.census_source import Take, empty_census
 from tests.fakes import ScriptedProbes
 
 __all__ = ["Bare", "SettledHarness", "bare_supervisor", "close_mailboxes", "harness", "settle"]
@@ -85,7 +84,7 @@ async def harness(
     *,
     settings: AppSettings | None = None,
     probes: ScriptedProbes | None = None,
-    census: Callable[[], Census] = empty_census,
+    census: Take = empty_census,
 ) -> AsyncIterator[SettledHarness]:
     proxies: list[RecordingStore] = []
 

@@ -58,7 +58,7 @@ def _orphan(world: Host) -> None:
 
 
 @asynccontextmanager
-async def _clock_running(h: SettledHarness) -> AsyncIterator[None]:
+async def clock_running(h: SettledHarness) -> AsyncIterator[None]:
     """Virtual time moves while the page works (the reap waits out its grace on it)."""
     async with anyio.create_task_group() as tg:
 
@@ -82,7 +82,7 @@ async def test_the_reap_button_reaps_the_planned_orphans(world: Host, tmp_path: 
         change_grant(tmp_path / "profiles.toml", REAPER.name, OP_RETIRE, grant=True)
         h.profiles.by_name[REAPER.name] = REAPER  # what the reap re-reads before a signal
         page = f"{url}/?token={tokens[REAPER.name]}&reap=1"
-        async with _clock_running(h):
+        async with clock_running(h):
             seen = await anyio.to_thread.run_sync(
                 run_in_page, page, CLICK, tmp_path / "chromium-profile"
             )

@@ -21,6 +21,7 @@ from supervisor.policy.servers.census import (
     ProcessRef,
     ServerRecord,
 )
+from supervisor.policy.servers.duplicates import DuplicateGroup, duplicate_groups
 
 __all__ = [
     "KEEP_NO_OWNER",
@@ -30,7 +31,6 @@ __all__ = [
     "KEEP_WRAPPED",
     "REAP_OWNER_GONE",
     "REAP_STDIO_CLOSED",
-    "DuplicateGroup",
     "ReapEntry",
     "ReapPlan",
     "members_of",
@@ -93,20 +93,6 @@ class ReapEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DuplicateGroup:
-    """Servers of live clients that run the same thing (``ServerRecord.duplicate_key``)."""
-
-    command: tuple[str, ...]
-    cwd: str | None
-    env_keys: tuple[str, ...]
-    servers: tuple[ProcessRef, ...]
-    owners: tuple[ProcessRef, ...]
-    #: The memory of every copy but the largest: what running one would save (None when
-    #: any copy's RSS is unknown).
-    repeated_rss_bytes: int | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ReapPlan:
     """Targets and kept servers in pid order, duplicates, and the token apply compares."""
 
@@ -147,35 +133,6 @@ def _total(values: Sequence[int | None]) -> int | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
-def _duplicates(live: Sequence[ServerRecord]) -> tuple[DuplicateGroup, ...]:
-    groups: dict[tuple[tuple[str, ...], str | None, tuple[str, ...]], list[ServerRecord]] = {}
-    for server in live:
-        groups.setdefault(server.duplicate_key, []).append(server)
-    found: list[DuplicateGroup] = []
-    for (command, cwd, env_keys), servers in groups.items():
-        if len(servers) < 2:
-            continue
-        sizes = [s.usage.rss_bytes for s in servers]
-        total = _total(sizes)
-        found.append(
-            DuplicateGroup(
-                command=command,
-                cwd=cwd,
-                env_keys=env_keys,
-                servers=tuple(s.process for s in servers),
-                owners=tuple(
-                    dict.fromkeys(s.owner.process for s in servers if s.owner is not None)
-                ),
-                repeated_rss_bytes=None
-                if total is None
-                else total - max(s for s in sizes if s is not None),
-            )
-        )
-    # Largest waste first; ties by the first server's pid, so equal censuses list alike.
-    found.sort(key=lambda g: (-(g.repeated_rss_bytes or 0), g.servers[0].pid))
-    return tuple(found)
-
-
 def plan_reap(census: Census, *, protected: frozenset[int] = frozenset()) -> ReapPlan:
     """Every server of ``census`` as a target or kept, with its reason; the live clients'
     duplicates; the plan token. Deterministic for one census."""
@@ -193,7 +150,7 @@ def plan_reap(census: Census, *, protected: frozenset[int] = frozenset()) -> Rea
     return ReapPlan(
         targets=tuple(targets),
         kept=tuple(kept),
-        duplicates=_duplicates(live),
+        duplicates=duplicate_groups(live),
         plan_token=plan_token(targets),
         server_count=len(census.servers),
         target_rss_bytes=_total([t.server.usage.rss_bytes for t in targets]),

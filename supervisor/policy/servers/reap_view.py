@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from supervisor.policy.servers.census import ProcessRef
-from supervisor.policy.servers.reap_plan import DuplicateGroup, ReapEntry, ReapPlan
+from supervisor.policy.servers.duplicates import DuplicateGroup
+from supervisor.policy.servers.reap_plan import ReapEntry, ReapPlan
 
 __all__ = ["entry_dict", "process_dict", "reap_plan_dict"]
 
@@ -49,8 +50,9 @@ def _duplicate_dict(group: DuplicateGroup) -> dict[str, Any]:
         "cwd": group.cwd,
         "env_keys": list(group.env_keys),
         "servers": [process_dict(p) for p in group.servers],
-        "owners": [process_dict(p) for p in group.owners],
-        "repeated_rss_bytes": group.repeated_rss_bytes,
+        "clients": list(group.clients),
+        "memory_bytes": group.memory_bytes,
+        "repeated_bytes": group.repeated_bytes,
     }
 
 

@@ -148,8 +148,8 @@ def test_duplicates_of_live_clients_are_reported_never_targeted() -> None:
     assert [t.server.process.pid for t in plan.targets] == [40]
     [group] = plan.duplicates
     assert [p.pid for p in group.servers] == [10, 20, 30]
-    assert group.repeated_rss_bytes == 300  # every copy but the largest
-    assert len(group.owners) == 3
+    assert group.repeated_bytes == 300  # every copy but the largest
+    assert group.clients == ("claude_code",) * 3
 
 
 def test_the_token_names_the_targets_trees() -> None:
