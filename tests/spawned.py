@@ -64,6 +64,13 @@ class Spawned:
             with contextlib.suppress(OSError):
                 self.pidfds[pid] = os.pidfd_open(pid)
 
+    def forget(self, pid: int) -> None:
+        """Drop the pidfd of ``pid``, whose process the caller has reaped: a process that
+        gets the pid later is tracked afresh (and killed at the end) when tracked."""
+        fd = self.pidfds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
     def run(self, argv: list[str], **kwargs: Any) -> tuple[int, bytes, bytes]:
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)

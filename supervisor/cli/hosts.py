@@ -6,19 +6,15 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from supervisor.cli.common import EXIT_OK, EXIT_REFUSED, emit, token_of
-from supervisor.cli.operations import operation_request
+from supervisor.cli.common import EXIT_OK, EXIT_REFUSED, emit
+from supervisor.cli.operations import ask_declared
 from supervisor.settings.config import Settings
 
 __all__ = ["format_hosts", "run_hosts"]
 
 
 def run_hosts(args: argparse.Namespace, settings: Settings) -> int:
-    from supervisor.client import Client
-
-    op, request = operation_request("hosts", args.hosts_command, args)
-    with Client(settings.socket.path, token=token_of(args)) as client:
-        result = client.request(op, request)
+    result = ask_declared("hosts", args.hosts_command, args, settings.socket.path)
     emit(result, args.json, format_hosts)
     return EXIT_OK if result.get("success") is True else EXIT_REFUSED
 

@@ -26,6 +26,7 @@ from supervisor.cli.daemon import (
 from supervisor.cli.fleet import FLEET_COMMANDS, run_fleet_command
 from supervisor.cli.hosts import run_hosts
 from supervisor.cli.parser import build_parser
+from supervisor.cli.reap import run_reap
 from supervisor.cli.work import run_work
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.settings.config import Settings
@@ -40,6 +41,7 @@ _COMMANDS: Mapping[str, Callable[[argparse.Namespace, Settings], int]] = {
     "token": run_token,
     "profiles": run_profiles,
     "hosts": run_hosts,
+    "reap": run_reap,
     "exec": run_exec,
     "mcp": run_mcp,
 }

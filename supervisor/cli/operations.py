@@ -5,16 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from supervisor.cli.common import TOKEN_HELP
+from supervisor.cli.common import TOKEN_HELP, token_of
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import OPERATIONS
 from supervisor.operations.spec import INT_OR_NULL, Flag, Operation
 
-__all__ = ["COMMON_FLAGS", "add_operation_commands", "commands_of", "operation_request", "selected"]
+__all__ = [
+    "COMMON_FLAGS",
+    "add_group_parser",
+    "add_operation_commands",
+    "ask_declared",
+    "commands_of",
+    "operation_request",
+    "selected",
+]
 
 #: The flags every declared command takes: the caller's token and the output format.
 COMMON_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -102,6 +110,16 @@ def add_operation_commands(
             )
 
 
+def add_group_parser(
+    commands: Any, group: str, help: str, *, parser_class: type[argparse.ArgumentParser]
+) -> None:
+    """Add ``<group>`` with one subcommand per declared command of the group; the chosen
+    one is ``args.<group>_command``."""
+    parser = commands.add_parser(group, help=help)
+    subs = parser.add_subparsers(dest=f"{group}_command", required=True, parser_class=parser_class)
+    add_operation_commands(subs, group, common=COMMON_FLAGS)
+
+
 def _read_json(source: str, what: str) -> Any:
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
@@ -172,3 +190,14 @@ def operation_request(
         if arg.required and arg.shape != INT_OR_NULL and request[arg.name] is None:
             raise ProtocolError(f"{arg.cli.flag} is required with {op.when[0]}")
     return op.name, request
+
+
+def ask_declared(
+    group: str, command: str, args: argparse.Namespace, socket_path: Path
+) -> Mapping[str, Any]:
+    """The daemon's answer to the request a parsed ``<group> <command>`` makes."""
+    from supervisor.client import Client
+
+    op, request = operation_request(group, command, args)
+    with Client(socket_path, token=token_of(args)) as client:
+        return client.request(op, request)

@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from supervisor.cli.common import EXIT_USAGE, TOKEN_HELP
 from supervisor.cli.namespace_probe import add_probe_parser
-from supervisor.cli.operations import COMMON_FLAGS, add_operation_commands
+from supervisor.cli.operations import COMMON_FLAGS, add_group_parser, add_operation_commands
 from supervisor.cli.work import add_work_parser
 from supervisor.clients.arguments import add_clients_parser
 from supervisor.version import package_version
@@ -73,9 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         change.add_argument("operation", help="e.g. gitea.worker_registry.retire")
         change.add_argument("--profiles", type=Path, help="override auth.profiles_path")
 
-    hosts = commands.add_parser("hosts", help="host leases of a shared PostgreSQL registry")
-    hosts_commands = hosts.add_subparsers(dest="hosts_command", required=True, parser_class=_Parser)
-    add_operation_commands(hosts_commands, "hosts", common=COMMON_FLAGS)
+    hosts = "host leases of a shared PostgreSQL registry"
+    add_group_parser(commands, "hosts", hosts, parser_class=_Parser)
 
     migrate = commands.add_parser(
         "migrate", help="copy a SQLite registry, history included, into an empty PostgreSQL one"
@@ -109,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--token", help=TOKEN_HELP)
 
     add_work_parser(commands, parser_class=_Parser)
+    # reap plan, reap apply: declared in supervisor.operations.reap.
+    add_group_parser(
+        commands, "reap", "orphaned MCP server trees: plan, then apply", parser_class=_Parser
+    )
     add_probe_parser(commands)
     add_clients_parser(commands)
     return parser

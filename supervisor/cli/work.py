@@ -7,8 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from supervisor.cli.common import EXIT_OK, EXIT_REFUSED, emit, token_of
-from supervisor.cli.operations import COMMON_FLAGS, add_operation_commands, operation_request
+from supervisor.cli.common import EXIT_OK, EXIT_REFUSED, emit
+from supervisor.cli.operations import add_group_parser, ask_declared, operation_request
 from supervisor.settings.config import Settings
 
 __all__ = [
@@ -25,18 +25,13 @@ LINK_COMMANDS = frozenset({"health", "health-gate", "link"})
 
 def add_work_parser(commands: Any, *, parser_class: type[argparse.ArgumentParser]) -> None:
     """Add ``work`` and its subcommands (one per declared command) to the CLI's subparsers."""
-    work = commands.add_parser("work", help="control plane: leases, assignments, allocation")
-    subs = work.add_subparsers(dest="work_command", required=True, parser_class=parser_class)
-    add_operation_commands(subs, "work", common=COMMON_FLAGS)
+    help = "control plane: leases, assignments, allocation"
+    add_group_parser(commands, "work", help, parser_class=parser_class)
 
 
 def run_work(args: argparse.Namespace, settings: Settings) -> int:
     """``fleet-supervisor work <command>``: one request, its summary, its exit status."""
-    from supervisor.client import Client
-
-    op, request = work_request(args)
-    with Client(settings.socket.path, token=token_of(args)) as client:
-        result = client.request(op, request)
+    result = ask_declared("work", args.work_command, args, settings.socket.path)
     emit(result, args.json, format_work)
     return EXIT_OK if succeeded(args.work_command, result) else EXIT_REFUSED
 

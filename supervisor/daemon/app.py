@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NotRequired, TypedDict, Unpack
 
 import anyio
@@ -23,6 +24,7 @@ from actors.host_lease import HostLeaseInbox, HostLeaseKeeper, HostLeaseSettings
 from actors.lease_watch import LeaseWatch, LeaseWatchInbox, LeaseWatchSettings
 from actors.liveness.actor import LivenessActor, LivenessSettings
 from actors.liveness.inbox import LivenessInbox
+from actors.reap import ReapActor, ReapInbox, ReapSettings
 from actors.retirement.actor import ProfileLookup, RetirementActor, RetirementSettings
 from actors.retirement.inbox import RetirementInbox
 from actors.servers import ServerGuard, ServerGuardInbox, ServerGuardSettings
@@ -64,6 +66,7 @@ class AppSettings:
     hosts: HostLeaseSettings = field(default_factory=HostLeaseSettings)
     servers: ServerGuardSettings = field(default_factory=ServerGuardSettings)
     census: CensusSettings = field(default_factory=CensusSettings)
+    reap: ReapSettings = field(default_factory=ReapSettings)
     max_restarts: int = 3
     restart_window_seconds: float = 60.0
     inbox_capacity: int = 8192
@@ -93,6 +96,8 @@ class SupervisorParts(TypedDict):
     settings: NotRequired[AppSettings | None]
     supervisor_id: NotRequired[str | None]
     metrics: NotRequired[Metrics | None]
+    #: The census the reap asks (tests); by default the supervisor's own census actor.
+    census: NotRequired[MemoryObjectSendStream[CensusInbox] | None]
 
 
 class Supervisor:
@@ -124,8 +129,12 @@ class Supervisor:
         self._hosts_tx, self._hosts_rx = _stream[HostLeaseInbox](capacity)
         self._servers_tx, self._servers_rx = _stream[ServerGuardInbox](capacity)
         self._census_tx, self._census_rx = _stream[CensusInbox](capacity)
+        self._reap_tx, self._reap_rx = _stream[ReapInbox](capacity)
+        #: The census the reap asks: the census actor's, unless the caller gives another.
+        self._reap_census = parts.get("census") or self._census_tx
         # Producers first, the writer last: each closes before what it feeds.
         self._outboxes: tuple[MemoryObjectSendStream[Any], ...] = (
+            self._reap_tx,
             self._census_tx,
             self._servers_tx,
             self._hosts_tx,
@@ -136,6 +145,7 @@ class Supervisor:
             self._writer_tx,
         )
         self._inboxes: tuple[MemoryObjectReceiveStream[Any], ...] = (
+            self._reap_rx,
             self._census_rx,
             self._servers_rx,
             self._hosts_rx,
@@ -154,6 +164,7 @@ class Supervisor:
             liveness=self._liveness_tx,
             lease_watch=self._leases_tx,
             writer=self._writer_tx,
+            reap=self._reap_tx,
             clock=self.clock,
             census=self._census_tx,
         )
@@ -330,6 +341,12 @@ class Supervisor:
             return self.census.run
 
         await tg.start(self._supervise, "census", make_census, (census_writer,))
+
+        reap_writer, reap_census = self._writer_tx.clone(), self._reap_census.clone()
+        reap = partial(ReapActor, inbox=self._reap_rx, census=reap_census, writer=reap_writer)
+        make_reap = partial(reap, clock=clock, profiles=self.profiles, settings=s.reap)
+        owned = (reap_writer, reap_census)
+        await tg.start(self._supervise, "reap", lambda: make_reap().run, owned)
 
     async def _supervise(
         self,

@@ -60,6 +60,7 @@ def app_settings(settings: Settings) -> AppSettings:
         hosts=settings.hosts.to_actor(shared=settings.database.url is not None),
         servers=settings.exec.to_actor(exec_socket=exec_socket_of(settings)),
         census=settings.discovery.to_actor(),
+        reap=settings.reap.to_actor(),
         max_restarts=settings.restart.max_restarts,
         restart_window_seconds=settings.restart.window_seconds,
     )

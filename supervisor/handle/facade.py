@@ -20,6 +20,7 @@ from actors.heartbeat.inbox import (
 from actors.lease_watch import LeaseOwnersQuery, LeaseWatchInbox
 from actors.liveness.inbox import LivenessCountsQuery, LivenessInbox, LivenessStatusQuery
 from actors.mailbox import Reply, ask, post
+from actors.reap.inbox import ReapInbox
 from actors.replies import (
     FleetCounts,
     HeartbeatResult,
@@ -42,6 +43,7 @@ from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
 from supervisor.errors import ActorStopped, PermissionDenied, ProfilesUnreadable, SupervisorError
 from supervisor.handle.control import ControlPlaneCalls
+from supervisor.handle.reap import ReapCalls
 from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
@@ -75,11 +77,12 @@ class _Fenced:
         return Release(**asdict(self), reply=reply)
 
 
-class SupervisorHandle(ControlPlaneCalls):
+class SupervisorHandle(ControlPlaneCalls, ReapCalls):
     """Translates calls into actor messages; holds no state of its own.
 
     The control-plane calls (sessions, work items, leases, terminal locks, the
-    allocator) come from ``ControlPlaneCalls``.
+    allocator) come from ``ControlPlaneCalls``; the reap of orphaned servers from
+    ``ReapCalls``.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class SupervisorHandle(ControlPlaneCalls):
         liveness: MemoryObjectSendStream[LivenessInbox],
         lease_watch: MemoryObjectSendStream[LeaseWatchInbox],
         writer: MemoryObjectSendStream[WriterInbox],
+        reap: MemoryObjectSendStream[ReapInbox],
         clock: Clock | None = None,
         census: MemoryObjectSendStream[CensusInbox] | None = None,
     ) -> None:
@@ -99,6 +103,7 @@ class SupervisorHandle(ControlPlaneCalls):
         self._liveness = liveness
         self._lease_watch = lease_watch
         self._writer = writer
+        self._reap = reap
         self._census = census
 
     async def _ask_retirement(self, build: Callable[[Reply[_T]], RetirementInbox]) -> _T:

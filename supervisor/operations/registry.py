@@ -8,6 +8,7 @@ from supervisor.operations.control import CONTROL_OPERATIONS
 from supervisor.operations.fleet import FLEET_OPERATIONS
 from supervisor.operations.hosts import HOST_OPERATIONS
 from supervisor.operations.links import LINK_OPERATIONS
+from supervisor.operations.reap import REAP_OPERATIONS
 from supervisor.operations.spec import Operation
 from supervisor.policy.control.permissions import Decision, Profile, TaskRule, decide_rule
 
@@ -25,9 +26,18 @@ __all__ = [
 #: op name -> declaration, in the order the surfaces list them.
 OPERATIONS: Mapping[str, Operation] = {
     op.name: op
-    for op in (*FLEET_OPERATIONS, *CONTROL_OPERATIONS, *LINK_OPERATIONS, *HOST_OPERATIONS)
+    for op in (
+        *FLEET_OPERATIONS,
+        *CONTROL_OPERATIONS,
+        *LINK_OPERATIONS,
+        *HOST_OPERATIONS,
+        *REAP_OPERATIONS,
+    )
 }
-CONTROL_OPS: frozenset[str] = frozenset(op.name for op in (*CONTROL_OPERATIONS, *LINK_OPERATIONS))
+#: The ops answered through ``SupervisorHandle.invoke`` with shape-checked arguments.
+CONTROL_OPS: frozenset[str] = frozenset(
+    op.name for op in (*CONTROL_OPERATIONS, *LINK_OPERATIONS, *REAP_OPERATIONS)
+)
 HOST_OPS: frozenset[str] = frozenset(op.name for op in HOST_OPERATIONS)
 #: MCP tool name -> declaration, for every op served as a tool.
 TOOLS: Mapping[str, Operation] = {

@@ -43,6 +43,7 @@ from supervisor.settings.config_checks import (
     text_check,
 )
 from supervisor.settings.discovery import DiscoveryConfig
+from supervisor.settings.reap_config import ReapConfig
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -58,6 +59,7 @@ __all__ = [
     "LivenessConfig",
     "McpConfig",
     "OpsConfig",
+    "ReapConfig",
     "RestartConfig",
     "RetirementConfig",
     "Settings",
@@ -285,6 +287,7 @@ class Settings:
     ops: OpsConfig = field(default_factory=OpsConfig)
     exec: ExecConfig = field(default_factory=ExecConfig)
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+    reap: ReapConfig = field(default_factory=ReapConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
 
 

@@ -19,6 +19,7 @@ from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.store.base import Store
 from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.store.sqlite.store import SQLiteStore
+from tests.census_source import Take, census_source, empty_census
 from tests.fakes import ScriptedProbes
 
 REPO = "/srv/repos/fleet"
@@ -129,22 +130,28 @@ async def harness(
     settings: AppSettings | None = None,
     probes: ScriptedProbes | None = None,
     wrap_store: Callable[[SQLiteStore], Store] | None = None,
+    census: Take = empty_census,
 ) -> AsyncIterator[Harness]:
     """``wrap_store`` lets a test put a proxy between the actors and the real database;
-    ``Harness.store`` stays the real store, for assertions."""
+    ``Harness.store`` stays the real store, for assertions. ``census`` answers every
+    census the reap asks for (by default none lists a server)."""
     fake = FakeClock(wall=START)
     clock = MonotonicWall(fake)
     scripted = probes or ScriptedProbes(host_id="host-a", boot_id="boot-1")
     profiles = Profiles()
     store = await open_sqlite_store(tmp_path / "registry.sqlite3")
     try:
-        async with running_supervisor(
-            store=wrap_store(store) if wrap_store is not None else store,
-            clock=clock,
-            probes=scripted,
-            profiles=profiles,
-            settings=settings or default_settings(),
-        ) as supervisor:
+        async with (
+            census_source(census) as census_inbox,
+            running_supervisor(
+                store=wrap_store(store) if wrap_store is not None else store,
+                clock=clock,
+                probes=scripted,
+                profiles=profiles,
+                settings=settings or default_settings(),
+                census=census_inbox,
+            ) as supervisor,
+        ):
             await fake.advance(0)
             yield Harness(
                 supervisor=supervisor,

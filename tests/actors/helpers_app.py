@@ -32,6 +32,7 @@ from supervisor.store.sqlite.store import SQLiteStore
 from tests.actors.harness import START, Harness, Profiles, default_settings
 from tests.actors.harness import harness as base_harness
 from tests.actors.helpers_store import RecordingStore
+from tests.census_source import Take, empty_census
 from tests.fakes import ScriptedProbes
 
 __all__ = ["Bare", "SettledHarness", "bare_supervisor", "close_mailboxes", "harness", "settle"]
@@ -83,6 +84,7 @@ async def harness(
     *,
     settings: AppSettings | None = None,
     probes: ScriptedProbes | None = None,
+    census: Take = empty_census,
 ) -> AsyncIterator[SettledHarness]:
     proxies: list[RecordingStore] = []
 
@@ -92,7 +94,9 @@ async def harness(
 
     supervisor: Supervisor | None = None
     try:
-        async with base_harness(tmp_path, settings=settings, probes=probes, wrap_store=wrap) as h:
+        async with base_harness(
+            tmp_path, settings=settings, probes=probes, wrap_store=wrap, census=census
+        ) as h:
             supervisor = h.supervisor
             base: dict[str, Any] = {f.name: getattr(h, f.name) for f in fields(h)}
             settled = SettledHarness(**base, proxy=proxies[0])

@@ -144,9 +144,9 @@ def chromium() -> str:
     return found
 
 
-async def run_chromium(tmp_path: Path, *args: str) -> str:
-    profile = tmp_path / "chromium-profile"
-    command = [
+def chromium_argv(profile: Path, *args: str) -> list[str]:
+    """Headless Chromium with a profile of its own, a fixed window, then ``args``."""
+    return [
         chromium(),
         "--headless",
         "--no-sandbox",  # runs as root in CI containers
@@ -156,10 +156,13 @@ async def run_chromium(tmp_path: Path, *args: str) -> str:
         "--hide-scrollbars",
         f"--user-data-dir={profile}",
         f"--window-size={WINDOW[0]},{WINDOW[1]}",
-        # Virtual time: the page's fetches complete and its scripts run before the dump.
-        "--virtual-time-budget=15000",
         *args,
     ]
+
+
+async def run_chromium(tmp_path: Path, *args: str) -> str:
+    # Virtual time: the page's fetches complete and its scripts run before the dump.
+    command = chromium_argv(tmp_path / "chromium-profile", "--virtual-time-budget=15000", *args)
     with anyio.fail_after(90):  # a hang guard, not a timing assertion
         done = await anyio.run_process(command, check=False)
     assert done.returncode == 0, done.stderr.decode()[-2000:]

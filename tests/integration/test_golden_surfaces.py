@@ -315,6 +315,16 @@ def _requests(
         ),
         # the envelope
         ("no_such_op", "unknown_op", ctl, {}),
+        # the reap of orphaned MCP servers (the harness's census lists none)
+        ("reap_plan", "valid", ctl, {}),
+        ("reap_plan", "bad_request", ctl, {"plan_token": "t"}),
+        ("reap_plan", "unauthenticated", None, {}),
+        ("reap_plan", "denied", nobody, {}),
+        ("reap_apply", "valid", ctl, {"$reap_plan": True}),
+        ("reap_apply", "bad_request", ctl, {"plan_token": 5}),
+        ("reap_apply", "unauthenticated", bad, {"plan_token": "t"}),
+        ("reap_apply", "denied", author, {"plan_token": "t"}),
+        ("reap_apply", "plan_changed", ctl, {"plan_token": "reap-v1-reviewed-earlier"}),
     ]
 
 
@@ -364,6 +374,7 @@ async def test_one_socket_answer_per_op_is_unchanged(tmp_path: Path, sock_dir: P
         registration: dict[str, Any] = {}
         planned: dict[str, Any] = {}
         lease: dict[str, Any] = {}
+        reaped: dict[str, Any] = {}
         answers: dict[str, Any] = {}
         for number, (op, case, token, raw) in enumerate(requests):
             args = dict(raw)
@@ -379,6 +390,8 @@ async def test_one_socket_answer_per_op_is_unchanged(tmp_path: Path, sock_dir: P
                 }
             if args.pop("$lease", False):
                 args["lease_id"] = lease["lease_id"]
+            if args.pop("$reap_plan", False):
+                args["plan_token"] = reaped["plan_token"]
             frame: dict[str, Any] = {"v": 1, "id": f"r{number}", "op": op, "args": args}
             if token is not None:
                 frame["token"] = token
@@ -391,6 +404,8 @@ async def test_one_socket_answer_per_op_is_unchanged(tmp_path: Path, sock_dir: P
                 planned = dict(result)
             if (op, case) == ("allocate", "valid"):
                 lease = dict(result["lease_proof"])
+            if (op, case) == ("reap_plan", "valid"):
+                reaped = dict(result)
     secrets = {token: f"<token:{name}>" for name, token in tokens.items()}
     secrets[str(tmp_path)] = "<tmp>"
     secrets[str(sock_dir)] = "<sock_dir>"

@@ -178,10 +178,10 @@ async def test_every_tool_refuses_as_its_socket_op_does(tmp_path: Path, sock_dir
             for side in ("daemon", "bridge"):
                 tool = await _tool(s[side], op.tool.name, tool_args)
                 assert (tool["denied"], tool["permission"]) == (True, socket["permission"])
-            # A wrong-shaped argument: bad_request on every surface (snapshot and plan
+            # A wrong-shaped argument: bad_request on every surface (snapshot, plan and reap_plan
             # require no argument to get wrong).
             wrong = next((a for a in op.args if a.required and a.shape in WRONG), None)
-            assert wrong is not None or op.name in ("snapshot", "plan"), op.name
+            assert wrong is not None or op.name in ("snapshot", "plan", "reap_plan"), op.name
             if wrong is not None:
                 bad = {**args, wrong.name: WRONG[wrong.shape]}
                 refused = await _socket(s["path"], op.name, s["token"], bad)
@@ -221,7 +221,7 @@ def _argv(op: Operation, tmp_path: Path) -> list[str]:
     return argv
 
 
-@pytest.mark.parametrize("group", ["", "work", "hosts"])
+@pytest.mark.parametrize("group", ["", "work", "hosts", "reap"])
 def test_every_command_reaches_its_op_with_the_declared_arguments(
     group: str, tmp_path: Path
 ) -> None:

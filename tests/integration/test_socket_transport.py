@@ -189,13 +189,14 @@ async def test_a_frame_cut_off_by_eof_is_answered(tmp_path: Path, sock_dir: Path
 @pytest.mark.anyio
 async def test_a_request_that_outlives_its_timeout_is_answered(sock_dir: Path) -> None:
     # Inboxes nobody reads: every request waits forever for its answer.
-    streams = [anyio.create_memory_object_stream[Any](8) for _ in range(5)]
+    streams = [anyio.create_memory_object_stream[Any](8) for _ in range(6)]
     handle = SupervisorHandle(
         heartbeat=streams[0][0],
         retirement=streams[1][0],
         liveness=streams[2][0],
         lease_watch=streams[3][0],
         writer=streams[4][0],
+        reap=streams[5][0],
     )
     config = SocketConfig(path=sock_dir / "s.sock", request_timeout_seconds=0.05)
     args = {"worker_identity": "w", "pid": os.getpid(), "generation_id": "g", "fencing_epoch": 1}

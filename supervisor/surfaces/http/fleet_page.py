@@ -19,14 +19,19 @@ from supervisor.surfaces.http.fleet_page_html import PAGE_HTML
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.dispatch import ProfileLookupWithAuth
 
-__all__ = ["OWNER_VIEWER", "PAGE_ROUTES", "FleetPage", "PageResponse"]
+__all__ = ["OWNER_VIEWER", "PAGE_POST_ROUTES", "PAGE_ROUTES", "FleetPage", "PageResponse"]
 
 #: Who a same-uid visitor is for the snapshot and plan permission checks: read only.
 OWNER_VIEWER = Profile(
     name="local-owner", role_kind="controller", allowed_operations=frozenset({OP_READ})
 )
 
-PAGE_ROUTES = frozenset({"/", "/api/fleet", "/api/plan", "/api/servers"})
+#: The one route that changes something: a POST of a JSON body, which a form on another
+#: site cannot send without a preflight this listener never grants.
+PAGE_POST_ROUTES = frozenset({"/api/reap/apply"})
+PAGE_ROUTES = frozenset(
+    {"/", "/api/fleet", "/api/plan", "/api/servers", "/api/reap/plan", *PAGE_POST_ROUTES}
+)
 
 _SECURITY_HEADERS = (
     ("x-frame-options", "DENY"),
@@ -104,7 +109,14 @@ class FleetPage:
         )
 
     async def respond(
-        self, route: str, target: str, headers: Mapping[str, str], peer_uid: int | None
+        self,
+        route: str,
+        target: str,
+        headers: Mapping[str, str],
+        peer_uid: int | None,
+        *,
+        method: str = "GET",
+        body: bytes = b"",
     ) -> PageResponse:
         caller = self._caller(target, headers, peer_uid)
         # Denials like any other: audited (committed) before the refusal is sent.
@@ -123,13 +135,35 @@ class FleetPage:
                 status=200, body=PAGE_HTML.encode(), content_type="text/html; charset=utf-8"
             )
         try:
+            if route in PAGE_POST_ROUTES or method == "POST":
+                return await self._reap_apply(caller, route, method, headers, body)
             if route == "/api/plan":
                 return _json(200, await self._handle.plan(caller))
             if route == "/api/servers":
                 return await self._servers(caller)
+            if route == "/api/reap/plan":
+                return _json(200, await self._handle.reap_plan(caller))
             return _json(200, await self._fleet(caller))
         except SupervisorError as exc:
             return _json(503, {"error": exc.code, "detail": exc.detail})
+
+    async def _reap_apply(
+        self, caller: Profile, route: str, method: str, headers: Mapping[str, str], body: bytes
+    ) -> PageResponse:
+        """Reap the plan whose token the page posts; the handle checks the retire grant
+        (a same-uid visitor without a token is a read-only viewer and is refused)."""
+        if method != "POST" or route not in PAGE_POST_ROUTES:
+            return _json(405, {"error": "method_not_allowed", "detail": f"{route} takes POST"})
+        if headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _json(415, {"error": "bad_request", "detail": "send application/json"})
+        try:
+            token = json.loads(body).get("plan_token")
+        except (ValueError, AttributeError):
+            token = None
+        if not isinstance(token, str) or not token:
+            detail = 'the body must be {"plan_token": "<the plan\'s plan_token>"}'
+            return _json(400, {"error": "bad_request", "detail": detail})
+        return _json(200, await self._handle.reap_apply(caller, plan_token=token))
 
     async def _servers(self, caller: Profile) -> PageResponse:
         """The census, to whoever may read a fleet snapshot (it names commands and

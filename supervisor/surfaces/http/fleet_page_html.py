@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from supervisor.surfaces.http.fleet_page_reap import REAP_HTML, REAP_SCRIPT
 from supervisor.surfaces.http.fleet_page_servers import SERVERS_HTML, SERVERS_SCRIPT
 
 __all__ = ["PAGE_HTML", "REFRESH_SECONDS"]
@@ -48,6 +49,7 @@ button { font: inherit; padding: 3px 12px; }
 SERVERS_HTML
 <h2>Plan preview <button id="plan-button" type="button">preview retirement plan</button></h2>
 <div id="plan" class="none">not loaded (a plan is written to the audit log)</div>
+REAP_HTML
 <script>
 "use strict";
 const NAMESPACES = ["author", "reviewer", "merger", "controller", "reconciler"];
@@ -160,6 +162,7 @@ async function previewPlan() {
 }
 
 SERVERS_SCRIPT
+REAP_SCRIPT
 document.getElementById("plan-button").addEventListener("click", previewPlan);
 refresh();
 refreshServers();
@@ -172,4 +175,6 @@ if (params.get("plan") === "1") previewPlan();
 """.replace("REFRESH_MS", str(REFRESH_SECONDS * 1000))
     .replace("SERVERS_HTML", SERVERS_HTML)
     .replace("SERVERS_SCRIPT", SERVERS_SCRIPT)
+    .replace("REAP_HTML", REAP_HTML)
+    .replace("REAP_SCRIPT", REAP_SCRIPT)
 )

@@ -15,7 +15,7 @@ from supervisor.errors import SupervisorError, Unavailable
 from supervisor.handle import SupervisorHandle
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import FleetGauges, Metrics
-from supervisor.surfaces.http.fleet_page import PAGE_ROUTES, FleetPage
+from supervisor.surfaces.http.fleet_page import PAGE_POST_ROUTES, PAGE_ROUTES, FleetPage
 from supervisor.surfaces.http.health import HealthReport
 from supervisor.system.peers import PeerUidLookup, loopback_peer_uid
 
@@ -25,6 +25,8 @@ _log = get_logger(surface="ops_http")
 
 #: A request line plus headers beyond this is not a scraper or a health probe.
 _MAX_REQUEST_BYTES = 16 * 1024
+#: The largest request body taken (the page's reap apply sends a plan token).
+_MAX_BODY_BYTES = 4096
 #: How long a client may take to send its request, and to take the answer.
 _IO_SECONDS = 10.0
 _JSON = "application/json"
@@ -57,13 +59,18 @@ class OpsRoutes:
         path: str,
         headers: Mapping[str, str] | None = None,
         peer_uid: int | None = None,
+        *,
+        body: bytes = b"",
     ) -> Response:
         """``headers`` keys are lower-case; ``peer_uid`` is the client's, when known."""
-        if method not in ("GET", "HEAD"):
-            return _json(405, {"error": "method_not_allowed", "detail": "only GET and HEAD"})
         route = path.split("?", 1)[0]
+        posted = method == "POST" and self.page is not None and route in PAGE_POST_ROUTES
+        if method not in ("GET", "HEAD") and not posted:
+            return _json(405, {"error": "method_not_allowed", "detail": "only GET and HEAD"})
         if self.page is not None and route in PAGE_ROUTES:
-            page = await self.page.respond(route, path, headers or {}, peer_uid)
+            page = await self.page.respond(
+                route, path, headers or {}, peer_uid, method=method, body=body
+            )
             return Response(
                 status=page.status,
                 body=page.body,
@@ -154,30 +161,54 @@ def _uid_of(stream: SocketStream, lookup: PeerUidLookup) -> int | None:
     return lookup((str(ours[0]), int(ours[1])), (str(peer[0]), int(peer[1])))
 
 
+async def _receive(conn: h11.Connection, stream: SocketStream) -> bool:
+    """Feed the peer's next bytes to ``conn``; False once it is done or broke the protocol."""
+    try:
+        data = await stream.receive(_MAX_REQUEST_BYTES)
+    except (anyio.EndOfStream, anyio.BrokenResourceError):
+        data = b""
+    try:
+        conn.receive_data(data)
+    except h11.RemoteProtocolError:
+        return False
+    return bool(data)
+
+
+async def _read_request(
+    conn: h11.Connection, stream: SocketStream
+) -> tuple[h11.Request, bytes] | None:
+    """The request and its body (at most ``_MAX_BODY_BYTES``), or None when the peer sends
+    no whole request in time, a larger body, or something that is not HTTP/1.1."""
+    request: h11.Request | None = None
+    body = b""
+    with anyio.move_on_after(_IO_SECONDS):
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError:
+                return None
+            if event is h11.NEED_DATA:
+                if not await _receive(conn, stream):
+                    return None
+            elif isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > _MAX_BODY_BYTES:
+                    return None
+            elif isinstance(event, h11.EndOfMessage) and request is not None:
+                return request, body
+            elif isinstance(event, h11.ConnectionClosed):
+                return None
+    return None
+
+
 async def _exchange(stream: SocketStream, routes: OpsRoutes, lookup: PeerUidLookup) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
-    request: h11.Request | None = None
-    with anyio.move_on_after(_IO_SECONDS):
-        while request is None:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                try:
-                    data = await stream.receive(_MAX_REQUEST_BYTES)
-                except (anyio.EndOfStream, anyio.BrokenResourceError):
-                    data = b""
-                try:
-                    conn.receive_data(data)
-                except h11.RemoteProtocolError:
-                    return
-                if not data:
-                    return
-                continue
-            if isinstance(event, h11.Request):
-                request = event
-            elif isinstance(event, h11.ConnectionClosed):
-                return
-    if request is None:
+    received_request = await _read_request(conn, stream)
+    if received_request is None:
         return
+    request, body = received_request
     method = request.method.decode("ascii", "replace")
     target = request.target.decode("ascii", "replace")
     received = {
@@ -187,7 +218,7 @@ async def _exchange(stream: SocketStream, routes: OpsRoutes, lookup: PeerUidLook
     # busy host), which a scrape or a health probe must not pay.
     wants_uid = routes.page is not None and target.split("?", 1)[0] in PAGE_ROUTES
     peer_uid = _uid_of(stream, lookup) if wants_uid else None
-    response = await routes.respond(method, target, received, peer_uid)
+    response = await routes.respond(method, target, received, peer_uid, body=body)
     headers = [
         ("content-type", response.content_type),
         ("content-length", str(len(response.body))),

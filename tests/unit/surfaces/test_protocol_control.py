@@ -37,7 +37,7 @@ def test_every_control_op_has_a_permission_task() -> None:
         "incident_link_upsert",
         "incident_link_read",
     } <= set(TASKS)
-    assert len(CONTROL_OPS) == 13
+    assert len(CONTROL_OPS) == 15
 
 
 def test_a_minimal_frame_of_each_op_decodes() -> None:

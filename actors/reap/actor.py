@@ -1,0 +1,298 @@
+"""The reap actor: plan from a census taken now, apply as a compare-and-swap on the plan token.
+
+Apply takes a fresh census, recomputes the plan and reaps nothing unless its token is the
+one the caller reviewed; then, past the mass guard and a fresh check of the caller's grant,
+it reaps every target at once (each verified against its planned incarnation just before
+its first signal, SIGTERM, the grace, SIGKILL) and commits one audit event per target
+before it answers. The periodic round, off by default, is the same plan and apply under
+the supervisor's own profile, never past the mass guard.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+import anyio
+from anyio.abc import TaskGroup
+
+from actors.census.inbox import CensusInbox, TakeCensus
+from actors.mailbox import Actor, Inbox, Outbox, Reply, post, reply_with
+from actors.reap.inbox import ReapApplyRequest, ReapInbox, ReapPlanRequest, ReapTick
+from actors.reap.records import (
+    REAP_ACTION,
+    applied_answer,
+    reap_refusal,
+    target_event,
+)
+from actors.reap.trees import LocalProcesses, ProcessOps, TargetResult, reap_target
+from actors.refusal_audit import audit_refusal
+from actors.retirement.actor import ProfileLookup
+from actors.retirement.records import Refused, mark_unrecorded, write_audit
+from actors.writer.inbox import WriterInbox
+from supervisor.clock import Clock
+from supervisor.errors import PermissionDenied, SupervisorError
+from supervisor.observe.logs import get_logger
+from supervisor.operations.registry import decide
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.retirement.apply_rules import (
+    DEFAULT_MASS_GUARD_FLOOR,
+    DEFAULT_MASS_GUARD_SHARE,
+)
+from supervisor.policy.servers.census import Census
+from supervisor.policy.servers.reap_plan import ReapEntry, ReapPlan, plan_reap
+from supervisor.policy.servers.reap_rules import (
+    CODE_CENSUS_UNAVAILABLE,
+    CODE_MASS_GUARD,
+    CODE_PLAN_CHANGED,
+    OUTCOME_NOTHING_TO_REAP,
+    check_reap_guard,
+    plan_changed_reasons,
+)
+from supervisor.policy.servers.reap_view import reap_plan_dict
+
+__all__ = ["ReapActor", "ReapSettings"]
+
+_log = get_logger()
+
+#: The permission task whose grant an apply needs, re-read just before the first signal:
+#: the retirement apply's (the retire grant).
+_APPLY_TASK = "apply"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReapSettings:
+    grace_seconds: float = 5.0
+    kill_wait_seconds: float = 5.0
+    poll_seconds: float = 0.05
+    auto_enabled: bool = False
+    auto_interval_seconds: float = 300.0
+    auto_profile: str = "supervisor"
+    mass_guard_share: float = DEFAULT_MASS_GUARD_SHARE
+    mass_guard_floor: int = DEFAULT_MASS_GUARD_FLOOR
+    #: Targets reaped at once; each waits out its own grace, so an apply of many orphans
+    #: takes about one grace, not one per target.
+    concurrency: int = 64
+    #: How long a census may take before the plan or apply is refused (a hang guard: a
+    #: census that never answers must not wedge the reap).
+    census_timeout_seconds: float = 60.0
+
+
+class ReapActor(Actor[ReapInbox]):
+    """Answers reap plans and applies; asks the census for the facts, the writer for audit."""
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox[ReapInbox],
+        census: Outbox[CensusInbox] | None,
+        writer: Outbox[WriterInbox],
+        clock: Clock,
+        profiles: ProfileLookup,
+        settings: ReapSettings | None = None,
+        processes: ProcessOps | None = None,
+        protected: frozenset[int] | None = None,
+    ) -> None:
+        self._inbox = inbox
+        self._census = census
+        self._writer = writer
+        self._clock = clock
+        self._profiles = profiles
+        self._settings = settings or ReapSettings()
+        self._processes = processes or LocalProcesses()
+        # The supervisor and whatever started it are never part of a reaped tree.
+        self._protected = protected if protected is not None else frozenset(_own_pids())
+        # One apply at a time, manual or periodic: each compares against the host as it is.
+        self._applying = anyio.Lock()
+
+    async def on_start(self, tg: TaskGroup) -> None:
+        # The periodic round is a task of its own: a plan asked meanwhile is still answered.
+        if self._settings.auto_enabled:
+            tg.start_soon(self._auto_timer)
+
+    async def on_receive(self, message: ReapInbox, tg: TaskGroup) -> None:
+        match message:
+            case ReapPlanRequest():
+                work = self.plan(message)
+            case ReapApplyRequest():
+                work = self.apply(message)
+            case ReapTick():
+                work = self.auto_reap()
+            case _:
+                assert_never(message)
+        if message.reply is None:
+            await self._refused_as_answer(work)
+            return
+        # A failure closes the slot unanswered: the asker raises ActorStopped.
+        await reply_with(message.reply, self._refused_as_answer(work))
+
+    @staticmethod
+    async def _refused_as_answer(work: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any]:
+        try:
+            return await work
+        except Refused as refused:
+            return refused.result
+
+    # --- plan ---------------------------------------------------------------------------
+
+    async def plan(self, request: ReapPlanRequest) -> Mapping[str, Any]:
+        """The plan of a census taken now (the caller's read grant was checked before)."""
+        plan = await self._plan(request.profile)
+        answer = reap_plan_dict(plan)
+        answer["profile"] = request.profile.name if request.profile else None
+        return answer
+
+    async def _plan(self, profile: Profile | None) -> ReapPlan:
+        return plan_reap(await self._take_census(profile), protected=self._protected)
+
+    async def _take_census(self, profile: Profile | None) -> Census:
+        if self._census is None:
+            reason = "server discovery (the census) does not run in this supervisor"
+        else:
+            reply: Reply[Census] = Reply()
+            try:
+                await post(self._census, TakeCensus(fresh=True, reply=reply), actor="census")
+                timeout = self._settings.census_timeout_seconds
+                return await reply.wait(actor="census", timeout=timeout)
+            except SupervisorError as exc:
+                reason = f"the census could not be taken: {exc.code}: {exc.detail}"
+            except TimeoutError as exc:
+                reason = f"the census could not be taken: {exc}"
+        raise await self._refused(profile, reap_refusal(CODE_CENSUS_UNAVAILABLE, [reason]))
+
+    async def _refused(self, profile: Profile | None, answer: dict[str, Any]) -> Refused:
+        """The refusal ``answer``, audited (committed), to raise as the answer."""
+        _log.warning("reap_refused", code=answer["code"], reasons=answer["reasons"])
+        await audit_refusal(self._writer, profile, REAP_ACTION, answer, at=self._clock.now())
+        return Refused(answer)
+
+    # --- apply --------------------------------------------------------------------------
+
+    async def apply(self, request: ReapApplyRequest) -> Mapping[str, Any]:
+        async with self._applying:
+            return await self._apply(
+                request.profile, request.plan_token, override=request.override_mass_guard
+            )
+
+    async def _apply(
+        self, profile: Profile | None, token: str, *, override: bool
+    ) -> Mapping[str, Any]:
+        plan = await self._plan(profile)
+        moved = plan_changed_reasons(token, plan)
+        if moved is not None:
+            refused = reap_refusal(
+                CODE_PLAN_CHANGED,
+                moved,
+                current_plan_token=plan.plan_token,
+                current_target_count=len(plan.targets),
+            )
+            raise await self._refused(profile, refused)
+        if not plan.targets:
+            return _nothing_to_reap(plan)
+        s = self._settings
+        guard = check_reap_guard(plan, max_share=s.mass_guard_share, floor=s.mass_guard_floor)
+        if guard is not None and not override:
+            numbers = {"would_reap": guard.would_reap, "servers": guard.servers}
+            raise await self._refused(
+                profile, reap_refusal(CODE_MASS_GUARD, [guard.reason], **numbers)
+            )
+        denied = self._recheck(profile)
+        if denied is not None:
+            reason = f"{_APPLY_TASK} refused just before the first signal: {denied}"
+            raise await self._refused(
+                profile, reap_refusal(PermissionDenied.code, [reason], denied=True)
+            )
+        results = await self._reap_all(plan.targets)
+        answer = applied_answer(token, results)
+        if guard is not None:
+            answer["mass_guard_overridden"] = True
+        await self._audit_targets(profile, token, results, answer)
+        return answer
+
+    def _recheck(self, profile: Profile | None) -> str | None:
+        """Why the caller's grant, read again now by its name, no longer allows the apply."""
+        current = self._profiles.get(profile.name) if profile is not None else None
+        decision = decide(current, _APPLY_TASK)
+        return None if decision.allowed else decision.reason
+
+    async def _reap_all(self, targets: Sequence[ReapEntry]) -> list[TargetResult]:
+        s = self._settings
+        results: list[TargetResult | None] = [None] * len(targets)
+        limiter = anyio.CapacityLimiter(s.concurrency)
+
+        async def one(index: int, entry: ReapEntry) -> None:
+            async with limiter:
+                results[index] = await reap_target(
+                    entry,
+                    ops=self._processes,
+                    clock=self._clock,
+                    grace=s.grace_seconds,
+                    kill_wait=s.kill_wait_seconds,
+                    poll=s.poll_seconds,
+                )
+
+        async with anyio.create_task_group() as tg:
+            for index, entry in enumerate(targets):
+                tg.start_soon(one, index, entry)
+        return [r for r in results if r is not None]
+
+    async def _audit_targets(
+        self,
+        profile: Profile | None,
+        token: str,
+        results: Sequence[TargetResult],
+        answer: dict[str, Any],
+    ) -> None:
+        """One committed audit event per target, written together (one group commit)."""
+        failures: list[str | None] = [None] * len(results)
+
+        async def one(index: int, result: TargetResult) -> None:
+            pid = result.entry.server.process.pid
+            _log.info("reap_target", pid=pid, outcome=result.outcome, signals=result.signals)
+            event = target_event(profile, result, plan_token=token, at=self._clock.now())
+            failures[index] = await write_audit(self._writer, event)
+
+        async with anyio.create_task_group() as tg:
+            for index, result in enumerate(results):
+                tg.start_soon(one, index, result)
+        for shown, failure in zip(answer["targets"], failures, strict=True):
+            if failure is not None:
+                shown["audit_recorded"] = False
+                mark_unrecorded(answer, "reap", failure)
+
+    # --- the periodic round -------------------------------------------------------------
+
+    async def _auto_timer(self) -> None:
+        while True:
+            await self._clock.sleep(self._settings.auto_interval_seconds)
+            await self._refused_as_answer(self.auto_reap())
+
+    async def auto_reap(self) -> Mapping[str, Any]:
+        """Plan, then apply that plan's token under the supervisor's own profile: the same
+        compare-and-swap, guard and grant check as an operator's apply, never overridden."""
+        profile = self._profiles.get(self._settings.auto_profile)
+        async with self._applying:
+            plan = await self._plan(profile)
+            if not plan.targets:
+                return _nothing_to_reap(plan)
+            return await self._apply(profile, plan.plan_token, override=False)
+
+
+def _nothing_to_reap(plan: ReapPlan) -> dict[str, Any]:
+    return {
+        "success": True,
+        "outcome": OUTCOME_NOTHING_TO_REAP,
+        "plan_token": plan.plan_token,
+        "target_count": 0,
+        "reaped_count": 0,
+        "rss_bytes_freed": 0,
+        "targets": [],
+        "mutation_performed": False,
+    }
+
+
+def _own_pids() -> set[int]:
+    """This process and its parent (a wrapper, a service manager, a test runner)."""
+    return {pid for pid in (os.getpid(), os.getppid()) if pid > 1}

@@ -1,0 +1,56 @@
+"""Reap calls of the handle: the grant first (denials audited), then one reap actor message."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from anyio.streams.memory import MemoryObjectSendStream
+
+from actors.mailbox import Reply, ask
+from actors.reap.inbox import ReapApplyRequest, ReapInbox, ReapPlanRequest
+from supervisor.handle.checks import WriterCalls
+from supervisor.operations.registry import operation
+from supervisor.policy.control.permissions import Profile
+
+__all__ = ["ReapCalls"]
+
+_Answer = Mapping[str, Any]
+
+
+def _task(op: str) -> str:
+    (task,) = operation(op).tasks
+    return task
+
+
+class ReapCalls(WriterCalls):
+    """Mixed into SupervisorHandle: ``reap_plan`` and ``reap_apply``. The actor decides and
+    audits its own refusals; the apply's grant is read again there before any signal."""
+
+    _reap: MemoryObjectSendStream[ReapInbox]
+
+    async def _ask_reap(
+        self, op: str, profile: Profile | None, build: Callable[[Reply[_Answer]], ReapInbox]
+    ) -> _Answer:
+        if (denied := await self._deny(profile, _task(op), op)) is not None:
+            return denied
+        return await ask(self._reap, build, actor="reap")
+
+    async def reap_plan(self, profile: Profile | None) -> _Answer:
+        return await self._ask_reap(
+            "reap_plan", profile, lambda reply: ReapPlanRequest(profile=profile, reply=reply)
+        )
+
+    async def reap_apply(
+        self, profile: Profile | None, *, plan_token: str, override_mass_guard: bool = False
+    ) -> _Answer:
+        return await self._ask_reap(
+            "reap_apply",
+            profile,
+            lambda reply: ReapApplyRequest(
+                profile=profile,
+                plan_token=plan_token,
+                override_mass_guard=override_mass_guard,
+                reply=reply,
+            ),
+        )

@@ -1,0 +1,157 @@
+"""The reap plan: which server trees of a census are orphaned, with a token to reap them by.
+
+A census in, a frozen plan out. A server is a target only on positive evidence that its
+owner is gone: the owner client's incarnation is recorded dead (``alive is False``; the
+census judges it by pid and start token, never by ``PPID == 1``), or the owner's end of
+the server's stdio is recorded closed. Evidence that cannot be read (None) keeps the
+server. Servers launched through ``exec`` are kept: the server guard stops those. Live
+clients' duplicate servers are reported, never targeted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from supervisor.policy.servers.census import (
+    PROVENANCE_OBSERVED,
+    Census,
+    OwnerClient,
+    ProcessRef,
+    ServerRecord,
+)
+from supervisor.policy.servers.duplicates import DuplicateGroup, duplicate_groups
+
+__all__ = [
+    "KEEP_NO_OWNER",
+    "KEEP_OWNER_LIVE",
+    "KEEP_OWNER_UNKNOWN",
+    "KEEP_PROTECTED",
+    "KEEP_WRAPPED",
+    "REAP_OWNER_GONE",
+    "REAP_STDIO_CLOSED",
+    "ReapEntry",
+    "ReapPlan",
+    "members_of",
+    "plan_reap",
+    "plan_token",
+]
+
+#: The owner client's recorded incarnation is gone.
+REAP_OWNER_GONE = "owner_client_gone"
+#: The owner still runs, but its end of the server's stdio is closed.
+REAP_STDIO_CLOSED = "owner_stdio_closed"
+#: The owner client runs and (as far as can be told) still talks to the server.
+KEEP_OWNER_LIVE = "owner_client_live"
+#: Whether the owner runs cannot be told: unknown evidence never makes a target.
+KEEP_OWNER_UNKNOWN = "owner_liveness_unknown"
+#: No owner client was recorded at first sight: nothing proves it orphaned.
+KEEP_NO_OWNER = "owner_not_recorded"
+#: Launched through ``exec``: the server guard watches it and stops it when orphaned.
+KEEP_WRAPPED = "wrapped_server_guarded"
+#: Its tree holds a process the caller protects (the supervisor itself, its parent).
+KEEP_PROTECTED = "protected_process"
+
+#: The token's format version: a token of another version never matches.
+_TOKEN_VERSION = "reap-v1"
+
+
+def members_of(server: ServerRecord) -> tuple[ProcessRef, ...]:
+    """The leader and its tree's other members, as the census saw them."""
+    return (server.process, *server.usage.children)
+
+
+def _ref(process: ProcessRef) -> str:
+    return f"{process.pid}:{process.start}"
+
+
+def plan_token(targets: Iterable[ReapEntry]) -> str:
+    """A digest over each target's leader and members (pid and start token), in any order:
+    the same targets give the same token; any target, member or incarnation more, less or
+    different moves it."""
+    units = sorted(
+        "/".join([_ref(t.server.process), *sorted(_ref(m) for m in t.server.usage.children)])
+        for t in targets
+    )
+    body = "\n".join([_TOKEN_VERSION, *units]).encode()
+    return f"{_TOKEN_VERSION}-{hashlib.sha256(body).hexdigest()}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReapEntry:
+    """One server and the verdict on it: a target (``REAP_*``) or kept (``KEEP_*``)."""
+
+    server: ServerRecord
+    reason_code: str
+    detail: str
+
+    @property
+    def members(self) -> tuple[ProcessRef, ...]:
+        """The processes a reap signals: the leader, then its tree's other members."""
+        return members_of(self.server)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReapPlan:
+    """Targets and kept servers in pid order, duplicates, and the token apply compares."""
+
+    targets: tuple[ReapEntry, ...]
+    kept: tuple[ReapEntry, ...]
+    duplicates: tuple[DuplicateGroup, ...]
+    plan_token: str
+    #: The census's size: the mass guard judges the targets against it.
+    server_count: int
+    #: The targets' RSS together (None when any target's is unknown).
+    target_rss_bytes: int | None
+
+
+def _owner_text(owner: OwnerClient) -> str:
+    return f"owner {owner.name} pid {owner.process.pid} ({owner.process.start})"
+
+
+def _verdict(server: ServerRecord, protected: frozenset[int]) -> tuple[str, str]:
+    """(reason code, detail) of one server; the first rule that applies decides."""
+    owner = server.owner
+    hit = sorted(m.pid for m in members_of(server) if m.pid in protected)
+    if hit:
+        return KEEP_PROTECTED, f"its tree holds protected pid(s) {hit}"
+    if server.provenance != PROVENANCE_OBSERVED:
+        return KEEP_WRAPPED, f"provenance {server.provenance!r}: the server guard stops it"
+    if owner is None:
+        return KEEP_NO_OWNER, "no owner client was recorded when it was first seen"
+    if owner.alive is None:
+        return KEEP_OWNER_UNKNOWN, f"whether {_owner_text(owner)} runs cannot be told"
+    if owner.alive is False:
+        return REAP_OWNER_GONE, f"{_owner_text(owner)} is gone (that incarnation exited)"
+    if owner.stdio_open is False:
+        return REAP_STDIO_CLOSED, f"{_owner_text(owner)} runs but closed its end of the stdio"
+    return KEEP_OWNER_LIVE, f"{_owner_text(owner)} runs"
+
+
+def _total(values: Sequence[int | None]) -> int | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def plan_reap(census: Census, *, protected: frozenset[int] = frozenset()) -> ReapPlan:
+    """Every server of ``census`` as a target or kept, with its reason; the live clients'
+    duplicates; the plan token. Deterministic for one census."""
+    targets: list[ReapEntry] = []
+    kept: list[ReapEntry] = []
+    live: list[ServerRecord] = []
+    for server in sorted(census.servers, key=lambda s: s.process.pid):
+        code, detail = _verdict(server, protected)
+        entry = ReapEntry(server=server, reason_code=code, detail=detail)
+        reaped = code in (REAP_OWNER_GONE, REAP_STDIO_CLOSED)
+        (targets if reaped else kept).append(entry)
+        # Wrapped or observed: any server a running client still holds may repeat another.
+        if not reaped and server.owner is not None and server.owner.alive is True:
+            live.append(server)
+    return ReapPlan(
+        targets=tuple(targets),
+        kept=tuple(kept),
+        duplicates=duplicate_groups(live),
+        plan_token=plan_token(targets),
+        server_count=len(census.servers),
+        target_rss_bytes=_total([t.server.usage.rss_bytes for t in targets]),
+    )
