@@ -185,12 +185,13 @@ class Actor(Generic[M]):
     #: background loops such as timers and sweepers).
     finish_tasks: ClassVar[bool] = False
 
-    #: Where the actor's messages arrive; every actor's constructor sets it.
-    _inbox: MemoryObjectReceiveStream[M]
+    #: Where the actor's messages arrive: a field of every actor (actors are kw_only
+    #: dataclasses whose fields are what they are given; see ``RegistryWriter``).
+    inbox: MemoryObjectReceiveStream[M]
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the inbox (``serve``) until every sender has closed its end, then return."""
-        await serve(self._inbox, self, task_status=task_status)
+        await serve(self.inbox, self, task_status=task_status)
 
     async def on_start(self, tg: TaskGroup) -> None:
         """Before ready: start background tasks on ``tg``."""
