@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import ClassVar, Generic, TypeVar
 
 import anyio
@@ -115,12 +114,8 @@ class Reply(Generic[T]):
     def __enter__(self) -> Reply[T]:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
+        # Answered or not, failed or not: the slot closes (an unanswered asker wakes).
         self.close()
 
     def __repr__(self) -> str:  # messages are logged; keep them short
