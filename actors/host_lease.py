@@ -80,6 +80,7 @@ class HostLeaseSettings:
     retire_after_seconds: float = 600.0
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class HostLeaseKeeper(Actor[HostLeaseInbox]):
     """Keeps this host's lease row alive and answers host-retirement plans and applies.
 
@@ -89,33 +90,23 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
     refused with ``registration_not_active`` and the worker registers again.
     """
 
-    def __init__(
-        self,
-        *,
-        inbox: Inbox[HostLeaseInbox],
-        writer: MemoryObjectSendStream[WriterInbox],
-        store: Store,
-        clock: Clock,
-        profiles: ProfileLookup,
-        host_id: str | None,
-        boot_id: str | None,
-        supervisor_id: str,
-        settings: HostLeaseSettings,
-    ) -> None:
-        self._inbox = inbox
-        self._writer = writer
-        self._store = store
-        self._clock = clock
-        self._profiles = profiles
-        self._host_id = host_id
-        self._boot_id = boot_id
-        self._settings = settings
+    inbox: Inbox[HostLeaseInbox]
+    writer: MemoryObjectSendStream[WriterInbox]
+    store: Store
+    clock: Clock
+    profiles: ProfileLookup
+    host_id: str | None
+    boot_id: str | None
+    supervisor_id: str
+    settings: HostLeaseSettings
+
+    def __post_init__(self) -> None:
         self.status = HostLeaseStatus(
-            host_id=host_id, supervisor_id=supervisor_id, enabled=settings.enabled
+            host_id=self.host_id, supervisor_id=self.supervisor_id, enabled=self.settings.enabled
         )
 
     async def on_start(self, tg: TaskGroup) -> None:
-        if self._settings.enabled and self._host_id is not None:
+        if self.settings.enabled and self.host_id is not None:
             # The first renewal happens before ready: a supervisor that starts is
             # registered as this host's (or knows why not) before it serves.
             await self.renew()
@@ -136,26 +127,26 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
                     assert_never(message)
 
     async def _renewer(self) -> None:
-        interval = self._settings.renew_interval_seconds
-        deadline = self._clock.monotonic() + interval
+        interval = self.settings.renew_interval_seconds
+        deadline = self.clock.monotonic() + interval
         while True:
-            await self._clock.sleep_until(deadline)
+            await self.clock.sleep_until(deadline)
             deadline += interval
             await self.renew()
 
     async def renew(self) -> WriteAck | None:
         """One renewal through the writer; the outcome lands in ``status``."""
-        host_id = self._host_id
+        host_id = self.host_id
         if host_id is None:
             return None
         try:
             ack: WriteAck = await ask(
-                self._writer,
+                self.writer,
                 lambda reply: RenewHostLease(
                     host_id=host_id,
-                    boot_id=self._boot_id,
+                    boot_id=self.boot_id,
                     supervisor_id=self.status.supervisor_id,
-                    lease_seconds=self._settings.lease_seconds,
+                    lease_seconds=self.settings.lease_seconds,
                     reply=reply,
                 ),
                 actor="registry_writer",
@@ -170,9 +161,7 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
     def _observe(self, ack: WriteAck) -> None:
         status = self.status
         if not ack.ok:
-            _log.error(
-                "host_lease_refused", host_id=self._host_id, code=ack.code, detail=ack.detail
-            )
+            _log.error("host_lease_refused", host_id=self.host_id, code=ack.code, detail=ack.detail)
             self.status = replace(status, last_code=ack.code, last_detail=ack.detail)
             return
         declared = bool(ack.data.get("declared_dead"))
@@ -180,7 +169,7 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
             by = canon(ack.data.get("declared_dead_by"))
             _log.warning(
                 "host_declared_dead",
-                host_id=self._host_id,
+                host_id=self.host_id,
                 declared_by=by,
                 retired_rows=ack.data.get("retired_rows"),
                 action="workers re-register: their rows were retired",
@@ -198,16 +187,16 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
 
     async def plan(self, host_id: str) -> HostRetirementPlan:
         """Read-only plan over committed rows (the apply recomputes it under lock)."""
-        rows = await self._store.read_registrations(status="active")
-        sessions, pids = lease_owner_keys(await self._store.read_leases(status="active"))
-        hosts = {str(r["host_id"]): r for r in await self._store.read_host_leases()}
+        rows = await self.store.read_registrations(status="active")
+        sessions, pids = lease_owner_keys(await self.store.read_leases(status="active"))
+        hosts = {str(r["host_id"]): r for r in await self.store.read_host_leases()}
         return plan_host_retirement(
             rows,
             host_id=host_id,
             lease=hosts.get(host_id),
-            local_host_id=self._host_id,
-            now=self._clock.now(),
-            retire_after_seconds=self._settings.retire_after_seconds,
+            local_host_id=self.host_id,
+            now=self.clock.now(),
+            retire_after_seconds=self.settings.retire_after_seconds,
             owner_sessions=sessions,
             owner_pids=pids,
         )
@@ -217,21 +206,21 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
         name = request.profile.name
 
         def recheck() -> str | None:
-            decision = decide(self._profiles.get(name), "apply")
+            decision = decide(self.profiles.get(name), "apply")
             return None if decision.allowed else decision.reason
 
         try:
             ack: WriteAck = await ask(
-                self._writer,
+                self.writer,
                 lambda reply: RetireHostRows(
                     host_id=request.host_id,
                     host_token=request.host_token,
                     candidate_fingerprint=request.candidate_fingerprint,
                     worker_identities=request.worker_identities,
                     # Who, from where: the row history names the profile and the host.
-                    retired_by=f"{name}@{self._host_id}",
-                    local_host_id=self._host_id,
-                    retire_after_seconds=self._settings.retire_after_seconds,
+                    retired_by=f"{name}@{self.host_id}",
+                    local_host_id=self.host_id,
+                    retire_after_seconds=self.settings.retire_after_seconds,
                     recheck_grant=recheck,
                     reply=reply,
                 ),
@@ -248,7 +237,7 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
             return None
         detail = f"{task} refused: {decision.reason}"
         denied = {"outcome": "refused", "code": "permission_denied", "reasons": [detail]}
-        await audit_refusal(self._writer, profile, f"host_{task}", denied, at=self._clock.now())
+        await audit_refusal(self.writer, profile, f"host_{task}", denied, at=self.clock.now())
         return WriteAck(
             ok=False,
             code="permission_denied",

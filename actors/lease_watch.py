@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import assert_never
 
 from anyio.abc import TaskGroup
@@ -44,25 +44,18 @@ _UNREADABLE = LeaseOwners(
 )
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class LeaseWatch(Actor[LeaseWatchInbox]):
     """Answers "who owns an active lease" from a fresh read; unreadable is never "nobody"."""
 
-    def __init__(
-        self,
-        *,
-        inbox: Inbox[LeaseWatchInbox],
-        writer: Outbox[WriterInbox],
-        store: Store,
-        clock: Clock,
-        settings: LeaseWatchSettings | None = None,
-    ) -> None:
-        self._inbox = inbox
-        self._writer = writer
-        self._store = store
-        self._clock = clock
-        self._settings = settings or LeaseWatchSettings()
-        self.last = _UNREADABLE
-        self.expired_total = 0
+    inbox: Inbox[LeaseWatchInbox]
+    writer: Outbox[WriterInbox]
+    store: Store
+    clock: Clock
+    settings: LeaseWatchSettings = field(default_factory=LeaseWatchSettings)
+    #: The owners as last read (unreadable until the first read).
+    last: LeaseOwners = field(default=_UNREADABLE, init=False)
+    expired_total: int = field(default=0, init=False)
 
     async def on_start(self, tg: TaskGroup) -> None:
         tg.start_soon(self._expirer)
@@ -77,14 +70,14 @@ class LeaseWatch(Actor[LeaseWatchInbox]):
     async def _expirer(self) -> None:
         while True:
             await self.expire_due()
-            await self._clock.sleep(self._settings.expiry_interval_seconds)
+            await self.clock.sleep(self.settings.expiry_interval_seconds)
 
     async def expire_due(self) -> list[str]:
         """Ask the writer to expire every active lease whose deadline has passed."""
-        stamp = format_stamp(self._clock.now())
+        stamp = format_stamp(self.clock.now())
         try:
             ack: WriteAck = await ask(
-                self._writer,
+                self.writer,
                 lambda reply: ExpireLeases(now_stamp=stamp, reply=reply),
                 actor="registry_writer",
             )
@@ -100,7 +93,7 @@ class LeaseWatch(Actor[LeaseWatchInbox]):
 
     async def refresh(self) -> LeaseOwners:
         try:
-            leases = await self._store.read_leases(status="active")
+            leases = await self.store.read_leases(status="active")
         except Exception as exc:
             self.last = replace(_UNREADABLE, detail=f"lease store unreadable: {exc}")
             return self.last

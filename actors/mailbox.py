@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import ClassVar, Generic, TypeVar
 
 import anyio
@@ -115,12 +114,8 @@ class Reply(Generic[T]):
     def __enter__(self) -> Reply[T]:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
+        # Answered or not, failed or not: the slot closes (an unanswered asker wakes).
         self.close()
 
     def __repr__(self) -> str:  # messages are logged; keep them short
@@ -185,12 +180,23 @@ class Actor(Generic[M]):
     #: background loops such as timers and sweepers).
     finish_tasks: ClassVar[bool] = False
 
-    #: Where the actor's messages arrive; every actor's constructor sets it.
-    _inbox: MemoryObjectReceiveStream[M]
+    #: Where the actor's messages arrive: a field of every actor (actors are kw_only
+    #: dataclasses whose fields are what they are given; see ``RegistryWriter``).
+    inbox: MemoryObjectReceiveStream[M]
+
+    # Transitional: an actor still written with an __init__ that assigns ``self._inbox``
+    # (the census actor) serves the same inbox. Remove once every actor is a dataclass.
+    @property
+    def _inbox(self) -> MemoryObjectReceiveStream[M]:
+        return self.inbox
+
+    @_inbox.setter
+    def _inbox(self, inbox: MemoryObjectReceiveStream[M]) -> None:
+        self.inbox = inbox
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the inbox (``serve``) until every sender has closed its end, then return."""
-        await serve(self._inbox, self, task_status=task_status)
+        await serve(self.inbox, self, task_status=task_status)
 
     async def on_start(self, tg: TaskGroup) -> None:
         """Before ready: start background tasks on ``tg``."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from functools import partial
 from typing import Any, assert_never
 
@@ -77,35 +77,29 @@ class HeartbeatSettings:
     max_in_flight: int = 4
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class HeartbeatActor(Actor[HeartbeatInbox]):
     """Front door for workers; the writer is the only place their rows change."""
 
     #: In-flight batches finish (and answer) before the actor returns.
     finish_tasks = True
 
-    def __init__(
-        self,
-        *,
-        inbox: Inbox[HeartbeatInbox],
-        writer: Outbox[WriterInbox],
-        liveness: Outbox[LivenessInbox] | None,
-        clock: Clock,
-        probes: ProbeBackend,
-        settings: HeartbeatSettings | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self._inbox = inbox
-        self._metrics = metrics or Metrics()
-        self._writer = writer
-        self._liveness = liveness
-        self._clock = clock
-        self._probes = probes
+    inbox: Inbox[HeartbeatInbox]
+    writer: Outbox[WriterInbox]
+    liveness: Outbox[LivenessInbox] | None
+    clock: Clock
+    probes: ProbeBackend
+    #: None: the defaults.
+    settings: InitVar[HeartbeatSettings | None] = None
+    metrics: Metrics = field(default_factory=Metrics)
+
+    def __post_init__(self, settings: HeartbeatSettings | None) -> None:
         self._settings = settings or HeartbeatSettings()
         self._in_flight = anyio.Semaphore(self._settings.max_in_flight)
 
     async def on_receive(self, message: HeartbeatInbox, tg: TaskGroup) -> None:
         batch = [message]
-        take_waiting(self._inbox, batch, self._settings.max_batch)
+        take_waiting(self.inbox, batch, self._settings.max_batch)
         beats = [m for m in batch if isinstance(m, Heartbeat | HeartbeatGroup)]
         if beats:
             await self._in_flight.acquire()
@@ -125,7 +119,7 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
 
     async def _flush(self, beats: Sequence[Heartbeat | HeartbeatGroup]) -> None:
         try:
-            stamp = format_stamp(self._clock.now())
+            stamp = format_stamp(self.clock.now())
             # Beats with identical claims collapse into one write; beats of one
             # worker with different claims stay apart so each is judged alone.
             slot: dict[tuple[str, int, str, int], int] = {}
@@ -175,9 +169,9 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         # A list, then all(): a generator would cost a resumption per beat.
         oks = [r.ok for r in results]
         if not all(oks):
-            self._metrics.count_heartbeats(results[p] for mine in positions for p in mine)
+            self.metrics.count_heartbeats(results[p] for mine in positions for p in mine)
         else:
-            self._metrics.accept_heartbeats(answered)
+            self.metrics.accept_heartbeats(answered)
 
     async def _write(self, writes: Sequence[HeartbeatWrite]) -> list[HeartbeatResult]:
         """One writer message per ``max_batch`` beats: a group from a pipelining peer may
@@ -186,7 +180,7 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         results: list[HeartbeatResult] = []
         for start in range(0, len(writes), size):
             answered: tuple[HeartbeatResult, ...] = await ask(
-                self._writer,
+                self.writer,
                 partial(_touch, tuple(writes[start : start + size])),
                 actor="registry_writer",
             )
@@ -199,14 +193,14 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
             return RegisterResult(ok=False, code="invalid_registration", detail=problem)
         # Identified, not just probed: the token names this process even against another
         # that gets its pid within one clock tick (its pidfd inode, where the kernel has one).
-        seen = self._probes.identify(message.pid)
+        seen = self.probes.identify(message.pid)
         if not seen.alive or not seen.start_time:
             return RegisterResult(
                 ok=False,
                 code="process_unverifiable",
                 detail=f"pid {message.pid} cannot be probed on this host; refusing to register it",
             )
-        host_id = self._probes.host_id()
+        host_id = self.probes.host_id()
         if not host_id:
             return RegisterResult(
                 ok=False, code="host_unknown", detail="the supervisor cannot establish its host id"
@@ -215,14 +209,14 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         if problem:
             return RegisterResult(ok=False, code="invalid_registration", detail=problem)
         row = self._row(message, host_id=host_id, start_time=seen.start_time)
-        ack = await ask_writer(self._writer, lambda reply: InsertRegistration(row=row, reply=reply))
+        ack = await ask_writer(self.writer, lambda reply: InsertRegistration(row=row, reply=reply))
         if not ack.ok:
             return RegisterResult(ok=False, code=ack.code, detail=ack.detail)
         registration = dict(ack.data.get("registration", row))
-        if self._liveness is not None:
+        if self.liveness is not None:
             try:
                 await tell(
-                    self._liveness,
+                    self.liveness,
                     Watch(
                         worker_identity=str(registration["worker_identity"]),
                         pid=message.pid,
@@ -247,7 +241,7 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         pid, claimed = claims.get("client_pid"), claims.get("client_process_start_time")
         if pid is None:
             return "client_process_start_time needs client_pid" if claimed else None
-        seen = self._probes.probe(int(pid))
+        seen = self.probes.probe(int(pid))
         if (
             seen.alive
             and seen.start_time
@@ -262,9 +256,9 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
 
     def _row(self, message: Register, *, host_id: str, start_time: str) -> dict[str, Any]:
         claims = message.claims
-        stamp = format_stamp(self._clock.now())
+        stamp = format_stamp(self.clock.now())
         ttl = claims.get("heartbeat_ttl_seconds") or self._settings.ttl_seconds
-        binding = claims.get("repository_binding") or self._probes.process_cwd(message.pid)
+        binding = claims.get("repository_binding") or self.probes.process_cwd(message.pid)
         identity = assess_instance_identity(claims.get("client_instance_id"))
         row: dict[str, Any] = {name: claims.get(name) for name in CLAIM_FIELDS}
         row.update(
@@ -275,7 +269,7 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
                 "pid": message.pid,
                 "process_identity": f"{host_id}:{message.pid}:{start_time}",
                 "host_id": host_id,
-                "boot_id": self._probes.boot_id(),
+                "boot_id": self.probes.boot_id(),
                 "process_start_time": start_time,
                 "repository_binding": binding,
                 "heartbeat_ttl_seconds": float(ttl),
@@ -288,9 +282,9 @@ class HeartbeatActor(Actor[HeartbeatInbox]):
         return row
 
     async def _release(self, message: Release) -> WriteAck:
-        stamp = format_stamp(self._clock.now())
+        stamp = format_stamp(self.clock.now())
         return await ask_writer(
-            self._writer,
+            self.writer,
             lambda reply: ReleaseRegistration(
                 worker_identity=message.worker_identity,
                 pid=message.pid,

@@ -14,7 +14,15 @@ from actors.replies import (
 )
 from supervisor.policy.fast_init import fast_init
 
-__all__ = ["BeatClaim", "Heartbeat", "HeartbeatGroup", "HeartbeatInbox", "Register", "Release"]
+__all__ = [
+    "BeatClaim",
+    "Heartbeat",
+    "HeartbeatGroup",
+    "HeartbeatInbox",
+    "Register",
+    "Release",
+    "ReleaseClaim",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,11 +67,18 @@ class HeartbeatGroup:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Release:
+class ReleaseClaim:
+    """A release names its registration in full: a fencing that no longer matches is refused
+    (the writer's ``ReleaseRegistration`` carries the same claim)."""
+
     worker_identity: str
     pid: int
     generation_id: str
     fencing_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Release(ReleaseClaim):
     reply: Reply[WriteAck]
 
 

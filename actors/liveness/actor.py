@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from typing import assert_never
 
 from anyio.abc import TaskGroup
@@ -39,6 +39,9 @@ __all__ = ["LivenessActor", "LivenessSettings", "judge"]
 
 _log = get_logger()
 
+#: Opens a pidfd for (pid, expected start time), or None when it cannot.
+PidfdOpener = Callable[[int, str | None], int | None]
+
 _SWEEP = "sweep"
 _PIDFD = "pidfd"
 _FOREIGN = "foreign_host"
@@ -70,34 +73,29 @@ def judge(evidence: ProcessEvidence | PidEvidence, registered_start: str | None)
 _UNKNOWN_EVIDENCE = PidEvidence(alive=None)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class LivenessActor(Actor[LivenessInbox]):
     """Keeps a verdict per active registration; never writes the database."""
 
-    def __init__(
-        self,
-        *,
-        inbox: Inbox[LivenessInbox],
-        store: Store,
-        clock: Clock,
-        probes: ProbeBackend,
-        settings: LivenessSettings | None = None,
-        pidfd_open: Callable[[int, str | None], int | None] | None = None,
-        metrics: Metrics | None = None,
-        shortcuts: ProbeShortcuts | None = None,
+    inbox: Inbox[LivenessInbox]
+    store: Store
+    clock: Clock
+    probes: ProbeBackend
+    settings: LivenessSettings = field(default_factory=LivenessSettings)
+    pidfd_open: InitVar[PidfdOpener | None] = None
+    metrics: Metrics = field(default_factory=Metrics)
+    shortcuts: InitVar[ProbeShortcuts | None] = None
+
+    def __post_init__(
+        self, pidfd_open: PidfdOpener | None, shortcuts: ProbeShortcuts | None
     ) -> None:
         """``shortcuts`` None: the sound ones for this backend and opener (see _local_shortcuts)."""
-        self._inbox = inbox
-        self._metrics = metrics or Metrics()
-        self._store = store
-        self._clock = clock
-        self._probes = probes
-        self._settings = settings or LivenessSettings()
         self._verdicts = Verdicts()
         # Identity -> pid of every process whose exit is watched.
         self._watched: dict[str, int] = {}
         self._exited = ExitedIncarnations()
         self._sweeps = 0
-        use_pidfd = self._settings.use_pidfd and pidfd_supported()
+        use_pidfd = self.settings.use_pidfd and pidfd_supported()
         self._pidfd_open = pidfd_open or (_open_pidfd if use_pidfd else None)
         # The inode of a watch's fd names its process only for real pidfds.
         self._fd_inode: Callable[[int], int | None] = (
@@ -105,7 +103,7 @@ class LivenessActor(Actor[LivenessInbox]):
         )
         self._exits: ExitWatchSet | None = None
         if shortcuts is None:
-            shortcuts = _local_shortcuts(probes, custom_opener=pidfd_open is not None)
+            shortcuts = _local_shortcuts(self.probes, custom_opener=pidfd_open is not None)
         self._shortcuts = shortcuts
         # Pid -> the watch ProbeNow may answer from (its identity, and the evidence of the
         # verified incarnation it holds): one per pid, the latest; a pid whose vouching
@@ -134,14 +132,14 @@ class LivenessActor(Actor[LivenessInbox]):
         self._vouch_key.clear()
         self._vouched.clear()
         self._exited.clear()
-        self._metrics.exit_watches.set(0)
+        self.metrics.exit_watches.set(0)
 
     async def on_receive(self, message: LivenessInbox, tg: TaskGroup) -> None:
         match message:
             case Watch():
                 self._watch(message.worker_identity, message.pid, message.start_time)
                 # Here and at the end of a sweep, not per watch: a sweep may open thousands.
-                self._metrics.exit_watches.set(len(self._watched))
+                self.metrics.exit_watches.set(len(self._watched))
             case ProbeNow():
                 with message.reply:
                     message.reply.send(self.probe_now(message.pids))
@@ -162,7 +160,7 @@ class LivenessActor(Actor[LivenessInbox]):
         sweeps, watched = self._sweeps, len(self._watched)
         records = sorted(self._verdicts.records.items())
         verdicts: list[Verdict] = []
-        chunk = max(1, self._settings.sweep_chunk)
+        chunk = max(1, self.settings.sweep_chunk)
         for start in range(0, len(records), chunk):
             verdicts.extend(as_verdict(k, r) for k, r in records[start : start + chunk])
             if start + chunk < len(records):
@@ -201,9 +199,9 @@ class LivenessActor(Actor[LivenessInbox]):
             not_vouched=not_vouched,
             exited=self._exited.by_start,
             listing=shortcuts.listing,
-            probe=self._probes.probe,
-            identify=self._probes.identify,
-            probe_many=self._probes.probe_many,
+            probe=self.probes.probe,
+            identify=self.probes.identify,
+            probe_many=self.probes.probe_many,
             previous=self._answered,
         )
         # Kept as sent: answer() checks every reused object's value, so even a receiver
@@ -223,7 +221,7 @@ class LivenessActor(Actor[LivenessInbox]):
                 await self.sweep()
             except Exception as exc:  # a failed sweep must not kill exit watches
                 _log.error("sweep_failed", error=repr(exc))
-            await self._clock.sleep(self._settings.sweep_interval_seconds)
+            await self.clock.sleep(self.settings.sweep_interval_seconds)
 
     async def sweep(self) -> None:
         """Probe every active row in chunks, yielding to the loop between chunks.
@@ -234,14 +232,14 @@ class LivenessActor(Actor[LivenessInbox]):
         # Real elapsed time on purpose: this is a measurement for operators, not
         # protocol time, and under a FakeClock every sweep would take zero seconds.
         began = time.perf_counter()
-        rows = await self._store.read_active_processes()
-        host = self._probes.host_id()
-        chunk = max(1, self._settings.sweep_chunk)
+        rows = await self.store.read_active_processes()
+        host = self.probes.host_id()
+        chunk = max(1, self.settings.sweep_chunk)
         current: set[str] = set()
         local: list[tuple[str, int, str | None]] = []
         watched = self._watched
         for start in range(0, len(rows), chunk):
-            observed_at = self._clock.monotonic()
+            observed_at = self.clock.monotonic()
             for identity, raw_pid, row_host, start_time in rows[start : start + chunk]:
                 # Stored pids are almost always plain ints; only the odd one pays for the
                 # general parse.
@@ -270,8 +268,8 @@ class LivenessActor(Actor[LivenessInbox]):
         verdicts, set_verdict = self._verdicts.records, self._verdicts.set
         for start in range(0, len(local), chunk):
             part = local[start : start + chunk]
-            seen = self._probes.probe_many([pid for _, pid, _ in part])
-            now = self._clock.monotonic()
+            seen = self.probes.probe_many([pid for _, pid, _ in part])
+            now = self.clock.monotonic()
             for (identity, pid, registered_start), evidence in zip(part, seen, strict=True):
                 previous = verdicts.get(identity)
                 if previous is not None and previous[1] == DEAD and previous[5] == _PIDFD:
@@ -286,9 +284,9 @@ class LivenessActor(Actor[LivenessInbox]):
                     self._watch(identity, pid, registered_start)
             await _let_others_run()
         self._sweeps += 1
-        self._metrics.sweeps.inc()
-        self._metrics.sweep_seconds.observe(time.perf_counter() - began)
-        self._metrics.exit_watches.set(len(self._watched))
+        self.metrics.sweeps.inc()
+        self.metrics.sweep_seconds.observe(time.perf_counter() - began)
+        self.metrics.exit_watches.set(len(self._watched))
 
     def verdict(self, worker_identity: str) -> Verdict | None:
         record = self._verdicts.get(worker_identity)
@@ -316,9 +314,7 @@ class LivenessActor(Actor[LivenessInbox]):
             self._vouched[pid] = reuse(self._answered, pid, True, start_of(start_time))
         # The pidfd was opened on this exact incarnation, so until it fires the
         # worker is alive; sweeps skip watched rows on the strength of this.
-        self._verdicts.set(
-            identity, (pid, ALIVE, True, start_time, self._clock.monotonic(), _PIDFD)
-        )
+        self._verdicts.set(identity, (pid, ALIVE, True, start_time, self.clock.monotonic(), _PIDFD))
 
     def _forget_exit(self, identity: str, record: Record) -> None:
         pid, state, _, start_time, _, source = record
@@ -328,7 +324,7 @@ class LivenessActor(Actor[LivenessInbox]):
 
     def _unwatch(self, identity: str) -> None:
         self._stop_vouching(identity, self._watched.pop(identity, None))
-        self._metrics.exit_watches.set(len(self._watched))
+        self.metrics.exit_watches.set(len(self._watched))
         if self._exits is not None:
             self._exits.discard(identity)
 
@@ -345,9 +341,9 @@ class LivenessActor(Actor[LivenessInbox]):
                 start = watched[3] if watched is not None and watched[0] == pid else None
                 if start is not None:
                     self._exited.add(pid, start, identity)
-                self._metrics.exit_watches.set(len(self._watched))
+                self.metrics.exit_watches.set(len(self._watched))
                 self._verdicts.set(
-                    identity, (pid, DEAD, False, start, self._clock.monotonic(), _PIDFD)
+                    identity, (pid, DEAD, False, start, self.clock.monotonic(), _PIDFD)
                 )
                 _log.info("worker_exited", worker_identity=identity, pid=pid)
 

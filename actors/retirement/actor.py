@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, assert_never
 
 from anyio.abc import TaskGroup
@@ -82,32 +82,28 @@ class RetirementSettings:
     auto_profile: str = "supervisor"
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class RetirementActor(Actor[RetirementInbox]):
     """Answers snapshot, plan and apply; the writer runs apply's transaction."""
 
-    def __init__(
-        self,
-        *,
-        inbox: Inbox[RetirementInbox],
-        writer: Outbox[WriterInbox],
-        liveness: Outbox[LivenessInbox],
-        lease_watch: Outbox[LeaseWatchInbox],
-        store: Store,
-        clock: Clock,
-        probes: ProbeBackend,
-        profiles: ProfileLookup,
-        settings: RetirementSettings | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self._inbox = inbox
-        self._metrics = metrics or Metrics()
-        self._writer = writer
-        self._facts = Facts(liveness=liveness, lease_watch=lease_watch, store=store, probes=probes)
-        self._store = store
-        self._clock = clock
-        self._probes = probes
-        self._profiles = profiles
-        self._settings = settings or RetirementSettings()
+    inbox: Inbox[RetirementInbox]
+    writer: Outbox[WriterInbox]
+    liveness: Outbox[LivenessInbox]
+    lease_watch: Outbox[LeaseWatchInbox]
+    store: Store
+    clock: Clock
+    probes: ProbeBackend
+    profiles: ProfileLookup
+    settings: RetirementSettings = field(default_factory=RetirementSettings)
+    metrics: Metrics = field(default_factory=Metrics)
+
+    def __post_init__(self) -> None:
+        self._facts = Facts(
+            liveness=self.liveness,
+            lease_watch=self.lease_watch,
+            store=self.store,
+            probes=self.probes,
+        )
         # Row facts from earlier plans: rows unchanged since then are not re-derived.
         # Identity is trusted: the store hands out a new mapping for every new row
         # version and nothing here edits one (Store.read_registry_view).
@@ -116,11 +112,15 @@ class RetirementActor(Actor[RetirementInbox]):
         self._plan_columns = PlanColumns()
         self._history_reads = HistoryReads()
         self._counts = KeptCounts(
-            store=store, liveness=liveness, facts=self._facts, clock=clock, host_id=probes.host_id
+            store=self.store,
+            liveness=self.liveness,
+            facts=self._facts,
+            clock=self.clock,
+            host_id=self.probes.host_id,
         )
 
     async def on_start(self, tg: TaskGroup) -> None:
-        if self._settings.auto_enabled:
+        if self.settings.auto_enabled:
             tg.start_soon(self._auto_timer)
 
     async def on_receive(self, message: RetirementInbox, tg: TaskGroup) -> None:
@@ -130,12 +130,12 @@ class RetirementActor(Actor[RetirementInbox]):
             case PlanRequest():
                 with message.reply:
                     result = await self._guarded(self.plan(message))
-                    self._metrics.count_outcome("plan", result.get("outcome"))
+                    self.metrics.count_outcome("plan", result.get("outcome"))
                     message.reply.send(result)
             case ApplyRequest():
                 with message.reply:
                     result = await self._guarded(self.apply(message))
-                    self._metrics.count_outcome("apply", result.get("outcome"))
+                    self.metrics.count_outcome("apply", result.get("outcome"))
                     message.reply.send(result)
             case FleetCountsQuery():
                 with message.reply:
@@ -151,7 +151,7 @@ class RetirementActor(Actor[RetirementInbox]):
                 result = await self._guarded(self.auto_retire())
                 # A round that stopped at its plan is counted as a plan, else as an apply.
                 kind = "plan" if "candidate_count" in result else "apply"
-                self._metrics.count_outcome(kind, result.get("outcome"))
+                self.metrics.count_outcome(kind, result.get("outcome"))
                 if message.reply is not None:
                     with message.reply:
                         message.reply.send(result)
@@ -184,10 +184,10 @@ class RetirementActor(Actor[RetirementInbox]):
         self, profile: Profile | None, action: str, result: Mapping[str, Any]
     ) -> str | None:
         """Write one audit event; None once committed, else why it could not be."""
-        event = audit_event(profile, action, result, at=self._clock.now())
+        event = audit_event(profile, action, result, at=self.clock.now())
         detail = event["detail"]
         _log.info("audit", **{**detail, **{k: v for k, v in event.items() if k != "detail"}})
-        return await write_audit(self._writer, event)
+        return await write_audit(self.writer, event)
 
     async def _audit_refusal(self, profile: Profile | None, action: str, refused: _Refused) -> None:
         failure = await self._audit(profile, action, refused.result)
@@ -204,9 +204,9 @@ class RetirementActor(Actor[RetirementInbox]):
             raise
         if request.include_history:
             # Every row, so historical_workers lists them; history=None says so.
-            inputs = PlanInputs(rows=await self._store.read_registrations(), history=None)
+            inputs = PlanInputs(rows=await self.store.read_registrations(), history=None)
         else:
-            inputs = await read_plan_inputs(self._store)
+            inputs = await read_plan_inputs(self.store)
         evidence = await self._facts.for_rows(inputs.rows)
         snap = await self._snapshot(
             inputs,
@@ -238,10 +238,10 @@ class RetirementActor(Actor[RetirementInbox]):
         with gc_paused():
             return snapshot_fleet(
                 inputs.rows,
-                now=self._clock.now(),
+                now=self.clock.now(),
                 evidence=evidence,
-                current_host_id=self._probes.host_id(),
-                canonical_repository=canonical_repository or self._settings.canonical_repository,
+                current_host_id=self.probes.host_id(),
+                canonical_repository=canonical_repository or self.settings.canonical_repository,
                 expected_live_revision=expected_live_revision,
                 expected_manifest=manifest,
                 historical_count=inputs.history.count if inputs.history else 0,
@@ -270,11 +270,11 @@ class RetirementActor(Actor[RetirementInbox]):
 
     async def _plan(self, canonical_repository: str | None, query: PlanQuery) -> dict[str, Any]:
         owners = await self._facts.owners()
-        inputs = await read_plan_inputs(self._store, self._plan_columns.irregular)
-        canon_repo = canonical_repository or self._settings.canonical_repository
-        pids, clients = self._plan_columns.probe_list(inputs.rows, self._probes.host_id())
+        inputs = await read_plan_inputs(self.store, self._plan_columns.irregular)
+        canon_repo = canonical_repository or self.settings.canonical_repository
+        pids, clients = self._plan_columns.probe_list(inputs.rows, self.probes.host_id())
         evidence = await self._facts.probe(pids)
-        now, fencing = self._clock.now(), self._facts.fencing()
+        now, fencing = self.clock.now(), self._facts.fencing()
         with gc_paused():
             plan = plan_retirement(
                 inputs.rows,
@@ -286,12 +286,12 @@ class RetirementActor(Actor[RetirementInbox]):
                 memo=self._plan_memo,
                 history=inputs.history,
             )
-        plan = await rescope(self._store, plan, inputs, self._plan_memo, self._history_reads)
+        plan = await rescope(self.store, plan, inputs, self._plan_memo, self._history_reads)
         build = entry_builder(
             now=now, evidence=evidence, fencing=fencing, canonical_repository=canon_repo
         )
         reads = None if inputs.history is None else (self._history_reads, inputs.history)
-        listing = await list_entries(self._store, plan, query, build, reads)
+        listing = await list_entries(self.store, plan, query, build, reads)
         with gc_paused():
             result = plan_view_dict(
                 plan,
@@ -316,18 +316,18 @@ class RetirementActor(Actor[RetirementInbox]):
         profile_name = request.profile.name if request.profile else ""
         profile = request.profile
         outcome: ApplyOutcome = await ask(
-            self._writer,
+            self.writer,
             lambda reply: ApplyRetirement(
                 mode=mode,
                 expected_token=token,
                 expected_candidate_fingerprint=request.candidate_fingerprint,
                 worker_identities=request.worker_identities,
                 canonical_repository=request.canonical_repository
-                or self._settings.canonical_repository,
+                or self.settings.canonical_repository,
                 retired_by=profile_name or "unknown",
                 override_mass_guard=request.override_mass_guard,
                 recheck_grant=lambda: self._recheck(profile_name),
-                audit=lambda result: audit_event(profile, "apply", result, at=self._clock.now()),
+                audit=lambda result: audit_event(profile, "apply", result, at=self.clock.now()),
                 reply=reply,
             ),
             actor="registry_writer",
@@ -344,14 +344,14 @@ class RetirementActor(Actor[RetirementInbox]):
         return result
 
     def _recheck(self, profile_name: str) -> str | None:
-        decision = decide(self._profiles.get(profile_name), "apply")
+        decision = decide(self.profiles.get(profile_name), "apply")
         return None if decision.allowed else decision.reason
 
     async def _post_apply(
         self, result: Mapping[str, Any], canonical_repository: str | None
     ) -> dict[str, Any]:
         try:
-            inputs = await read_plan_inputs(self._store)
+            inputs = await read_plan_inputs(self.store)
             snap = await self._snapshot(inputs, canonical_repository=canonical_repository)
         except Exception as exc:
             return {"available": False, "reasons": [f"post-apply view unavailable: {exc}"]}
@@ -361,12 +361,12 @@ class RetirementActor(Actor[RetirementInbox]):
 
     async def _auto_timer(self) -> None:
         while True:
-            await self._clock.sleep(self._settings.auto_interval_seconds)
+            await self.clock.sleep(self.settings.auto_interval_seconds)
             await self._guarded(self.auto_retire())
 
     async def auto_retire(self) -> Mapping[str, Any]:
         """Plan then apply under the supervisor's own profile: same gates, same guard."""
-        profile = self._profiles.get(self._settings.auto_profile)
+        profile = self.profiles.get(self.settings.auto_profile)
         plan = await self.plan(PlanRequest(profile=profile, reply=Reply.discarding()))
         if not plan.get("success") or not plan.get("candidate_count"):
             return plan

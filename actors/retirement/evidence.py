@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from actors.lease_watch import LeaseOwnersQuery, LeaseWatchInbox
@@ -24,40 +25,33 @@ __all__ = ["Facts", "OrphanList"]
 OrphanList = tuple[OrphanFinding, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
     """What the retirement actor asks the other actors and the host before it decides."""
 
-    def __init__(
-        self,
-        *,
-        liveness: Outbox[LivenessInbox],
-        lease_watch: Outbox[LeaseWatchInbox],
-        store: Store,
-        probes: ProbeBackend,
-    ) -> None:
-        self._liveness = liveness
-        self._lease_watch = lease_watch
-        self._store = store
-        self._probes = probes
+    liveness: Outbox[LivenessInbox]
+    lease_watch: Outbox[LeaseWatchInbox]
+    store: Store
+    probes: ProbeBackend
 
     def fencing(self) -> FencingContext:
-        return FencingContext(host_id=self._probes.host_id(), boot_id=self._probes.boot_id())
+        return FencingContext(host_id=self.probes.host_id(), boot_id=self.probes.boot_id())
 
     async def for_rows(self, rows: Sequence[Mapping[str, Any]]) -> Mapping[int, PidEvidence]:
         """Fresh probes of every active row's pid, and of their launching clients' pids."""
         workers = {pid for row in rows if (pid := active_pid(row)) is not None}
-        clients = client_pids(rows, current_host_id=self._probes.host_id())
+        clients = client_pids(rows, current_host_id=self.probes.host_id())
         return await self.probe(tuple(sorted(workers | clients)))
 
     async def probe(self, pids: tuple[int, ...]) -> Mapping[int, PidEvidence]:
         evidence: Mapping[int, PidEvidence] = await ask(
-            self._liveness, lambda reply: ProbeNow(pids=pids, reply=reply), actor="liveness"
+            self.liveness, lambda reply: ProbeNow(pids=pids, reply=reply), actor="liveness"
         )
         return evidence
 
     async def owners(self) -> LeaseOwners:
         owners: LeaseOwners = await ask(
-            self._lease_watch, lambda reply: LeaseOwnersQuery(reply=reply), actor="lease_watch"
+            self.lease_watch, lambda reply: LeaseOwnersQuery(reply=reply), actor="lease_watch"
         )
         if not owners.readable:
             # Unknown owners are not "no owners": planning on an empty set could
@@ -77,7 +71,7 @@ class Facts:
         clients: Sequence[int | None] | None = None,
     ) -> OrphanList:
         return find_orphans(
-            rows, evidence=evidence, current_host_id=self._probes.host_id(), clients=clients
+            rows, evidence=evidence, current_host_id=self.probes.host_id(), clients=clients
         )
 
     async def gates(self) -> None:
@@ -85,12 +79,12 @@ class Facts:
         fencing = self.fencing()
         check_fencing(fencing)
         status: LivenessStatus = await ask(
-            self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
+            self.liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
         )
         if status.sweeps_completed < 1:
             raise Refused(
                 refusal("liveness_not_ready", "no liveness sweep has completed yet (fail closed)")
             )
         await self.owners()
-        active = await self._store.read_registrations(status=STATUS_ACTIVE)
+        active = await self.store.read_registrations(status=STATUS_ACTIVE)
         check_cohort(active, await self.for_rows(active), fencing.host_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, assert_never
 
 from anyio.abc import TaskGroup
@@ -82,38 +82,30 @@ class ServerGuardSettings:
     daemon_key: str | None = None
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class ServerGuard(Actor[ServerGuardInbox]):
     """Owns every pidfd and stdin duplicate of the wrapped servers; writes through the writer."""
 
     # ``finish_tasks`` stays False: draining cancels what is in flight; running servers are
     # left running, and the next guard adopts them.
 
-    def __init__(
-        self,
-        *,
-        inbox: Inbox[ServerGuardInbox],
-        heartbeat: Outbox[HeartbeatInbox],
-        writer: Outbox[WriterInbox],
-        store: Store,
-        clock: Clock,
-        probes: ProbeBackend,
-        settings: ServerGuardSettings | None = None,
-        tree: TreeOps | None = None,
-    ) -> None:
-        self._inbox = inbox
-        self._heartbeat = heartbeat
-        self._writer = writer
-        self._store = store
-        self._clock = clock
-        self._probes = probes
-        self._settings = settings or ServerGuardSettings()
-        self._tree = tree or LocalTree()
-        self._watches: Watches | None = None
-        #: Pids whose registration is in flight: a rescan must not adopt them twice.
-        self._pending: set[int] = set()
-        self._tg: TaskGroup | None = None
+    inbox: Inbox[ServerGuardInbox]
+    heartbeat: Outbox[HeartbeatInbox]
+    writer: Outbox[WriterInbox]
+    store: Store
+    clock: Clock
+    probes: ProbeBackend
+    settings: ServerGuardSettings = field(default_factory=ServerGuardSettings)
+    tree: TreeOps = field(default_factory=LocalTree)
+
+    _watches: Watches | None = field(default=None, init=False)
+    #: Pids whose registration is in flight: a rescan must not adopt them twice.
+    _pending: set[int] = field(default_factory=set, init=False)
+    _tg: TaskGroup | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
         self._beats = BeatSchedule(
-            clock=clock, writer=writer, servers=lambda: list(self._servers.values())
+            clock=self.clock, writer=self.writer, servers=lambda: list(self._servers.values())
         )
 
     @property
@@ -179,13 +171,13 @@ class ServerGuard(Actor[ServerGuardInbox]):
         ), None
 
     async def _register(self, facts: ServerFacts) -> Watched | AdoptResult:
-        claims = derive_claims(facts, self._probes)
+        claims = derive_claims(facts, self.probes)
         if claims is None:
             return _refused("host_unknown", "this host's id or boot id cannot be established")
         self._pending.add(facts.pid)
         try:
             result: RegisterResult = await ask(
-                self._heartbeat,
+                self.heartbeat,
                 lambda reply: Register(pid=facts.pid, claims=claims, reply=reply),
                 actor="heartbeat",
             )
@@ -231,17 +223,17 @@ class ServerGuard(Actor[ServerGuardInbox]):
     async def _stdin_closed(self, server: Watched) -> None:
         """An MCP server exits on stdin EOF; one still running after the grace is stopped."""
         _log.info("server_stdin_closed", worker_identity=server.worker_identity, pid=server.pid)
-        deadline = self._clock.monotonic() + self._settings.grace_seconds
-        while self._clock.monotonic() < deadline and not server.stopping:
-            left = deadline - self._clock.monotonic()
-            await self._clock.sleep(min(self._settings.poll_seconds, max(left, 0.0)))
+        deadline = self.clock.monotonic() + self.settings.grace_seconds
+        while self.clock.monotonic() < deadline and not server.stopping:
+            left = deadline - self.clock.monotonic()
+            await self.clock.sleep(min(self.settings.poll_seconds, max(left, 0.0)))
         if not server.stopping and server.key in self._servers:
             self._begin_stop(server, EXIT_STDIN)
 
     def _begin_stop(self, server: Watched, reason: str) -> None:
         if server.stopping:
             return
-        if not self._settings.reap and reason != EXIT_SERVER:
+        if not self.settings.reap and reason != EXIT_SERVER:
             # Reported once; the row is released only when the server's tree is gone.
             _log.warning(
                 "server_orphaned",
@@ -270,27 +262,27 @@ class ServerGuard(Actor[ServerGuardInbox]):
         await self._release(server, reason, outcome)
 
     async def _stop_or_wait(self, server: Watched) -> StopOutcome:
-        settings = self._settings
+        settings = self.settings
         if settings.reap:
             return await stop_tree(
                 server.pid,
                 server.start,
                 uid=server.uid,
                 cgroup=server.cgroup,
-                ops=self._tree,
-                clock=self._clock,
+                ops=self.tree,
+                clock=self.clock,
                 grace=settings.grace_seconds,
                 kill_wait=settings.kill_wait_seconds,
                 poll=settings.poll_seconds,
             )
         # Reaping off, leader gone: the row stays active while any process of its tree runs.
-        while self._tree.members(server.pid, server.start, uid=server.uid, cgroup=server.cgroup):
-            await self._clock.sleep(settings.rescan_seconds)
+        while self.tree.members(server.pid, server.start, uid=server.uid, cgroup=server.cgroup):
+            await self.clock.sleep(settings.rescan_seconds)
         return StopOutcome(gone=True)
 
     async def _release(self, server: Watched, reason: str, outcome: StopOutcome) -> None:
-        stamp = format_stamp(self._clock.now())
-        await release_exited(self._writer, server, reason, outcome, stamp=stamp)
+        stamp = format_stamp(self.clock.now())
+        await release_exited(self.writer, server, reason, outcome, stamp=stamp)
 
     def _forget(self, server: Watched) -> None:
         if self._watches is not None:
@@ -304,13 +296,13 @@ class ServerGuard(Actor[ServerGuardInbox]):
                 await self._rescan()
             except SupervisorError as exc:
                 _log.warning("server_rescan_failed", code=exc.code, detail=exc.detail)
-            await self._clock.sleep(self._settings.rescan_seconds)
+            await self.clock.sleep(self.settings.rescan_seconds)
 
     async def _rescan(self) -> None:
         found = unwatched(
             scan_markers().values(),
-            daemon_key=self._settings.daemon_key,
-            boot=self._probes.boot_id(),
+            daemon_key=self.settings.daemon_key,
+            boot=self.probes.boot_id(),
             watched=self._servers,
             pending=self._pending,
         )
@@ -320,10 +312,10 @@ class ServerGuard(Actor[ServerGuardInbox]):
                 await self._adopt(inspect_found(key, marker, rows))
 
     async def _active_rows(self) -> list[Mapping[str, Any]]:
-        host, boot = self._probes.host_id(), self._probes.boot_id()
+        host, boot = self.probes.host_id(), self.probes.boot_id()
         return [
             row
-            for row in await self._store.read_registrations(status=STATUS_ACTIVE)
+            for row in await self.store.read_registrations(status=STATUS_ACTIVE)
             if row.get("host_id") == host and row.get("boot_id") == boot
         ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -67,6 +67,7 @@ class WriterSettings:
     control: ControlSettings = field(default_factory=ControlSettings)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class RegistryWriter(Actor[WriterInbox]):
     """Owns every write. Messages are handled in arrival order, batched per transaction.
 
@@ -80,24 +81,18 @@ class RegistryWriter(Actor[WriterInbox]):
     for writes from the first message on.
     """
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        inbox: Inbox[WriterInbox],
-        clock: Clock,
-        probes: ProbeBackend,
-        settings: WriterSettings | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self._store = store
-        self._metrics = metrics or Metrics()
-        commits = self._metrics.commit_seconds
-        self._inbox = inbox
-        self._clock = clock
-        self._probes = probes
+    store: Store
+    inbox: Inbox[WriterInbox]
+    clock: Clock
+    probes: ProbeBackend
+    #: None: the defaults.
+    settings: InitVar[WriterSettings | None] = None
+    metrics: Metrics = field(default_factory=Metrics)
+
+    def __post_init__(self, settings: WriterSettings | None) -> None:
+        commits = self.metrics.commit_seconds
         self._settings = settings or WriterSettings()
-        self._control = ControlClock(clock=clock, settings=self._settings.control)
+        self._control = ControlClock(clock=self.clock, settings=self._settings.control)
         self._batches_committed = 0
         # pid, generation and epoch of rows last seen active. Those three never
         # change for a worker identity, so a beat can be judged without a
@@ -105,7 +100,7 @@ class RegistryWriter(Actor[WriterInbox]):
         # UPDATE's row count and judged from the table instead.
         self._fencing: dict[str, Fencing] = {}
         self._beats = BeatPipeline(
-            store,
+            self.store,
             max_jobs=self._settings.jobs_in_flight,
             on_commit=commits.labels("heartbeats").observe,
         )
@@ -135,7 +130,7 @@ class RegistryWriter(Actor[WriterInbox]):
         pending: ApplyRetirement | SetMassGuard | None = None
         while len(batch) < self._settings.max_batch:
             try:
-                waiting = self._inbox.receive_nowait()
+                waiting = self.inbox.receive_nowait()
             except (anyio.WouldBlock, anyio.EndOfStream):
                 break
             if isinstance(waiting, ApplyRetirement | SetMassGuard):
@@ -220,7 +215,7 @@ class RegistryWriter(Actor[WriterInbox]):
         began = time.perf_counter()
         try:
             # Flushed before anything is answered, unless the batch holds only stamps.
-            async with self._store.write(durable=bool(others)) as tx:
+            async with self.store.write(durable=bool(others)) as tx:
                 if beats:
                     replies.extend(await self._heartbeats(tx, beats))
                 for message in others:
@@ -238,7 +233,7 @@ class RegistryWriter(Actor[WriterInbox]):
         """Does an empty transaction commit? If not, the failure was the store's own (full
         disk, lost lock, closed store) and retrying parts of the batch would only repeat it."""
         try:
-            async with self._store.write(durable=False):
+            async with self.store.write(durable=False):
                 pass
         except Exception as exc:
             _log.error("store_write_probe_failed", error=repr(exc))
@@ -304,7 +299,7 @@ class RegistryWriter(Actor[WriterInbox]):
             case AllocateWork():
                 return await allocate(self._control, tx, message)
             case RenewHostLease() | RetireHostRows():
-                return await handle_host_write(tx, message, self._clock.now())
+                return await handle_host_write(tx, message, self.clock.now())
             case RecordObservedServers():
                 return await record_observed(tx, message)
             case _:
@@ -316,9 +311,9 @@ class RegistryWriter(Actor[WriterInbox]):
             began = time.perf_counter()
             outcome = await run_apply(
                 message,
-                store=self._store,
-                clock=self._clock,
-                probes=self._probes,
+                store=self.store,
+                clock=self.clock,
+                probes=self.probes,
                 settings=self._settings.apply,
             )
             self._observe_apply(time.perf_counter() - began)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from actors.heartbeat.inbox import ReleaseClaim
 from actors.mailbox import Outbox, Reply, ask
 from actors.replies import (
     ApplyOutcome,
@@ -62,11 +63,7 @@ class TouchHeartbeats:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReleaseRegistration:
-    worker_identity: str
-    pid: int
-    generation_id: str
-    fencing_epoch: int
+class ReleaseRegistration(ReleaseClaim):
     stamp: str
     reply: Reply[WriteAck]
     #: Written in the release's own transaction (the server guard's exit record), so the

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from supervisor.client.frames import apply_args, fenced_args, register_args, snapshot_args
+from supervisor.client.frames import fenced_args, register_args, snapshot_args
 from supervisor.errors import ProtocolError, Unavailable
 from supervisor.wire import PlanQuery, query_args, request_frame
 
@@ -118,14 +118,15 @@ class Calls(Generic[_R]):
         canonical_repository: str | None = None,
         override_mass_guard: bool = False,
     ) -> _R:
-        args = apply_args(
-            candidate_fingerprint,
-            worker_identities,
-            registry_fingerprint,
-            scope_fingerprint,
-            canonical_repository,
-            override_mass_guard=override_mass_guard,
-        )
+        args: dict[str, Any] = {
+            "candidate_fingerprint": candidate_fingerprint,
+            "worker_identities": list(worker_identities),
+            "registry_fingerprint": registry_fingerprint,
+            "scope_fingerprint": scope_fingerprint,
+            "canonical_repository": canonical_repository,
+        }
+        if override_mass_guard:
+            args["override_mass_guard"] = True
         return self.request("apply", args)
 
     def status(self) -> _R:

@@ -12,7 +12,6 @@ from supervisor.errors import ProtocolError
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
-    "apply_args",
     "connection_dropped",
     "fenced_args",
     "parse_result",
@@ -81,27 +80,6 @@ def snapshot_args(
         args["include_history"] = True
     if expected_manifest is not None:
         args["expected_manifest"] = [dict(entry) for entry in expected_manifest]
-    return args
-
-
-def apply_args(
-    candidate_fingerprint: str,
-    worker_identities: Sequence[str],
-    registry_fingerprint: str | None,
-    scope_fingerprint: str | None,
-    canonical_repository: str | None,
-    *,
-    override_mass_guard: bool = False,
-) -> dict[str, Any]:
-    args: dict[str, Any] = {
-        "candidate_fingerprint": candidate_fingerprint,
-        "worker_identities": list(worker_identities),
-        "registry_fingerprint": registry_fingerprint,
-        "scope_fingerprint": scope_fingerprint,
-        "canonical_repository": canonical_repository,
-    }
-    if override_mass_guard:
-        args["override_mass_guard"] = True
     return args
 
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypedDict, Unpack
 
 import anyio
 from anyio.abc import TaskGroup
@@ -23,6 +23,7 @@ from supervisor.errors import SupervisorError
 __all__ = [
     "HeartbeatKeeper",
     "HeartbeatThread",
+    "KeeperOptions",
     "keep_registered",
     "start_heartbeat_thread",
 ]
@@ -299,27 +300,22 @@ class HeartbeatThread:
             self._wake_receive.close()
 
 
+class KeeperOptions(TypedDict, total=False):
+    """What ``start_heartbeat_thread`` passes on to its ``HeartbeatKeeper`` (same defaults)."""
+
+    pid: int | None
+    timeout: float
+    initial_backoff: float
+    max_backoff: float
+    jitter: float
+
+
 def start_heartbeat_thread(
     socket_path: str | os.PathLike[str],
     claims: Mapping[str, Any],
-    *,
-    pid: int | None = None,
-    timeout: float = 10.0,
-    initial_backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    jitter: float = 0.1,
+    **options: Unpack[KeeperOptions],
 ) -> HeartbeatThread:
     """For non-async workers: ``stop = start_heartbeat_thread(path, claims)`` … ``stop()``."""
-    thread = HeartbeatThread(
-        HeartbeatKeeper(
-            socket_path,
-            claims,
-            pid=pid,
-            timeout=timeout,
-            initial_backoff=initial_backoff,
-            max_backoff=max_backoff,
-            jitter=jitter,
-        )
-    )
+    thread = HeartbeatThread(HeartbeatKeeper(socket_path, claims, **options))
     thread.start()
     return thread
