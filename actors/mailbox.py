@@ -184,16 +184,6 @@ class Actor(Generic[M]):
     #: dataclasses whose fields are what they are given; see ``RegistryWriter``).
     inbox: MemoryObjectReceiveStream[M]
 
-    # Transitional: an actor still written with an __init__ that assigns ``self._inbox``
-    # (the census actor) serves the same inbox. Remove once every actor is a dataclass.
-    @property
-    def _inbox(self) -> MemoryObjectReceiveStream[M]:
-        return self.inbox
-
-    @_inbox.setter
-    def _inbox(self, inbox: MemoryObjectReceiveStream[M]) -> None:
-        self.inbox = inbox
-
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the inbox (``serve``) until every sender has closed its end, then return."""
         await serve(self.inbox, self, task_status=task_status)

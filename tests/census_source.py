@@ -29,7 +29,7 @@ class CensusSource(Actor[CensusInbox]):
     reap asks nothing else of a census)."""
 
     def __init__(self, inbox: Inbox[CensusInbox], take: Take) -> None:
-        self._inbox = inbox
+        self.inbox = inbox
         self._take = take
         #: How many censuses were asked for, and how many of them fresh.
         self.taken = 0

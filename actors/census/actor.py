@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -65,27 +65,25 @@ class CensusSettings:
     home: Path | None = None
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class CensusActor(Actor[CensusInbox]):
     """Owns discovery's memory of the host; writes observed servers through the writer."""
 
-    def __init__(
-        self,
-        *,
-        inbox: Inbox[CensusInbox],
-        writer: Outbox[WriterInbox],
-        store: Store,
-        clock: Clock,
-        probes: ProbeBackend,
-        settings: CensusSettings | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self._inbox = inbox
-        self._writer = writer
-        self._store = store
-        self._clock = clock
-        self._probes = probes
-        self._settings = s = settings or CensusSettings()
-        self._metrics = metrics or Metrics()
+    inbox: Inbox[CensusInbox]
+    writer: Outbox[WriterInbox]
+    store: Store
+    clock: Clock
+    probes: ProbeBackend
+    settings: CensusSettings = field(default_factory=CensusSettings)
+    metrics: Metrics = field(default_factory=Metrics)
+    #: Wall seconds of the latest sweep (for the benchmark and the logs).
+    last_sweep_seconds: float = field(default=0.0, init=False)
+    #: How a sweep yields to the event loop between chunks (a benchmark times them).
+    # A factory, not a default: a function kept on the class would bind as a method.
+    pause: Callable[[], Awaitable[None]] = field(default_factory=lambda: let_others_run, init=False)
+
+    def __post_init__(self) -> None:
+        s = self.settings
         self._tracker = Tracker(
             rules=s.rules,
             chunk=s.sweep_chunk,
@@ -101,12 +99,8 @@ class CensusActor(Actor[CensusInbox]):
         self._lock = anyio.Lock()
         self._sweeps = 0
         self._loaded = False
-        self._census = Census(servers=(), taken_at=clock.monotonic())
+        self._census = Census(servers=(), taken_at=self.clock.monotonic())
         self._history: deque[HistoryPoint] = deque(maxlen=max(1, s.history_length))
-        #: Wall seconds of the latest sweep (for the benchmark and the logs).
-        self.last_sweep_seconds = 0.0
-        #: How a sweep yields to the event loop between chunks (a benchmark times them).
-        self.pause: Callable[[], Awaitable[None]] = let_others_run
 
     @property
     def sweeps_completed(self) -> int:
@@ -117,7 +111,7 @@ class CensusActor(Actor[CensusInbox]):
         return self._tracker
 
     async def on_start(self, tg: TaskGroup) -> None:
-        if self._settings.enabled:
+        if self.settings.enabled:
             tg.start_soon(self._sweeper)
 
     async def on_stop(self) -> None:
@@ -141,7 +135,7 @@ class CensusActor(Actor[CensusInbox]):
     def view(self) -> CensusView:
         return census_view(
             self._census,
-            enabled=self._settings.enabled,
+            enabled=self.settings.enabled,
             sweeps=self._sweeps,
             history=self._history,
         )
@@ -152,7 +146,7 @@ class CensusActor(Actor[CensusInbox]):
                 await self.sweep()
             except Exception as exc:  # one failed sweep must not end discovery
                 _log.error("census_sweep_failed", error=repr(exc))
-            await self._clock.sleep(self._settings.sweep_interval_seconds)
+            await self.clock.sleep(self.settings.sweep_interval_seconds)
 
     async def sweep(self) -> Census:
         """One census of the host now (one at a time: a fresh request waits for a sweep
@@ -161,8 +155,8 @@ class CensusActor(Actor[CensusInbox]):
             began = time.perf_counter()
             if not self._loaded:
                 await self._load_recorded()
-            stamp = format_stamp(self._clock.now())
-            now = self._clock.monotonic()
+            stamp = format_stamp(self.clock.now())
+            now = self.clock.monotonic()
             tracker = self._tracker
             await tracker.sweep(stamp, now, self.pause, self._configured)
             await self._identify_wrapped()
@@ -171,17 +165,17 @@ class CensusActor(Actor[CensusInbox]):
             self._sweeps += 1
             summary = self.view().summary
             self._history.append(history_point(summary, stamp))
-            self._metrics.set_census(summary)
+            self.metrics.set_census(summary)
             self.last_sweep_seconds = time.perf_counter() - began
             return self._census
 
     async def _configured(self, cwds: list[str | None]) -> tuple[ConfiguredServer, ...]:
         if self._configs is None:
             return ()
-        return await self._configs.entries(cwds, self._clock.monotonic())
+        return await self._configs.entries(cwds, self.clock.monotonic())
 
     def _keys(self) -> tuple[str, str] | None:
-        host, boot = self._probes.host_id(), self._probes.boot_id()
+        host, boot = self.probes.host_id(), self.probes.boot_id()
         return (host, boot) if host and boot else None
 
     async def _load_recorded(self) -> None:
@@ -192,7 +186,7 @@ class CensusActor(Actor[CensusInbox]):
         if keys is None:
             return
         try:
-            rows = await self._store.read_observed_servers(keys[0])
+            rows = await self.store.read_observed_servers(keys[0])
         except SupervisorError as exc:
             _log.warning("census_recorded_unreadable", detail=exc.detail)
             return
@@ -213,8 +207,8 @@ class CensusActor(Actor[CensusInbox]):
         ]
         if not new:
             return
-        host = self._probes.host_id()
-        rows = await self._store.read_active_processes()
+        host = self.probes.host_id()
+        rows = await self.store.read_active_processes()
         for server in new:
             for identity, pid, row_host, start in rows:
                 ours = pid == server.process.pid and canon(row_host) == host and start
@@ -237,7 +231,7 @@ class CensusActor(Actor[CensusInbox]):
             if s.provenance == PROVENANCE_OBSERVED
             and (
                 s.written_at is None
-                or now - s.written_at >= self._settings.record_every_seconds
+                or now - s.written_at >= self.settings.record_every_seconds
                 or (s.owner_gone_at is not None and not s.owner_gone_written)
             )
         ]
@@ -260,7 +254,7 @@ class CensusActor(Actor[CensusInbox]):
     async def _write(self, rows: Sequence[dict[str, Any]]) -> bool:
         batch = tuple(rows)
         ack = await ask_writer(
-            self._writer, lambda reply: RecordObservedServers(rows=batch, reply=reply)
+            self.writer, lambda reply: RecordObservedServers(rows=batch, reply=reply)
         )
         if not ack.ok:
             _log.warning("census_record_refused", code=ack.code, detail=ack.detail)

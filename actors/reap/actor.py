@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Any, assert_never
 
 import anyio
@@ -80,26 +80,25 @@ class ReapSettings:
     census_timeout_seconds: float = 60.0
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class ReapActor(Actor[ReapInbox]):
     """Answers reap plans and applies; asks the census for the facts, the writer for audit."""
 
-    def __init__(
+    inbox: Inbox[ReapInbox]
+    census: Outbox[CensusInbox] | None
+    writer: Outbox[WriterInbox]
+    clock: Clock
+    profiles: ProfileLookup
+    settings: InitVar[ReapSettings | None] = None
+    processes: InitVar[ProcessOps | None] = None
+    protected: InitVar[frozenset[int] | None] = None
+
+    def __post_init__(
         self,
-        *,
-        inbox: Inbox[ReapInbox],
-        census: Outbox[CensusInbox] | None,
-        writer: Outbox[WriterInbox],
-        clock: Clock,
-        profiles: ProfileLookup,
-        settings: ReapSettings | None = None,
-        processes: ProcessOps | None = None,
-        protected: frozenset[int] | None = None,
+        settings: ReapSettings | None,
+        processes: ProcessOps | None,
+        protected: frozenset[int] | None,
     ) -> None:
-        self._inbox = inbox
-        self._census = census
-        self._writer = writer
-        self._clock = clock
-        self._profiles = profiles
         self._settings = settings or ReapSettings()
         self._processes = processes or LocalProcesses()
         # The supervisor and whatever started it are never part of a reaped tree.
@@ -148,12 +147,12 @@ class ReapActor(Actor[ReapInbox]):
         return plan_reap(await self._take_census(profile), protected=self._protected)
 
     async def _take_census(self, profile: Profile | None) -> Census:
-        if self._census is None:
+        if self.census is None:
             reason = "server discovery (the census) does not run in this supervisor"
         else:
             reply: Reply[Census] = Reply()
             try:
-                await post(self._census, TakeCensus(fresh=True, reply=reply), actor="census")
+                await post(self.census, TakeCensus(fresh=True, reply=reply), actor="census")
                 timeout = self._settings.census_timeout_seconds
                 return await reply.wait(actor="census", timeout=timeout)
             except SupervisorError as exc:
@@ -165,7 +164,7 @@ class ReapActor(Actor[ReapInbox]):
     async def _refused(self, profile: Profile | None, answer: dict[str, Any]) -> Refused:
         """The refusal ``answer``, audited (committed), to raise as the answer."""
         _log.warning("reap_refused", code=answer["code"], reasons=answer["reasons"])
-        await audit_refusal(self._writer, profile, REAP_ACTION, answer, at=self._clock.now())
+        await audit_refusal(self.writer, profile, REAP_ACTION, answer, at=self.clock.now())
         return Refused(answer)
 
     # --- apply --------------------------------------------------------------------------
@@ -213,7 +212,7 @@ class ReapActor(Actor[ReapInbox]):
 
     def _recheck(self, profile: Profile | None) -> str | None:
         """Why the caller's grant, read again now by its name, no longer allows the apply."""
-        current = self._profiles.get(profile.name) if profile is not None else None
+        current = self.profiles.get(profile.name) if profile is not None else None
         decision = decide(current, _APPLY_TASK)
         return None if decision.allowed else decision.reason
 
@@ -227,7 +226,7 @@ class ReapActor(Actor[ReapInbox]):
                 results[index] = await reap_target(
                     entry,
                     ops=self._processes,
-                    clock=self._clock,
+                    clock=self.clock,
                     grace=s.grace_seconds,
                     kill_wait=s.kill_wait_seconds,
                     poll=s.poll_seconds,
@@ -251,8 +250,8 @@ class ReapActor(Actor[ReapInbox]):
         async def one(index: int, result: TargetResult) -> None:
             pid = result.entry.server.process.pid
             _log.info("reap_target", pid=pid, outcome=result.outcome, signals=result.signals)
-            event = target_event(profile, result, plan_token=token, at=self._clock.now())
-            failures[index] = await write_audit(self._writer, event)
+            event = target_event(profile, result, plan_token=token, at=self.clock.now())
+            failures[index] = await write_audit(self.writer, event)
 
         async with anyio.create_task_group() as tg:
             for index, result in enumerate(results):
@@ -266,13 +265,13 @@ class ReapActor(Actor[ReapInbox]):
 
     async def _auto_timer(self) -> None:
         while True:
-            await self._clock.sleep(self._settings.auto_interval_seconds)
+            await self.clock.sleep(self._settings.auto_interval_seconds)
             await self._refused_as_answer(self.auto_reap())
 
     async def auto_reap(self) -> Mapping[str, Any]:
         """Plan, then apply that plan's token under the supervisor's own profile: the same
         compare-and-swap, guard and grant check as an operator's apply, never overridden."""
-        profile = self._profiles.get(self._settings.auto_profile)
+        profile = self.profiles.get(self._settings.auto_profile)
         async with self._applying:
             plan = await self._plan(profile)
             if not plan.targets:
