@@ -13,9 +13,7 @@ from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.settings.config import OpsConfig
-from supervisor.surfaces.http.fleet_page import FleetPage
 from supervisor.surfaces.http.health import HealthReport, HealthSource, check_health
-from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
 from supervisor.surfaces.socket.dispatch import ProfileLookupWithAuth
 from supervisor.system.sd_notify import notify, watchdog_interval
 
@@ -74,6 +72,11 @@ async def start_ops(
     """
     url: str | None = None
     if settings.http_enabled:
+        # Loaded only for a listener: the HTTP server (h11), the routes and the page's
+        # HTML and scripts are about a megabyte a daemon without [ops] http never uses.
+        from supervisor.surfaces.http.fleet_page import FleetPage  # noqa: PLC0415
+        from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http  # noqa: PLC0415
+
         page = FleetPage(state.source.handle, state.profiles) if settings.page_enabled else None
         routes = OpsRoutes(state.source.handle, state.metrics, state.health, page)
         url = await tg.start(

@@ -25,7 +25,6 @@ from supervisor.settings.config import Settings
 from supervisor.settings.profiles import ProfileBook
 from supervisor.sidecar.exec_in_place import EXEC_SOCKET_SUFFIX
 from supervisor.store.factory import describe_store, open_store
-from supervisor.surfaces.http.ops import ops_listener
 from supervisor.surfaces.socket.bind import bound_listener
 from supervisor.surfaces.socket.exec_socket import serve_exec_socket
 from supervisor.surfaces.socket.server import serve_socket
@@ -198,6 +197,9 @@ def _claim(settings: Settings, daemon: ExitStack, surfaces: ExitStack) -> _Liste
         )
     ops: socket.socket | None = None
     if settings.ops.http_enabled:
+        # Loaded only for a listener, as in start_ops.
+        from supervisor.surfaces.http.ops import ops_listener
+
         opc = settings.ops
         ops = _port(
             surfaces, lambda: ops_listener(opc.http_host, opc.http_port), OpsPortUnavailable

@@ -63,3 +63,15 @@ def test_a_daemon_without_the_metrics_listener_leaves_prometheus_unloaded() -> N
         "print(sorted(m for m in ('prometheus_client',) if m in sys.modules))\n"
     )
     assert _printed_by_a_fresh_interpreter(code) == "[]"
+
+
+def test_a_daemon_without_the_ops_listener_leaves_the_http_surface_unloaded() -> None:
+    # The ops HTTP server (h11), its routes and the fleet page load only with [ops] http.
+    code = (
+        "import sys\n"
+        "import supervisor.cli.main, supervisor.daemon.service, supervisor.daemon.app\n"
+        "import supervisor.daemon.ops\n"
+        "names = ('h11', 'supervisor.surfaces.http.ops', 'supervisor.surfaces.http.fleet_page')\n"
+        "print(sorted(m for m in names if m in sys.modules))\n"
+    )
+    assert _printed_by_a_fresh_interpreter(code) == "[]"
