@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import secrets
 import signal
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -31,10 +30,16 @@ from actors.servers import ServerGuard, ServerGuardInbox, ServerGuardSettings
 from actors.writer.actor import RegistryWriter, WriterSettings
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
-from supervisor.errors import SupervisorError
+from supervisor.daemon.restarts import (
+    ActorBook,
+    ActorRun,
+    RestartBudget,
+    RestartBudgetExceeded,
+    supervise,
+)
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
-from supervisor.observe.logs import bind_actor, get_logger
+from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.store.base import Store
 from supervisor.system.probes import ProbeBackend
@@ -48,12 +53,6 @@ __all__ = [
 ]
 
 _log = get_logger()
-
-ActorRun = Callable[..., Awaitable[None]]
-
-
-class RestartBudgetExceeded(SupervisorError, code="restart_budget_exceeded"):
-    """An actor kept crashing: stop loudly rather than flap."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,20 +69,6 @@ class AppSettings:
     max_restarts: int = 3
     restart_window_seconds: float = 60.0
     inbox_capacity: int = 8192
-
-
-class _Started:
-    """Remembers whether an actor got as far as reporting ready."""
-
-    def __init__(self, outer: TaskStatus[None]) -> None:
-        self.outer: TaskStatus[None] | None = outer
-        self.done = False
-
-    def started(self, value: None = None) -> None:
-        self.done = True
-        if self.outer is not None:
-            self.outer.started()
-            self.outer = None
 
 
 class SupervisorParts(TypedDict):
@@ -169,9 +154,10 @@ class Supervisor:
             census=self._census_tx,
         )
         self._stop = anyio.Event()
-        self.restarts: dict[str, int] = {}
-        #: Actor name -> "running", "restarting" (crashed, being remade) or "stopped".
-        self.actor_states: dict[str, str] = {}
+        self._book = ActorBook()
+        #: Restarts so far, and each actor's state (see ``ActorBook``).
+        self.restarts = self._book.restarts
+        self.actor_states = self._book.states
         self.liveness: LivenessActor | None = None
         self.lease_watch: LeaseWatch | None = None
         self.writer: RegistryWriter | None = None
@@ -357,40 +343,20 @@ class Supervisor:
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Run an actor; restart it after a crash within the budget, else fail the group."""
-        status = _Started(task_status)
-        crashes: deque[float] = deque()
-        try:
-            while True:
-                run = make()
-                self.actor_states[name] = "running"
-                try:
-                    with bind_actor(name):
-                        await run(task_status=status)
-                    self.actor_states[name] = "stopped"
-                    return
-                except Exception as exc:
-                    # Not healthy until remade (the watchdog and /healthz read this).
-                    self.actor_states[name] = "restarting"
-                    if not status.done:
-                        raise  # failing before ready is a start-up error, not a crash
-                    now = self.clock.monotonic()
-                    crashes.append(now)
-                    while crashes and now - crashes[0] > self.settings.restart_window_seconds:
-                        crashes.popleft()
-                    if len(crashes) > self.settings.max_restarts:
-                        _log.error("restart_budget_exceeded", actor=name, error=repr(exc))
-                        raise RestartBudgetExceeded(
-                            f"actor {name!r} crashed {len(crashes)} times within "
-                            f"{self.settings.restart_window_seconds}s; last error: {exc!r}"
-                        ) from exc
-                    self.restarts[name] = self.restarts.get(name, 0) + 1
-                    self.metrics.actor_restarts.labels(name).inc()
-                    _log.warning("actor_restarting", actor=name, error=repr(exc))
-        finally:
-            if self.actor_states.get(name) == "running":
-                self.actor_states[name] = "stopped"  # cancelled
-            for stream in owned:
-                stream.close()
+        budget = RestartBudget(
+            max_restarts=self.settings.max_restarts,
+            window_seconds=self.settings.restart_window_seconds,
+        )
+        await supervise(
+            name,
+            make,
+            owned,
+            budget=budget,
+            book=self._book,
+            clock=self.clock,
+            metrics=self.metrics,
+            task_status=task_status,
+        )
 
 
 async def _stop_on_signals(
