@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from typing import Any
 
 from supervisor.store.base import Row, row_key
@@ -24,9 +23,10 @@ from supervisor.store.sqlite.active_reads import (
     stamp_texts,
     stamps_intact,
 )
+from supervisor.store.sqlite.row_versions import same_row, same_value, stamped
 from supervisor.store.stamp_journal import StampJournal, read_batch
 
-__all__ = ["ActiveCache", "active_job", "compact_active_job"]
+__all__ = ["ActiveCache"]
 
 # rowid breaks ties: worker_identity is a PRIMARY KEY, but a hand-run session can
 # still insert several NULL identities, and their order must not depend on the path.
@@ -54,20 +54,6 @@ _MIN_FULL_READ = 256
 _STAMP_READ_SHARE = 8
 #: Journal room beyond one beat per cached row (rows registered between two views).
 _JOURNAL_SLACK = 1024
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal value of the same type, as a fresh read would return it."""
-    if a is b:
-        return True
-    if type(a) is not type(b) or a != b:
-        return False
-    # 0.0 == -0.0; a float is kept only if it prints the same.
-    return type(a) is not float or repr(a) == repr(b)
-
-
-def _same_row(row: Row, values: Sequence[Any]) -> bool:
-    return all(map(_same, row.values(), values))
 
 
 class ActiveCache:
@@ -248,16 +234,16 @@ class ActiveCache:
                 if old is not None:
                     self._drop(rowid)  # gone or no longer active
                     self._reshaped()
-            elif old is None or not _same_row(old, values):
+            elif old is None or not same_row(old, values):
                 if old is not None:
                     # Keep the old row's objects for unchanged values: they are shared
                     # with the rows read along with it, a new read's are not.
                     kept = zip(old.values(), values, strict=True)
-                    values = [a if _same(a, b) else b for a, b in kept]
+                    values = [a if same_value(a, b) else b for a, b in kept]
                 row = build(values)
                 self._put(rowid, row)
                 self.listed = None
-                if old is None or not _same(old["worker_identity"], row["worker_identity"]):
+                if old is None or not same_value(old["worker_identity"], row["worker_identity"]):
                     self._reshaped()
 
     def _index(self) -> dict[Any, int]:
@@ -313,8 +299,8 @@ class ActiveCache:
                 cached = rows.get(rowid)
                 if (cached is not None) != (rowid in found):
                     return False  # came or went without a logged change: not as promised
-                if cached is not None and not _same(cached[STAMP_COLUMN], found[rowid]):
-                    self._put(rowid, _stamped(cached, found[rowid], share))
+                if cached is not None and not same_value(cached[STAMP_COLUMN], found[rowid]):
+                    self._put(rowid, stamped(cached, found[rowid], share))
                     self.listed = None
         # A REPLACE deletes the row it replaces unlogged, but the row replacing it is
         # logged (v10 allows no unique index but the primary key): count only then.
@@ -354,8 +340,8 @@ class ActiveCache:
             if row is None:
                 # Active but not logged to this cache (a moved rowid): read it below.
                 missing.append(rowid)
-            elif not _same(row[STAMP_COLUMN], stamp):
-                self._put(rowid, _stamped(row, stamp, share))
+            elif not same_value(row[STAMP_COLUMN], stamp):
+                self._put(rowid, stamped(row, stamp, share))
                 self.listed = None
         if missing or len(rows) != len(rowids):
             # Rows came or went without a logged change (a REPLACE, a moved rowid).
@@ -386,7 +372,7 @@ class ActiveCache:
         for hit in raw.execute(_SELECT_ALL):
             rowid, values = int(hit[0]), hit[1:]
             row = rows.get(rowid)
-            if row is None or not _same_row(row, values):
+            if row is None or not same_row(row, values):
                 row = build(values)
             kept[rowid] = row
             out.append(row)
@@ -399,33 +385,3 @@ class ActiveCache:
         # The SQL order is the reference that later passes keep.
         self.rows, self.order, self.seen, self.moved = kept, list(kept), None, False
         self.by_identity, self.listed = None, out
-
-
-def _stamped(row: Row, stamp: Any, share: dict[Any, Any]) -> Row:
-    """A copy of ``row`` with a new stamp; equal texts among the stamps of one pass
-    are one object (``share``), as the rows of one read share theirs."""
-    if stamp.__class__ is str:
-        stamp = share.setdefault(stamp, stamp)
-    copy = row.copy()  # a copy keeps the key table: cheaper than {**row}
-    copy[STAMP_COLUMN] = stamp
-    return copy
-
-
-def compact_active_job(raw: sqlite3.Connection, through: int) -> None:
-    """Drop the log entries before ``through`` (inside the writer's open transaction).
-
-    The entry at ``through`` stays, so new ids (max + 1) never restart below the
-    folded position and a reader can tell its position is still there.
-    """
-    raw.execute("DELETE FROM registry_active_changes WHERE change_id < ?1", (through,))
-
-
-def active_job(raw: sqlite3.Connection, cache: ActiveCache) -> list[Row]:
-    """``cache.refresh`` in a read transaction of its own (see ``view_job`` for why)."""
-    if raw.in_transaction:
-        return cache.refresh(raw)
-    raw.execute("BEGIN")
-    try:
-        return cache.refresh(raw)
-    finally:
-        raw.execute("ROLLBACK")

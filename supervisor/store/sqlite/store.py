@@ -25,7 +25,8 @@ from supervisor.store.portable_reads import PortableReads
 from supervisor.store.schema.tables import (
     REGISTRATION_COLUMNS,
 )
-from supervisor.store.sqlite.active import ActiveCache, active_job, compact_active_job
+from supervisor.store.sqlite.active import ActiveCache
+from supervisor.store.sqlite.active_jobs import active_job, compact_active_job
 from supervisor.store.sqlite.beats import stamp_and_commit
 from supervisor.store.sqlite.connection import (
     close_quietly,
