@@ -14,6 +14,7 @@ import pytest
 
 from tests.actors.test_census import census_harness, ours
 from tests.census.trees import FAKE_SERVER, child, gone, processes, start_tree
+from tests.unavailable import unavailable
 
 pytestmark = pytest.mark.anyio
 
@@ -59,7 +60,7 @@ async def test_a_reused_pid_is_a_new_first_sight_and_the_old_server_is_gone(
             _until(lambda: gone(pid), f"pid {pid} to be reaped")
             newcomer = _spawn_at(pid)
             if newcomer is None:
-                pytest.skip("cannot steer pid allocation here (ns_last_pid needs root)")
+                unavailable("cannot steer pid allocation here (ns_last_pid needs root)")
             try:
                 later = await h.handle.census(fresh=True)
                 seen_start = h.supervisor.census.tracker.start_seen(pid)  # type: ignore[union-attr]

@@ -20,6 +20,7 @@ from tests.integration.reap_host import TRACER, Host, Tracer, host, ref, still_r
 from tests.integration.test_same_tick_reuse import _can_steer_pids, _steer_next_pid
 from tests.realclients.harness import missing, server_entry
 from tests.reap_rig import running_reap
+from tests.unavailable import unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -29,12 +30,8 @@ _REUSE_TRIES = 200
 
 
 def _unless(reason: str | None) -> None:
-    """Skip for ``reason``; under CI, where everything is installed, fail instead."""
-    if reason is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    if reason is not None:
+        unavailable(reason)
 
 
 def _needs_real_servers() -> None:
