@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from typing import cast
 
 from supervisor.cli.common import (
     EXIT_REFUSED,
@@ -14,46 +16,48 @@ from supervisor.cli.common import (
     EXIT_USAGE,
     settings_of,
 )
-from supervisor.cli.daemon import (
-    run_daemon,
-    run_exec,
-    run_launch_config,
-    run_mcp,
-    run_migrate,
-    run_profiles,
-    run_token,
-)
-from supervisor.cli.fleet import FLEET_COMMANDS, run_fleet_command
-from supervisor.cli.hosts import run_hosts
 from supervisor.cli.parser import build_parser
-from supervisor.cli.reap import run_reap
-from supervisor.cli.work import run_work
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.settings.config import Settings
 
 __all__ = ["main"]
 
 
-#: The commands run as ``run(args, settings)``; the others are spelled out in ``_dispatch``.
-_COMMANDS: Mapping[str, Callable[[argparse.Namespace, Settings], int]] = {
-    "work": run_work,
-    "launch-config": run_launch_config,
-    "token": run_token,
-    "profiles": run_profiles,
-    "hosts": run_hosts,
-    "reap": run_reap,
-    "exec": run_exec,
-    "mcp": run_mcp,
+#: The commands run as ``run(args, settings)``, by module and function: a command's module
+#: is imported only when it runs, so the daemon (``run``) does not carry the other commands'
+#: imports (formatting, client configs, launch configs) for its whole life.
+_COMMANDS: Mapping[str, tuple[str, str]] = {
+    **dict.fromkeys(
+        ("status", "snapshot", "plan", "apply"), ("supervisor.cli.fleet", "run_fleet_command")
+    ),
+    "work": ("supervisor.cli.work", "run_work"),
+    "launch-config": ("supervisor.cli.launch", "run_launch_config"),
+    "token": ("supervisor.cli.daemon", "run_token"),
+    "profiles": ("supervisor.cli.daemon", "run_profiles"),
+    "hosts": ("supervisor.cli.hosts", "run_hosts"),
+    "reap": ("supervisor.cli.reap", "run_reap"),
+    "exec": ("supervisor.cli.daemon", "run_exec"),
+    "mcp": ("supervisor.cli.daemon", "run_mcp"),
 }
+
+
+def _command(name: str) -> Callable[[argparse.Namespace, Settings], int] | None:
+    if (where := _COMMANDS.get(name)) is None:
+        return None
+    module, function = where
+    return cast(
+        "Callable[[argparse.Namespace, Settings], int]",
+        getattr(importlib.import_module(module), function),
+    )
 
 
 def _dispatch(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     if args.command == "run":
+        from supervisor.cli.daemon import run_daemon
+
         return run_daemon(settings, reload=partial(settings_of, args))
-    if args.command in FLEET_COMMANDS:
-        return run_fleet_command(args, settings)
-    if (run := _COMMANDS.get(args.command)) is not None:
+    if (run := _command(args.command)) is not None:
         return run(args, settings)
     if args.command == "namespace-probe":
         from supervisor.cli.namespace_probe import run_probe_command
@@ -64,6 +68,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_clients_command(args, args.config, settings.socket.path)
     if args.command == "migrate":
+        from supervisor.cli.daemon import run_migrate
+
         return run_migrate(args)
     return EXIT_USAGE
 

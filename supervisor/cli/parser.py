@@ -29,10 +29,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+class _Version(argparse.Action):
+    """``--version``, with the version looked up only when asked for (see package_version)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
+        sys.stdout.write(f"{parser.prog} {package_version()}\n")  # stdout, as argparse's own
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: global flags, then one subcommand per command."""
     parser = _Parser(prog="fleet-supervisor", description=_DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     parser.add_argument("--config", type=Path, help="supervisor.toml (default: built-in defaults)")
     parser.add_argument("--socket", type=Path, help="override socket.path")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)

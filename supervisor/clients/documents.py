@@ -8,9 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import tomlkit
-import tomlkit.exceptions
-
 from supervisor.clients.entries import EntrySpans
 from supervisor.clients.scan import (
     Node,
@@ -147,6 +144,9 @@ def _toml_spans(text: str, start: int, end: int, fields: Mapping[str, Any]) -> E
 
 
 def _toml_entries(text: str) -> list[EntryView]:
+    # tomlkit (about 1 MB of RSS) loads only when a TOML client config is read.
+    import tomlkit.exceptions  # noqa: PLC0415
+
     try:
         document = tomlkit.parse(text).unwrap()
     except tomlkit.exceptions.TOMLKitError as exc:

@@ -15,9 +15,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-import tomlkit.exceptions
-
 from supervisor.errors import ConfigError
 from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
@@ -281,6 +278,8 @@ def _with_hash(text: str, profile_name: str, digest: str) -> str:
     tomlkit edits the parsed document in place, so comments, blank lines, key
     order and the operator's own formatting survive the rewrite.
     """
+    import tomlkit  # noqa: PLC0415 (see _replace_checked)
+
     document = tomlkit.parse(text)
     body = document["profiles"][profile_name]
     hashes = body.get("token_sha256")
@@ -298,6 +297,9 @@ def _replace_checked(
 ) -> None:
     """Replace ``file`` with ``rewrite()`` only if it parses to exactly ``expected``: a layout
     tomlkit cannot edit in place is refused, never rewritten without the operator's text."""
+    # tomlkit (about 1 MB of RSS) loads only for an edit: the daemon reads profiles with tomllib.
+    import tomlkit.exceptions  # noqa: PLC0415
+
     try:
         new_text = rewrite()
         same = _parse(tomllib.loads(new_text), file) == expected
@@ -347,6 +349,8 @@ def create_token(path: str | Path, profile_name: str) -> str:
 def _with_operation(text: str, profile_name: str, operation: str, *, grant: bool) -> str:
     """``text`` with ``operation`` granted (in allowed, out of forbidden) or revoked (out
     of allowed), every comment and the rest of the layout as they were (tomlkit)."""
+    import tomlkit  # noqa: PLC0415 (see _replace_checked)
+
     document = tomlkit.parse(text)
     body = document["profiles"][profile_name]
     allowed, forbidden = body.get("allowed_operations"), body.get("forbidden_operations")

@@ -75,3 +75,20 @@ def test_a_daemon_without_the_ops_listener_leaves_the_http_surface_unloaded() ->
         "print(sorted(m for m in names if m in sys.modules))\n"
     )
     assert _printed_by_a_fresh_interpreter(code) == "[]"
+
+
+def test_the_daemon_leaves_the_other_commands_and_their_libraries_unloaded() -> None:
+    # `run` imports only its own command: importlib.metadata (the version, about 2 MB),
+    # tomlkit (profile edits, about 1 MB) and the other commands' modules load when used.
+    code = (
+        "import sys\n"
+        "from supervisor.cli.main import _command\n"
+        "import supervisor.cli.daemon, supervisor.daemon.service, supervisor.daemon.app\n"
+        "import supervisor.daemon.ops, supervisor.settings.profiles, actors.census.configs\n"
+        "names = ('importlib.metadata', 'tomlkit', 'supervisor.cli.fleet', 'supervisor.cli.format',\n"
+        "         'supervisor.cli.launch', 'supervisor.clients.launcher', 'supervisor.cli.reap')\n"
+        "print(sorted(m for m in names if m in sys.modules))\n"
+        "_command('status'); _command('launch-config'); _command('reap')\n"
+        "print(sorted(m for m in names[2:] if m not in sys.modules))\n"
+    )
+    assert _printed_by_a_fresh_interpreter(code).splitlines() == ["[]", "[]"]
