@@ -7,14 +7,15 @@ from collections.abc import Callable, Iterable
 from typing import cast
 
 from prometheus_client.exposition import generate_latest
-from prometheus_client.registry import Collector
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 #: The library's float text (``+Inf``, ``NaN``, Go's exponent form); untyped there.
-_number = cast(Callable[[float], str], floatToGoString)
+sample_number = cast(Callable[[float], str], floatToGoString)
 
-__all__ = ["render_text"]
+__all__ = ["TextRegistry", "help_text", "render_text", "sample_head", "sample_number"]
 
 #: OpenMetrics-only samples, which the text format moves to a gauge after their family.
 _OM_SUFFIXES = ("_created", "_gsum", "_gcount")
@@ -22,7 +23,7 @@ _OM_SUFFIXES = ("_created", "_gsum", "_gcount")
 _TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram"}
 
 
-def _help(text: str) -> str:
+def help_text(text: str) -> str:
     return text.replace("\\", r"\\").replace("\n", r"\n")
 
 
@@ -30,12 +31,16 @@ def _value(text: str) -> str:
     return text.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-def _line(sample: Sample) -> str:
-    labels = sample.labels
+def sample_head(name: str, labels: dict[str, str]) -> str:
+    """A sample line up to its value: the name and the sorted, escaped labels."""
     if labels:
         inner = ",".join(f'{k}="{_value(v)}"' for k, v in sorted(labels.items()))
-        return f"{sample.name}{{{inner}}} {_number(sample.value)}\n"
-    return f"{sample.name} {_number(sample.value)}\n"
+        return f"{name}{{{inner}}} "
+    return f"{name} "
+
+
+def _line(sample: Sample) -> str:
+    return f"{sample_head(sample.name, sample.labels)}{sample_number(sample.value)}\n"
 
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -58,6 +63,37 @@ def _plain(metric: str, labels: Iterable[str] = ()) -> bool:
     return True
 
 
+class TextRegistry(CollectorRegistry):
+    """A registry that keeps its collectors in order, so ``render_text`` can take the
+    lines of one that writes its own (``exposition_text``) instead of its samples."""
+
+    def __init__(self) -> None:
+        super().__init__(auto_describe=True)
+        self.collectors: list[Collector] = []
+
+    def register(self, collector: Collector) -> None:
+        super().register(collector)
+        self.collectors.append(collector)
+
+    def unregister(self, collector: Collector) -> None:
+        super().unregister(collector)
+        self.collectors.remove(collector)
+
+
+def _families(registry: Collector) -> Iterable[str | Metric]:
+    """Each family of the registry, in its order: as text where its collector writes its
+    own, else as the collected metric."""
+    if not isinstance(registry, TextRegistry):
+        yield from registry.collect()
+        return
+    for collector in registry.collectors:
+        written = getattr(collector, "exposition_text", None)
+        if written is not None:
+            yield cast(Callable[[], str], written)()
+        else:
+            yield from collector.collect()
+
+
 def render_text(registry: Collector) -> bytes:
     """Byte for byte what ``prometheus_client.generate_latest`` gives for ``registry``
     (a test holds the two equal), at about half its cost: the library escapes and
@@ -65,7 +101,10 @@ def render_text(registry: Collector) -> bytes:
     A family this does not know, a sample with a timestamp or a name that would need
     escaping sends the whole render the library's way."""
     output: list[str] = []
-    for metric in registry.collect():
+    for metric in _families(registry):
+        if isinstance(metric, str):
+            output.append(metric)
+            continue
         mtype = _TYPES.get(metric.type)
         samples = metric.samples
         if (
@@ -75,7 +114,7 @@ def render_text(registry: Collector) -> bytes:
         ):
             return generate_latest(registry)
         name = metric.name + "_total" if mtype == "counter" else metric.name
-        doc = _help(metric.documentation)
+        doc = help_text(metric.documentation)
         output.append(f"# HELP {name} {doc}\n# TYPE {name} {mtype}\n")
         moved: dict[str, list[str]] = {}
         for sample in samples:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from supervisor.observe.exposition import render_text
+from supervisor.observe.exposition import TextRegistry, render_text
+from supervisor.observe.histogram import Histogram
 from supervisor.observe.metrics import BeatAnswer, FleetGauges, Metrics
 from supervisor.policy.servers.summary import CensusSummary
 
@@ -62,7 +63,7 @@ class PrometheusMetrics(Metrics):
     content_type = CONTENT_TYPE_LATEST
 
     def __init__(self) -> None:
-        registry = self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry = TextRegistry()
         self._heartbeats = Counter(
             "fleet_heartbeats",
             "Heartbeats answered, by result (accepted or refused) and code.",
@@ -75,14 +76,14 @@ class PrometheusMetrics(Metrics):
             "Time from starting a registry write transaction to its commit.",
             ["kind"],
             buckets=_COMMIT_BUCKETS,
-            registry=registry,
         )
+        registry.register(self.commit_seconds)
         self.sweep_seconds = Histogram(
             "fleet_liveness_sweep_duration_seconds",
             "Duration of one full liveness sweep.",
             buckets=_SWEEP_BUCKETS,
-            registry=registry,
         )
+        registry.register(self.sweep_seconds)
         self.exit_watches = Gauge(
             "fleet_exit_watches",
             "Worker processes whose exit is watched through a pidfd.",

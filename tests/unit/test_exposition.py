@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import generate_latest
 
-from supervisor.observe.exposition import render_text
+from supervisor.observe.exposition import TextRegistry, render_text
+from supervisor.observe.histogram import Histogram as KeptHistogram
 from supervisor.observe.metrics import FleetGauges
 from supervisor.observe.metrics_prometheus import PrometheusMetrics
 
@@ -69,3 +70,50 @@ def test_a_family_it_does_not_write_goes_the_librarys_way() -> None:
     registry = CollectorRegistry()
     Info("build", "Build facts.", registry=registry).info({"version": "1"})
     assert render_text(registry) == generate_latest(registry)
+
+
+_BUCKETS = (0.0005, 0.01, 0.1, 1, 5)
+
+
+@given(
+    labels=st.lists(
+        st.one_of(st.text(max_size=8), st.sampled_from(['a"b', "back\\slash", "new\nline"])),
+        min_size=1,
+        max_size=3,
+    ),
+    observed=st.lists(
+        st.tuples(st.integers(0, 2), st.floats(allow_nan=True, allow_infinity=True)), max_size=12
+    ),
+)
+def test_the_kept_histogram_writes_what_the_librarys_histogram_writes(
+    labels: list[str], observed: list[tuple[int, float]]
+) -> None:
+    ours, theirs = TextRegistry(), CollectorRegistry(auto_describe=True)
+    kept = KeptHistogram("h_seconds", 'Help "with" \\ and\nnewline.', ["kind"], buckets=_BUCKETS)
+    ours.register(kept)
+    library = Histogram(
+        "h_seconds", 'Help "with" \\ and\nnewline.', ["kind"], buckets=_BUCKETS, registry=theirs
+    )
+    for label in labels:  # the same children, in the same order
+        kept.labels(label)
+        library.labels(label)
+    for which, seconds in observed:
+        label = labels[which % len(labels)]
+        kept.labels(label).observe(seconds)
+        library.labels(label).observe(seconds)
+    for child, (label,) in zip(kept._children.values(), kept._children, strict=True):
+        child.created = library.labels(label)._created  # the one value two objects differ in
+    assert render_text(ours) == generate_latest(ours) == generate_latest(theirs)
+
+
+def test_an_unlabelled_kept_histogram_writes_what_the_librarys_writes() -> None:
+    ours, theirs = TextRegistry(), CollectorRegistry(auto_describe=True)
+    kept = KeptHistogram("sweep_seconds", "Sweeps.", buckets=(0.5, 1, 10.0))
+    ours.register(kept)
+    library = Histogram("sweep_seconds", "Sweeps.", buckets=(0.5, 1, 10.0), registry=theirs)
+    for seconds in (0.2, 0.5, 0.7, 11.0):
+        kept.observe(seconds)
+        library.observe(seconds)
+    kept.labels().created = library._created
+    assert render_text(ours) == generate_latest(theirs)
+    assert b'sweep_seconds_bucket{le="0.5"} 2.0' in render_text(ours)
