@@ -39,7 +39,7 @@ from supervisor.policy.fleet.worker_view import (
 from supervisor.policy.identity.instance import assess_instance_identity
 from supervisor.policy.stamps import parse_stamp
 
-__all__ = ["Bucket", "FleetTally", "epoch_us"]
+__all__ = ["Bucket", "FleetTally", "dead_changes", "epoch_us"]
 
 #: (status, ownership_state, namespace or ""): the key the metrics and ``status`` count by.
 Bucket = tuple[str, str, str]
