@@ -110,3 +110,32 @@ def test_launch_config_refuses_a_bare_server_name_that_is_not_on_path(
     code = main(["launch-config", "--client", "codex", "--", "no-such-mcp-server-here"])
     assert code == EXIT_USAGE
     assert "not on PATH" in capsys.readouterr().err
+
+
+def test_every_command_of_the_parser_is_dispatched_to_a_function_that_exists() -> None:
+    # The command table names modules and functions as strings (imported when a command
+    # runs): a misspelt one would only fail when somebody runs that command.
+    import argparse
+    import inspect
+
+    from supervisor.cli.fleet import FLEET_COMMANDS
+    from supervisor.cli.main import _COMMANDS, _command
+    from supervisor.cli.parser import build_parser
+
+    for name in _COMMANDS:
+        run = _command(name)
+        assert run is not None
+        assert list(inspect.signature(run).parameters)[:2] == ["args", "settings"], name
+    assert set(_COMMANDS) >= FLEET_COMMANDS
+    subparsers = next(
+        action
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    # The rest are spelled out in _dispatch: run, migrate, namespace-probe, clients.
+    assert set(subparsers.choices) - set(_COMMANDS) == {
+        "run",
+        "migrate",
+        "namespace-probe",
+        "clients",
+    }
