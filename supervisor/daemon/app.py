@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import secrets
 import signal
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -23,6 +24,7 @@ from actors.host_lease import HostLeaseInbox, HostLeaseKeeper, HostLeaseSettings
 from actors.lease_watch import LeaseWatch, LeaseWatchInbox, LeaseWatchSettings
 from actors.liveness.actor import LivenessActor, LivenessSettings
 from actors.liveness.inbox import LivenessInbox
+from actors.mailbox import Actor
 from actors.reap import ReapActor, ReapInbox, ReapSettings
 from actors.retirement.actor import ProfileLookup, RetirementActor, RetirementSettings
 from actors.retirement.inbox import RetirementInbox
@@ -53,6 +55,14 @@ __all__ = [
 ]
 
 _log = get_logger()
+
+#: The ``AppSettings`` field of each actor whose name differs from its own.
+_SETTINGS = {
+    "registry_writer": "writer",
+    "lease_watch": "leases",
+    "host_lease": "hosts",
+    "server_guard": "servers",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,147 +202,83 @@ class Supervisor:
             stream.close()
 
     async def _start_all(self, tg: TaskGroup) -> None:
-        clock, probes, store = self.clock, self.probes, self.store
-        s = self.settings
-
-        def make_writer() -> ActorRun:
-            self.writer = RegistryWriter(
-                store=store,
-                inbox=self._writer_rx,
-                clock=clock,
-                probes=probes,
-                settings=s.writer,
-                metrics=self.metrics,
-            )
-            return self.writer.run
-
-        await tg.start(self._supervise, "registry_writer", make_writer, ())
-
-        liveness_writer = self._writer_tx.clone()
-
-        def make_liveness() -> ActorRun:
-            self.liveness = LivenessActor(
-                inbox=self._liveness_rx,
-                store=store,
-                clock=clock,
-                probes=probes,
-                settings=s.liveness,
-                metrics=self.metrics,
-            )
-            return self.liveness.run
-
-        await tg.start(self._supervise, "liveness", make_liveness, (liveness_writer,))
-
-        leases_writer = self._writer_tx.clone()
-
-        def make_leases() -> ActorRun:
-            self.lease_watch = LeaseWatch(
-                inbox=self._leases_rx,
-                writer=leases_writer,
-                store=store,
-                clock=clock,
-                settings=s.leases,
-            )
-            return self.lease_watch.run
-
-        await tg.start(self._supervise, "lease_watch", make_leases, (leases_writer,))
-
-        hb_writer, hb_liveness = self._writer_tx.clone(), self._liveness_tx.clone()
-
-        def make_heartbeat() -> ActorRun:
-            return HeartbeatActor(
-                inbox=self._heartbeat_rx,
-                writer=hb_writer,
-                liveness=hb_liveness,
-                clock=clock,
-                probes=probes,
-                settings=s.heartbeat,
-                metrics=self.metrics,
-            ).run
-
-        await tg.start(self._supervise, "heartbeat", make_heartbeat, (hb_writer, hb_liveness))
-
-        r_writer, r_liveness, r_leases = (
-            self._writer_tx.clone(),
-            self._liveness_tx.clone(),
-            self._leases_tx.clone(),
+        probes, start = self.probes, partial(self._start, tg)
+        liveness, leases = self._liveness_tx, self._leases_tx
+        await start("registry_writer", RegistryWriter, keep="writer", inbox=self._writer_rx)
+        await start("liveness", LivenessActor, keep="liveness", inbox=self._liveness_rx)
+        await start("lease_watch", LeaseWatch, keep="lease_watch", inbox=self._leases_rx)
+        await start(
+            "heartbeat", HeartbeatActor, inbox=self._heartbeat_rx, liveness=liveness.clone()
         )
-
-        def make_retirement() -> ActorRun:
-            return RetirementActor(
-                inbox=self._retirement_rx,
-                writer=r_writer,
-                liveness=r_liveness,
-                lease_watch=r_leases,
-                store=store,
-                clock=clock,
-                probes=probes,
-                profiles=self.profiles,
-                settings=s.retirement,
-                metrics=self.metrics,
-            ).run
-
-        await tg.start(
-            self._supervise, "retirement", make_retirement, (r_writer, r_liveness, r_leases)
+        await start(
+            "retirement",
+            RetirementActor,
+            inbox=self._retirement_rx,
+            liveness=liveness.clone(),
+            lease_watch=leases.clone(),
         )
-
-        hosts_writer = self._writer_tx.clone()
-
-        def make_host_lease() -> ActorRun:
-            self.host_lease = HostLeaseKeeper(
-                inbox=self._hosts_rx,
-                writer=hosts_writer,
-                store=store,
-                clock=clock,
-                profiles=self.profiles,
-                host_id=probes.host_id(),
-                boot_id=probes.boot_id(),
-                supervisor_id=self.supervisor_id,
-                settings=s.hosts,
-            )
-            return self.host_lease.run
-
-        await tg.start(self._supervise, "host_lease", make_host_lease, (hosts_writer,))
-
-        guard_heartbeat, guard_writer = self._heartbeat_tx.clone(), self._writer_tx.clone()
-
-        def make_server_guard() -> ActorRun:
-            self.server_guard = ServerGuard(
-                inbox=self._servers_rx,
-                heartbeat=guard_heartbeat,
-                writer=guard_writer,
-                store=store,
-                clock=clock,
-                probes=probes,
-                settings=s.servers,
-            )
-            return self.server_guard.run
-
-        await tg.start(
-            self._supervise, "server_guard", make_server_guard, (guard_heartbeat, guard_writer)
+        await start(
+            "host_lease",
+            HostLeaseKeeper,
+            keep="host_lease",
+            inbox=self._hosts_rx,
+            host_id=probes.host_id(),
+            boot_id=probes.boot_id(),
+            supervisor_id=self.supervisor_id,
         )
+        await start(
+            "server_guard",
+            ServerGuard,
+            keep="server_guard",
+            inbox=self._servers_rx,
+            heartbeat=self._heartbeat_tx.clone(),
+        )
+        await start("census", CensusActor, keep="census", inbox=self._census_rx)
+        await start("reap", ReapActor, inbox=self._reap_rx, census=self._reap_census.clone())
 
-        census_writer = self._writer_tx.clone()
+    async def _start(
+        self,
+        tg: TaskGroup,
+        name: str,
+        actor: Callable[..., Actor[Any]],
+        *,
+        keep: str | None = None,
+        **own: Any,
+    ) -> None:
+        """Start ``actor`` as ``name`` under the restart budget, built (again after a crash)
+        from ``own`` (its inbox and outboxes) and what every actor takes by the same name:
+        the store, clock, probes, metrics, profiles, its settings and a clone of the
+        writer's inbox, each given only where the actor declares it.
 
-        def make_census() -> ActorRun:
-            self.census = CensusActor(
-                inbox=self._census_rx,
-                writer=census_writer,
-                store=store,
-                clock=clock,
-                probes=probes,
-                settings=s.census,
-                metrics=self.metrics,
-            )
-            return self.census.run
+        The outbox clones are the actor's, closed when it ends for good. ``keep`` names
+        the attribute that holds the running instance (health and tests read it).
+        """
+        declared = inspect.signature(actor).parameters
+        shared = {
+            "store": self.store,
+            "clock": self.clock,
+            "probes": self.probes,
+            "metrics": self.metrics,
+            "profiles": self.profiles,
+            "settings": getattr(self.settings, _SETTINGS.get(name, name)),
+        }
+        built = {key: value for key, value in shared.items() if key in declared} | own
+        owned = [value for value in own.values() if isinstance(value, MemoryObjectSendStream)]
+        if actor is not RegistryWriter:
+            # Every other actor holds a clone of the writer's inbox, whether it writes or
+            # not, so the writer sees end-of-stream only after every other actor is done.
+            writer = self._writer_tx.clone()
+            owned.append(writer)
+            if "writer" in declared:
+                built["writer"] = writer
 
-        await tg.start(self._supervise, "census", make_census, (census_writer,))
+        def make() -> ActorRun:
+            instance = actor(**built)
+            if keep is not None:
+                setattr(self, keep, instance)
+            return instance.run
 
-        reap_writer, reap_census = self._writer_tx.clone(), self._reap_census.clone()
-        reap = partial(ReapActor, inbox=self._reap_rx, census=reap_census, writer=reap_writer)
-        make_reap = partial(reap, clock=clock, profiles=self.profiles, settings=s.reap)
-        owned = (reap_writer, reap_census)
-        await tg.start(self._supervise, "reap", lambda: make_reap().run, owned)
+        await tg.start(self._supervise, name, make, owned)
 
     async def _supervise(
         self,
