@@ -23,7 +23,7 @@ from supervisor.observe.logs import configure_logging, get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.settings.config import Settings
 from supervisor.settings.profiles import ProfileBook
-from supervisor.sidecar.exec_in_place import EXEC_SOCKET_SUFFIX
+from supervisor.sidecar.exec_args import EXEC_SOCKET_SUFFIX
 from supervisor.store.factory import describe_store, open_store
 from supervisor.surfaces.socket.bind import bound_listener
 from supervisor.surfaces.socket.exec_socket import serve_exec_socket

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.settings.config import default_socket_path, load_settings
-from supervisor.sidecar.exec_in_place import (
+from supervisor.sidecar.exec_args import (
     EXEC_SOCKET_SUFFIX,
     ExecOptions,
     HelpRequested,
