@@ -5,15 +5,28 @@ from __future__ import annotations
 from supervisor.policy.servers.census import ProcessRef
 from supervisor.policy.servers.discovery import ParentSight, Sighting
 from supervisor.system.proc_census import (
+    NULL_DEVICE,
     FullRead,
     fd_ends,
+    fd_links,
     marker_names_self,
     read_stat_facts,
 )
 from supervisor.system.process_tree import client_argv
 from supervisor.system.unix_diag import UnixPeers
 
-__all__ = ["link_kind", "parent_sight", "sighting", "stdio_connected"]
+__all__ = [
+    "Wire",
+    "link_kind",
+    "moved_wire",
+    "parent_sight",
+    "sighting",
+    "stdio_connected",
+    "stdio_moved",
+]
+
+#: The descriptors that carry a server's stdio, as links (``pipe:[n]``, ``socket:[n]``).
+Wire = tuple[str | None, ...]
 
 
 def link_kind(link: str | None) -> str | None:
@@ -44,8 +57,8 @@ def stdio_connected(
     """Whether another process's descriptors (``ends``, from ``fd_ends``) hold the other
     end of every link: the same pipe (both ends share its inode), or the peer of a socket
     (a socket pair's halves have inodes of their own; the kernel names the peer). None
-    when the descriptors could not be read."""
-    if ends is None:
+    when the descriptors could not be read, or there are no links to judge."""
+    if ends is None or not links:
         return None
     for link in links:
         if link is None:
@@ -61,35 +74,72 @@ def stdio_connected(
     return True
 
 
-def sighting(pid: int, full: FullRead) -> Sighting:
+def stdio_moved(full: FullRead) -> bool:
+    """Whether the process may have moved its stdio off fd 0 and fd 1.
+
+    The MCP Python SDK (v2) does: its stdio server keeps the wire on private copies above
+    fd 2 and points fd 0 at /dev/null (and fd 1 at a copy of stderr), so that a stray
+    print cannot corrupt the protocol. Such a server's wire is found by its other ends.
+    """
+    return full.stdin == NULL_DEVICE
+
+
+def moved_wire(links: dict[int, str] | None, ends: frozenset[str] | None, peers: UnixPeers) -> Wire:
+    """Those of a process's pipes and sockets above fd 2 (``links``, from ``fd_links``)
+    whose other end another process's descriptors (``ends``) hold: a moved stdio's wire.
+    Empty when there are none or either side could not be read."""
+    if links is None or ends is None:
+        return ()
+    return tuple(
+        link
+        for fd, link in sorted(links.items())
+        if fd > 2 and stdio_connected((link,), ends, peers)
+    )
+
+
+def sighting(pid: int, full: FullRead, wire: Wire | None = None) -> Sighting:
+    """``wire``: a moved stdio's descriptors (see ``stdio_moved``); their kinds stand for
+    fd 0 and fd 1, and none found leaves the stdio at /dev/null."""
     start = full.stat.start
+    stdin, stdout = full.stdin, full.stdout
+    if wire:
+        stdin, stdout = wire[0], wire[-1]
     return Sighting(
         process=ProcessRef(pid=pid, start=start),
         ppid=full.stat.ppid,
         argv=full.argv,
         comm=full.stat.comm,
         env_keys=full.env_keys,
-        stdin=link_kind(full.stdin),
-        stdout=link_kind(full.stdout),
+        stdin=link_kind(stdin),
+        stdout=link_kind(stdout),
         wrapped=marker_names_self(full.marker, pid, start),
+        moved=bool(wire),
     )
 
 
-def parent_sight(child: FullRead, peers: UnixPeers) -> ParentSight | None:
-    """The child's parent as it is now, with whether it holds the child's stdio; None when
-    it is gone (or changed hands while it was being read)."""
+def parent_sight(pid: int, child: FullRead, peers: UnixPeers) -> tuple[ParentSight | None, Wire]:
+    """The child's parent as it is now, with whether it holds the child's stdio, and the
+    child's wire (fd 0 and fd 1, or a moved stdio's descriptors whose other ends the
+    parent holds). The parent is None when it is gone (or changed hands while it was read).
+    """
+    moved = fd_links(pid) if stdio_moved(child) else None
+    wire: Wire = () if stdio_moved(child) else (child.stdin, child.stdout)
     ppid = child.stat.ppid
     stat = read_stat_facts(ppid) if ppid > 0 else None
     if stat is None or not stat.running:
-        return None
+        return None, wire
     argv = tuple(client_argv(ppid))
     ends = fd_ends(ppid)
     again = read_stat_facts(ppid)
     if again is None or again.start != stat.start:
-        return None
-    return ParentSight(
+        return None, wire
+    if stdio_moved(child):
+        wire = moved_wire(moved, ends, peers)
+    parent = ParentSight(
         process=ProcessRef(pid=ppid, start=stat.start),
         argv=argv,
         comm=stat.comm,
-        connected=stdio_connected((child.stdin, child.stdout), ends, peers),
+        # A moved stdio with no wire to this parent is not connected to it.
+        connected=stdio_connected(wire, ends, peers) if wire or ends is None else False,
     )
+    return parent, wire

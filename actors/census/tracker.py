@@ -15,7 +15,15 @@ from typing import Any
 
 import anyio.to_thread
 
-from actors.census.sighting import link_kind, parent_sight, sighting, stdio_connected
+from actors.census.sighting import (
+    Wire,
+    link_kind,
+    moved_wire,
+    parent_sight,
+    sighting,
+    stdio_connected,
+    stdio_moved,
+)
 from actors.census.usage import descendants, read_tree, tree_pss
 from supervisor.policy.identity.exec_marker import parse_marker
 from supervisor.policy.incarnation import same_incarnation
@@ -37,9 +45,11 @@ from supervisor.policy.servers.discovery import (
 )
 from supervisor.policy.servers.rules import DiscoveryRules, mcp_word
 from supervisor.system.proc_census import (
+    NULL_DEVICE,
     FullRead,
     clock_ticks,
     fd_ends,
+    fd_links,
     proc_entries,
     read_full,
     read_stat_facts,
@@ -63,7 +73,8 @@ class Tracked:
     latest read, and what the next read and the next write need."""
 
     server: ServerRecord
-    stdio: tuple[str | None, str | None]
+    #: The descriptors that carry its stdio (fd 0 and fd 1, or a moved stdio's wire).
+    stdio: Wire
     started_at: float | None = None
     cpu_ticks: int | None = None
     read_at: float | None = None
@@ -201,11 +212,13 @@ class Tracker:
             return
         recorded = self.recorded.pop((pid, stat.start), None)
         if recorded is not None:
-            self.servers[pid] = _restored(pid, stat.start, recorded)
+            self.servers[pid] = _restored(pid, stat.start, recorded, self.peers)
             return
-        if link_kind(stdio_link(pid, 0)) not in STDIO_KINDS:
-            return
-        if link_kind(stdio_link(pid, 1)) not in STDIO_KINDS:
+        stdin = stdio_link(pid, 0)
+        # fd 0 on /dev/null may be a stdio moved above fd 2 (sighting.stdio_moved): read on.
+        if stdin != NULL_DEVICE and (
+            link_kind(stdin) not in STDIO_KINDS or link_kind(stdio_link(pid, 1)) not in STDIO_KINDS
+        ):
             return
         full = read_full(pid)
         if full is not None and full.stat.start == stat.start:
@@ -223,17 +236,20 @@ class Tracker:
         seen = sighting(pid, full)
         argv = plain_argv(full.argv)
         parent = None
+        wire: Wire = (full.stdin, full.stdout)
         if not seen.wrapped:
             if configured_match(argv, configured) is None and mcp_word(argv, self._rules) is None:
                 return  # nothing but its parent could make it a server, and that is not enough
-            parent = parent_sight(full, self.peers)
+            parent, wire = parent_sight(pid, full, self.peers)
+            if stdio_moved(full):
+                seen = sighting(pid, full, wire)
         judgement = classify(seen, parent, configured, self._rules)
         if judgement is None:
             return
-        self.servers[pid] = self._tracked(seen.process, full, judgement, stamp)
+        self.servers[pid] = self._tracked(seen.process, full, judgement, stamp, wire)
 
     def _tracked(
-        self, process: ProcessRef, full: FullRead, judged: Judgement, stamp: str
+        self, process: ProcessRef, full: FullRead, judged: Judgement, stamp: str, wire: Wire
     ) -> Tracked:
         owner, name = judged.owner, judged.owner_name
         if judged.provenance == PROVENANCE_WRAPPED:
@@ -251,9 +267,7 @@ class Tracker:
             age_seconds=None,
             usage=_NO_USAGE,
         )
-        return Tracked(
-            server=server, stdio=(full.stdin, full.stdout), started_at=_started(process.start)
-        )
+        return Tracked(server=server, stdio=wire, started_at=_started(process.start))
 
     def _drop_nested(self) -> None:
         """A server inside another server's tree is one of its members, not a server."""
@@ -342,7 +356,18 @@ def _owner(owner: ProcessRef | None, name: str | None) -> OwnerClient | None:
     return OwnerClient(process=owner, name=name or UNKNOWN_OWNER, alive=None)
 
 
-def _restored(pid: int, start: str, row: Mapping[str, Any]) -> Tracked:
+def _wire_now(pid: int, owner: ProcessRef | None, peers: UnixPeers) -> Wire:
+    """A restored server's stdio as it is now: fd 0 and fd 1, or a moved stdio's descriptors
+    whose other ends its recorded owner holds (none: whether it holds them is unknown)."""
+    stdin = stdio_link(pid, 0)
+    if stdin != NULL_DEVICE:
+        return (stdin, stdio_link(pid, 1))
+    if owner is None:
+        return ()
+    return moved_wire(fd_links(pid), fd_ends(owner.pid), peers)
+
+
+def _restored(pid: int, start: str, row: Mapping[str, Any], peers: UnixPeers) -> Tracked:
     """A server an earlier run recorded, as it recorded it (its owner: the parent then)."""
     owner = None
     if row.get("owner_pid") is not None and row.get("owner_start_time"):
@@ -362,7 +387,7 @@ def _restored(pid: int, start: str, row: Mapping[str, Any]) -> Tracked:
     )
     return Tracked(
         server=server,
-        stdio=(stdio_link(pid, 0), stdio_link(pid, 1)),
+        stdio=_wire_now(pid, owner, peers),
         started_at=_started(start),
         owner_gone_at=row.get("owner_gone_at"),
     )

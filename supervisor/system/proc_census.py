@@ -13,11 +13,13 @@ from supervisor.policy.incarnation import start_of
 from supervisor.system.proc_stat import fields_after_comm, read_stat
 
 __all__ = [
+    "NULL_DEVICE",
     "FullRead",
     "StatRead",
     "UsageRead",
     "clock_ticks",
     "fd_ends",
+    "fd_links",
     "marker_names_self",
     "page_size",
     "proc_entries",
@@ -34,6 +36,8 @@ __all__ = [
 _PPID, _UTIME, _STIME, _START, _RSS = 1, 11, 12, 19, 21
 _ENVIRON_LIMIT = 1 << 20
 _CMDLINE_LIMIT = 65536
+#: Where a descriptor that carries nothing points.
+NULL_DEVICE = "/dev/null"
 
 
 @cache
@@ -192,20 +196,27 @@ def marker_names_self(marker: str | None, pid: int, start: str) -> bool:
     return f"ticks-{int(parsed.leader_start)}" == start_of(start)
 
 
-def fd_ends(pid: int) -> frozenset[str] | None:
-    """The pipes and sockets a process holds (``pipe:[n]``, ``socket:[n]``), or None when
-    its descriptors cannot be read."""
+def fd_links(pid: int) -> dict[int, str] | None:
+    """The pipes and sockets a process holds, by descriptor (``{6: "pipe:[n]"}``), or None
+    when its descriptors cannot be read."""
     base = f"/proc/{pid}/fd"
     try:
         names = os.listdir(base)
     except OSError:
         return None
-    ends = set()
+    links = {}
     for name in names:
         link = _readlink(f"{base}/{name}")
-        if link is not None and (link.startswith("pipe:") or link.startswith("socket:")):
-            ends.add(link)
-    return frozenset(ends)
+        if link is not None and link.startswith(("pipe:", "socket:")) and name.isdigit():
+            links[int(name)] = link
+    return links
+
+
+def fd_ends(pid: int) -> frozenset[str] | None:
+    """The pipes and sockets a process holds (``pipe:[n]``, ``socket:[n]``), or None when
+    its descriptors cannot be read."""
+    links = fd_links(pid)
+    return None if links is None else frozenset(links.values())
 
 
 def pss_bytes(pid: int) -> int | None:

@@ -4,12 +4,14 @@
 "pipe" | "socket" | "devnull", "executable": PATH}``. Each child runs ``executable``
 (``argv[0]`` is only its name, so a test can make it look like any program), with stdin
 and stdout as pipes, socket-pair halves or /dev/null. The client keeps its ends open, prints
-``{"children": [pid, ...]}`` and sleeps, bounded by ``LIFETIME_SECONDS``.
+``{"children": [pid, ...]}`` and sleeps, bounded by ``LIFETIME_SECONDS``. SIGUSR1 makes
+it close its ends of every child's stdio and keep running.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +44,17 @@ def main() -> int:
             )
         kept.append(process)
         children.append(process.pid)
+
+    def close_ends(_signal: int, _frame: object) -> None:
+        for item in kept:
+            if isinstance(item, subprocess.Popen):
+                for stream in (item.stdin, item.stdout):
+                    if stream is not None:
+                        stream.close()
+            elif isinstance(item, socket.socket):
+                item.close()
+
+    signal.signal(signal.SIGUSR1, close_ends)
     print(json.dumps({"children": children}), flush=True)
     time.sleep(LIFETIME_SECONDS)
     return 0

@@ -1,21 +1,37 @@
 """A stand-in MCP server process: never reads its stdin, sleeps (bounded), may start a child.
 
-``python fake_server.py [--child PYTHON]``: with ``--child`` it starts one more of itself
-under PYTHON (a tree), sharing its stdio as an npx or a shell wrapper would.
+``python fake_server.py [--child PYTHON] [--move-stdio]``: with ``--child`` it starts one
+more of itself under PYTHON (a tree), sharing its stdio as an npx or a shell wrapper would.
+With ``--move-stdio`` it does what the MCP Python SDK's stdio server does: keeps its stdin
+and stdout on private copies above fd 2, then points fd 0 at /dev/null and fd 1 at a copy
+of stderr.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import sys
 import time
 
 LIFETIME_SECONDS = 120.0
 
+
+def move_stdio() -> list[int]:
+    kept = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (0, 1)]
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return kept
+
+
 if __name__ == "__main__":
+    wire = move_stdio() if "--move-stdio" in sys.argv[1:] else []
     child = None
     if "--child" in sys.argv[1:]:
-        child = subprocess.Popen([sys.argv[2], __file__])
+        child = subprocess.Popen([sys.argv[sys.argv.index("--child") + 1], __file__])
     # Touch some memory so the tree has a size worth reporting.
     ballast = bytearray(4 << 20)
     time.sleep(LIFETIME_SECONDS)

@@ -24,6 +24,7 @@ __all__ = [
     "kids_of",
     "processes",
     "start_tree",
+    "wait_stdio_moved",
 ]
 
 _HERE = Path(__file__).resolve().parent
@@ -70,6 +71,11 @@ def kids_of(pid: int) -> list[int]:
         if int(text.rpartition(")")[2].split()[1]) == pid:
             found.append(int(name))
     return sorted(found)
+
+
+def wait_stdio_moved(pid: int) -> None:
+    """Until ``pid`` has pointed its fd 0 at /dev/null (moved its stdio above fd 2)."""
+    _wait(lambda: os.readlink(f"/proc/{pid}/fd/0") == os.devnull, f"pid {pid} to move its stdio")
 
 
 def gone(pid: int) -> bool:

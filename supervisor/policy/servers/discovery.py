@@ -50,6 +50,10 @@ class Sighting:
     stdout: str | None
     #: The exec marker in its environment names this very process as a wrapped leader.
     wrapped: bool = False
+    #: fd 0 is /dev/null and ``stdin``/``stdout`` are the kinds of the descriptors above
+    #: fd 2 that the parent holds the other ends of: the stdio the MCP Python SDK moves
+    #: there so that a stray print cannot corrupt the protocol.
+    moved: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,10 +118,11 @@ def configured_match(
     return next((entry for entry in configured if _entry_matches(words, entry)), None)
 
 
-def _stdio_evidence(stdin: str | None, stdout: str | None, connected: bool | None) -> str:
+def _stdio_evidence(seen: Sighting, connected: bool | None) -> str:
     plural = {"pipe": "pipes", "socket": "socketpair"}
-    kind = plural.get(stdin or "", "mixed") if stdin == stdout else "mixed"
-    return f"stdio_{kind}_to_parent" if connected else f"stdio_{kind}"
+    kind = plural.get(seen.stdin or "", "mixed") if seen.stdin == seen.stdout else "mixed"
+    moved = "moved_" if seen.moved else ""
+    return f"stdio_{moved}{kind}_to_parent" if connected else f"stdio_{moved}{kind}"
 
 
 def classify(
@@ -129,7 +134,8 @@ def classify(
     """An MCP server, or None. Precision first: a process is one only if
 
     * the wrapper's exec marker names it (``wrapped``), or
-    * its stdin and stdout are pipes or socket-pair ends, and either its command line is a
+    * its stdin and stdout (or, moved, the descriptors that carry them: ``Sighting.moved``)
+      are pipes or socket-pair ends, and either its command line is a
       server configured in a client's config file, or its parent is a known MCP client
       holding the other ends of that stdio and its command names an MCP server.
 
@@ -152,7 +158,7 @@ def classify(
     word = mcp_word(argv, rules)
     if entry is None and (client is None or word is None):
         return None
-    evidence = [_stdio_evidence(seen.stdin, seen.stdout, connected)]
+    evidence = [_stdio_evidence(seen, connected)]
     if client is not None:
         evidence.append(f"parent_known_client:{client}")
     if entry is not None:

@@ -152,7 +152,12 @@ PARENT = ProcessRef(pid=100, start="ticks-5")
 
 
 def seen(
-    argv: Sequence[str], *, stdio: str = "pipe", stdout: str | None = None, wrapped: bool = False
+    argv: Sequence[str],
+    *,
+    stdio: str = "pipe",
+    stdout: str | None = None,
+    wrapped: bool = False,
+    moved: bool = False,
 ) -> Sighting:
     return Sighting(
         process=ProcessRef(pid=200, start="ticks-9"),
@@ -163,6 +168,7 @@ def seen(
         stdin=stdio,
         stdout=stdout or stdio,
         wrapped=wrapped,
+        moved=moved,
     )
 
 
@@ -193,6 +199,18 @@ def parent(argv: Sequence[str], connected: bool | None = True) -> ParentSight:
                 "stdio_socketpair_to_parent",
                 "parent_known_client:claude_code",
                 "command_names_mcp:mcp-server-time",
+            ),
+        ),
+        # The MCP Python SDK moved its stdio above fd 2; the kinds are the wire's.
+        (
+            seen(["python", "/venv/bin/mcp-server-time"], moved=True),
+            parent(["claude"]),
+            (),
+            "claude_code",
+            (
+                "stdio_moved_pipes_to_parent",
+                "parent_known_client:claude_code",
+                "command_names_mcp:/venv/bin/mcp-server-time",
             ),
         ),
         # Configured: found whatever its parent, owned by whoever holds its stdio.
@@ -235,6 +253,9 @@ def test_servers_are_found_with_owner_and_evidence(
         (seen(["mcp-server-time"]), parent(["myagent"])),  # no client, not configured
         (seen(["ripgrep"]), parent(["claude"])),  # a client's tool, not a server
         (seen(["mcp-server-time"], stdio="null"), parent(["claude"])),  # a daemon
+        # Moved, but no descriptor above fd 2 goes to the parent: the stdio stays /dev/null.
+        (seen(["mcp-server-time"], stdio="null", moved=True), parent(["claude"], False)),
+        (seen(["mcp-server-time"], moved=True), parent(["myagent"])),  # no client
         (seen(["mcp-server-time"], stdout="tty"), parent(["claude"])),
         (seen(["mcp-server-time"]), parent(["claude"], connected=False)),  # stdio elsewhere
         (seen(["mcp-server-time"]), parent(["claude"], connected=None)),
