@@ -100,10 +100,23 @@ def run_mcp(args: argparse.Namespace, settings: Settings) -> int:
     )
 
 
+def _profiles_file(settings: Settings, command: str) -> Path:
+    """The profiles file, started on first use from the shipped example (package data, so
+    an installed wheel has it too): later grants and tokens are edits to the operator's
+    own file, never to the installation."""
+    from supervisor.defaults import PROFILES, read_default
+    from supervisor.settings.profiles import ensure_profiles_file
+
+    path = settings.auth.profiles_path
+    if not path.exists() and ensure_profiles_file(path, read_default(PROFILES)):
+        sys.stderr.write(f"{command}: created {path} from the shipped example profiles\n")
+    return path
+
+
 def run_profiles(args: argparse.Namespace, settings: Settings) -> int:
     from supervisor.settings.profiles import change_grant
 
-    path = settings.auth.profiles_path
+    path = _profiles_file(settings, "profiles")
     grant = args.profiles_command == "grant"
     changed = change_grant(path, args.profile, args.operation, grant=grant)
     done = "granted" if grant else "revoked"
@@ -113,15 +126,9 @@ def run_profiles(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_token(args: argparse.Namespace, settings: Settings) -> int:
-    from supervisor.defaults import PROFILES, read_default
-    from supervisor.settings.profiles import create_token, ensure_profiles_file
+    from supervisor.settings.profiles import create_token
 
-    path = settings.auth.profiles_path
-    # First use: start the operator's own profiles file from the shipped example
-    # (package data, so an installed wheel has it too); later grants are edits to
-    # their file, never to the installation.
-    if not path.exists() and ensure_profiles_file(path, read_default(PROFILES)):
-        sys.stderr.write(f"token: created {path} from the shipped example profiles\n")
+    path = _profiles_file(settings, "token")
     token = create_token(path, args.profile)
     sys.stdout.write(token + "\n")
     sys.stderr.write(f"token for {args.profile!r} stored as a hash in {path}; it is shown once\n")

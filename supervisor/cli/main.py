@@ -14,6 +14,7 @@ from supervisor.cli.common import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    TOKEN_ENV,
     settings_of,
 )
 from supervisor.cli.parser import build_parser
@@ -107,6 +108,13 @@ def _settle_stderr() -> None:
         os.close(devnull)
 
 
+#: What a new operator needs after a refusal for want of a token (see docs/operations.md).
+_TOKEN_HINT = (
+    "fleet-supervisor: make a token once with `fleet-supervisor token create PROFILE`"
+    f" (e.g. prgs-reconciler) and pass it with --token or ${TOKEN_ENV}\n"
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -119,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNREACHABLE
     except SupervisorError as exc:
         sys.stderr.write(f"fleet-supervisor: {exc.code}: {exc.detail}\n")
+        if exc.code == "unauthenticated":
+            sys.stderr.write(_TOKEN_HINT)
         return EXIT_REFUSED
     except KeyboardInterrupt:
         return 130

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import tomllib
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from supervisor.cli import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
+from supervisor.cli.common import EXIT_REFUSED
+from supervisor.client.remote import RemoteUnauthenticated
 from supervisor.settings.profiles import ProfileBook
 from supervisor.version import package_version
 
@@ -139,3 +142,20 @@ def test_every_command_of_the_parser_is_dispatched_to_a_function_that_exists() -
         "namespace-probe",
         "clients",
     }
+
+
+def test_a_refusal_for_want_of_a_token_says_how_to_make_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refuse(_args: object) -> int:
+        raise RemoteUnauthenticated(
+            "this operation needs a profile token", remote_code="unauthenticated"
+        )
+
+    # The module, not the ``main`` function supervisor.cli exports under the same name.
+    monkeypatch.setattr(importlib.import_module("supervisor.cli.main"), "_dispatch", refuse)
+    assert main(["reap", "plan"]) == EXIT_REFUSED
+    err = capsys.readouterr().err
+    assert "unauthenticated: this operation needs a profile token" in err
+    assert "fleet-supervisor token create PROFILE" in err
+    assert "FLEET_SUPERVISOR_TOKEN" in err

@@ -99,3 +99,19 @@ def test_the_command_grants_and_revokes(
     assert not decide(ProfileBook(book_path).get("prgs-controller"), "apply").allowed
     assert main(["profiles", "grant", "nobody", OP_RETIRE, *flags]) == 2
     assert "unknown profile" in capsys.readouterr().err
+
+
+def test_a_first_grant_starts_the_profiles_file_from_the_shipped_example(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "fresh-home" / ".config" / "fleet-supervisor" / "profiles.toml"
+    assert main(["profiles", "grant", "prgs-reconciler", OP_RETIRE, "--profiles", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "created" in err
+    assert "granted" in err
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert _changed_lines(SHIPPED.read_text(), path.read_text()) == [
+        '-allowed_operations = ["gitea.read"]',
+        f'+allowed_operations = ["gitea.read", "{OP_RETIRE}"]',
+    ]
+    assert decide(ProfileBook(path).get("prgs-reconciler"), "apply").allowed
