@@ -15,7 +15,8 @@ from anyio.abc import TaskGroup
 from actors.census.configs import ClientConfigs
 from actors.census.inbox import CensusInbox, ReportCensus, TakeCensus
 from actors.census.rows import decoded, gone_row, observed_row
-from actors.census.tracker import Tracked, Tracker
+from actors.census.tracked import Tracked
+from actors.census.tracker import Tracker
 from actors.mailbox import Actor, Inbox, Outbox, let_others_run
 from actors.writer.inbox import WriterInbox, ask_writer
 from actors.writer.observed import RecordObservedServers

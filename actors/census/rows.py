@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from actors.census.tracker import Tracked
+from actors.census.tracked import Tracked
 
 __all__ = ["decoded", "gone_row", "observed_row"]
 

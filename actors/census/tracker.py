@@ -9,7 +9,7 @@ at again at the next sweep. Servers (and their trees) are read every sweep for u
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import islice
 from typing import Any
 
@@ -18,25 +18,28 @@ import anyio.to_thread
 from actors.census.sighting import (
     Wire,
     link_kind,
-    moved_wire,
     parent_sight,
     sighting,
     stdio_connected,
     stdio_moved,
 )
+from actors.census.tracked import (
+    NO_USAGE,
+    Tracked,
+    owner_client,
+    restored,
+    started_seconds,
+    wrapped_owner,
+)
 from actors.census.usage import descendants, read_tree, tree_pss
-from supervisor.policy.identity.exec_marker import parse_marker
 from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.servers.census import (
     PROVENANCE_WRAPPED,
-    OwnerClient,
     ProcessRef,
     ServerRecord,
-    Usage,
 )
 from supervisor.policy.servers.discovery import (
     STDIO_KINDS,
-    UNKNOWN_OWNER,
     ConfiguredServer,
     Judgement,
     classify,
@@ -47,10 +50,10 @@ from supervisor.policy.servers.rules import DiscoveryRules, mcp_word
 from supervisor.system.proc_census import (
     NULL_DEVICE,
     FullRead,
-    clock_ticks,
     fd_ends,
-    fd_links,
     proc_entries,
+    read_argv,
+    read_cwd,
     read_full,
     read_stat_facts,
     stdio_link,
@@ -58,61 +61,16 @@ from supervisor.system.proc_census import (
 )
 from supervisor.system.unix_diag import UnixPeers
 
-__all__ = ["Tracked", "Tracker"]
+__all__ = ["Tracker"]
 
-_NO_USAGE = Usage(rss_bytes=None, pss_bytes=None, cpu_seconds=None, cpu_percent=None, open_fds=None)
+#: A process whose fd 0 is /dev/null before it is read in full: pid, start, command line
+#: and working directory, enough to tell whether it could be a server at all.
+_Quiet = tuple[int, str, tuple[str, ...], str | None]
+
 _MAX_DEPTH = 64
 
 Yield = Callable[[], Awaitable[None]]
 Configured = Callable[[list[str | None]], Awaitable[tuple[ConfiguredServer, ...]]]
-
-
-@dataclass(slots=True, kw_only=True)
-class Tracked:
-    """One server leader as discovery keeps it between sweeps: the census record as of the
-    latest read, and what the next read and the next write need."""
-
-    server: ServerRecord
-    #: The descriptors that carry its stdio (fd 0 and fd 1, or a moved stdio's wire).
-    stdio: Wire
-    started_at: float | None = None
-    cpu_ticks: int | None = None
-    read_at: float | None = None
-    #: The tree's PSS at ``pss_at`` (read in a worker thread, at most every so often).
-    pss: int | None = None
-    pss_at: float | None = None
-    owner_gone_at: str | None = None
-    #: Monotonic time of the last row written for it (observed servers only).
-    written_at: float | None = None
-    #: Its row has ``owner_gone_at``.
-    owner_gone_written: bool = False
-
-    @property
-    def process(self) -> ProcessRef:
-        return self.server.process
-
-    @property
-    def provenance(self) -> str:
-        return self.server.provenance
-
-    def record(self, uptime: float | None) -> ServerRecord:
-        age = None
-        if uptime is not None and self.started_at is not None:
-            age = round(max(0.0, uptime - self.started_at), 1)
-        return replace(self.server, age_seconds=age)
-
-
-def _wrapped_owner(full: FullRead) -> tuple[ProcessRef | None, str | None]:
-    marker = parse_marker(full.marker) if full.marker is not None else None
-    if marker is None or not marker.client_start.isdigit():
-        return None, None
-    owner = ProcessRef(pid=marker.client_pid, start=f"ticks-{int(marker.client_start)}")
-    return owner, marker.client or UNKNOWN_OWNER
-
-
-def _started(start: str) -> float | None:
-    raw = start.removeprefix("ticks-").partition("@")[0]
-    return int(raw) / clock_ticks() if raw.isdigit() else None
 
 
 class Tracker:
@@ -179,12 +137,21 @@ class Tracker:
         self.uptime = uptime_seconds()
         self.first_sights = len(fresh)
         pending: list[tuple[int, FullRead]] = []
+        quiet: list[_Quiet] = []
         for index in range(0, len(fresh), self._first_chunk):
             for pid in fresh[index : index + self._first_chunk]:
-                self._look(pid, listed[pid], pending, stamp)
+                self._look(pid, listed[pid], pending, quiet, stamp)
             await pause()
-        if pending:
-            entries_ = await configured([full.cwd for _, full in pending])
+        if pending or quiet:
+            cwds = [full.cwd for _, full in pending] + [cwd for *_, cwd in quiet]
+            entries_ = await configured(cwds)
+            for index in range(0, len(quiet), self._first_chunk):
+                for pid, start, argv, _ in quiet[index : index + self._first_chunk]:
+                    if mcp_word(argv, self._rules) or configured_match(argv, entries_):
+                        full = read_full(pid)
+                        if full is not None and full.stat.start == start:
+                            pending.append((pid, full))
+                await pause()
             for index in range(0, len(pending), self._first_chunk):
                 for pid, full in pending[index : index + self._first_chunk]:
                     self._judge(pid, full, entries_, stamp)
@@ -192,7 +159,14 @@ class Tracker:
         self._drop_nested()
         await self._read_trees(stamp, now, pause)
 
-    def _look(self, pid: int, inode: int, pending: list[tuple[int, FullRead]], stamp: str) -> None:
+    def _look(
+        self,
+        pid: int,
+        inode: int,
+        pending: list[tuple[int, FullRead]],
+        quiet: list[_Quiet],
+        stamp: str,
+    ) -> None:
         old = self._seen.get(pid)
         stat = read_stat_facts(pid)
         if stat is None:
@@ -212,20 +186,24 @@ class Tracker:
             return
         recorded = self.recorded.pop((pid, stat.start), None)
         if recorded is not None:
-            self.servers[pid] = _restored(pid, stat.start, recorded, self.peers)
+            self.servers[pid] = restored(pid, stat.start, recorded, self.peers)
             return
         stdin = stdio_link(pid, 0)
-        # fd 0 on /dev/null may be a stdio moved above fd 2 (sighting.stdio_moved): read on.
-        if stdin != NULL_DEVICE and (
-            link_kind(stdin) not in STDIO_KINDS or link_kind(stdio_link(pid, 1)) not in STDIO_KINDS
-        ):
+        if stdin == NULL_DEVICE:
+            # Perhaps a stdio moved above fd 2 (sighting.stdio_moved), but mostly daemons:
+            # only what its command line could make a server is read in full (sweep).
+            argv = read_argv(pid)
+            if argv is not None:
+                quiet.append((pid, stat.start, plain_argv(argv), read_cwd(pid)))
+            return
+        if link_kind(stdin) not in STDIO_KINDS or link_kind(stdio_link(pid, 1)) not in STDIO_KINDS:
             return
         full = read_full(pid)
         if full is not None and full.stat.start == stat.start:
             pending.append((pid, full))
 
     def _young(self, start: str) -> bool:
-        started = _started(start)
+        started = started_seconds(start)
         return (
             self.uptime is not None and started is not None and self.uptime - started < self._settle
         )
@@ -253,7 +231,7 @@ class Tracker:
     ) -> Tracked:
         owner, name = judged.owner, judged.owner_name
         if judged.provenance == PROVENANCE_WRAPPED:
-            owner, name = _wrapped_owner(full)
+            owner, name = wrapped_owner(full)
         server = ServerRecord(
             process=process,
             provenance=judged.provenance,
@@ -261,13 +239,13 @@ class Tracker:
             cwd=full.cwd,
             env_keys=full.env_keys,
             uid=full.uid,
-            owner=_owner(owner, name),
+            owner=owner_client(owner, name),
             evidence=judged.evidence,
             first_seen=stamp,
             age_seconds=None,
-            usage=_NO_USAGE,
+            usage=NO_USAGE,
         )
-        return Tracked(server=server, stdio=wire, started_at=_started(process.start))
+        return Tracked(server=server, stdio=wire, started_at=started_seconds(process.start))
 
     def _drop_nested(self) -> None:
         """A server inside another server's tree is one of its members, not a server."""
@@ -304,10 +282,10 @@ class Tracker:
             usage = replace(tree.usage, pss_bytes=server.pss)
             server.server = replace(server.server, usage=usage)
             server.cpu_ticks, server.read_at = tree.cpu_ticks, now
-            self._judge_owner(server, stamp, owner_ends)
+            self._judgeowner_client(server, stamp, owner_ends)
             await pause()
 
-    def _judge_owner(
+    def _judgeowner_client(
         self, tracked: Tracked, stamp: str, ends: dict[ProcessRef, frozenset[str] | None]
     ) -> None:
         """The owner's incarnation by pid and start (never by the server's parent pid),
@@ -348,46 +326,3 @@ class Tracker:
         rows = list(self.recorded.values())
         self.recorded.clear()
         return rows
-
-
-def _owner(owner: ProcessRef | None, name: str | None) -> OwnerClient | None:
-    if owner is None:
-        return None
-    return OwnerClient(process=owner, name=name or UNKNOWN_OWNER, alive=None)
-
-
-def _wire_now(pid: int, owner: ProcessRef | None, peers: UnixPeers) -> Wire:
-    """A restored server's stdio as it is now: fd 0 and fd 1, or a moved stdio's descriptors
-    whose other ends its recorded owner holds (none: whether it holds them is unknown)."""
-    stdin = stdio_link(pid, 0)
-    if stdin != NULL_DEVICE:
-        return (stdin, stdio_link(pid, 1))
-    if owner is None:
-        return ()
-    return moved_wire(fd_links(pid), fd_ends(owner.pid), peers)
-
-
-def _restored(pid: int, start: str, row: Mapping[str, Any], peers: UnixPeers) -> Tracked:
-    """A server an earlier run recorded, as it recorded it (its owner: the parent then)."""
-    owner = None
-    if row.get("owner_pid") is not None and row.get("owner_start_time"):
-        owner = ProcessRef(pid=int(row["owner_pid"]), start=str(row["owner_start_time"]))
-    server = ServerRecord(
-        process=ProcessRef(pid=pid, start=start),
-        provenance=str(row["provenance"]),
-        command=tuple(row["command"]),
-        cwd=row.get("cwd"),
-        env_keys=tuple(row["env_keys"]),
-        uid=row.get("uid"),
-        owner=_owner(owner, row.get("owner_name")),
-        evidence=tuple(row["evidence"]),
-        first_seen=str(row["first_seen"]),
-        age_seconds=None,
-        usage=_NO_USAGE,
-    )
-    return Tracked(
-        server=server,
-        stdio=_wire_now(pid, owner, peers),
-        started_at=_started(start),
-        owner_gone_at=row.get("owner_gone_at"),
-    )

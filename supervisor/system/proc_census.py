@@ -24,6 +24,8 @@ __all__ = [
     "page_size",
     "proc_entries",
     "pss_bytes",
+    "read_argv",
+    "read_cwd",
     "read_full",
     "read_stat_facts",
     "read_usage",
@@ -148,16 +150,27 @@ def stdio_link(pid: int, fd: int) -> str | None:
     return _readlink(f"/proc/{pid}/fd/{fd}")
 
 
+def read_argv(pid: int) -> tuple[str, ...] | None:
+    """``/proc/<pid>/cmdline`` as words, or None when it cannot be read."""
+    raw = _read_bytes(f"/proc/{pid}/cmdline", _CMDLINE_LIMIT)
+    if raw is None:
+        return None
+    return tuple(p.decode("utf-8", "replace") for p in raw.split(b"\0") if p)
+
+
+def read_cwd(pid: int) -> str | None:
+    return _readlink(f"/proc/{pid}/cwd")
+
+
 def read_full(pid: int) -> FullRead | None:
     """A process in full, or None when it is gone, a zombie or not readable by us."""
     stat = read_stat_facts(pid)
     if stat is None or not stat.running:
         return None
-    raw_argv = _read_bytes(f"/proc/{pid}/cmdline", _CMDLINE_LIMIT)
+    argv = read_argv(pid)
     environ = _read_bytes(f"/proc/{pid}/environ", _ENVIRON_LIMIT)
-    if raw_argv is None:
+    if argv is None:
         return None
-    argv = tuple(p.decode("utf-8", "replace") for p in raw_argv.split(b"\0") if p)
     keys: set[str] = set()
     marker = None
     for entry in (environ or b"").split(b"\0"):
@@ -176,7 +189,7 @@ def read_full(pid: int) -> FullRead | None:
         argv=argv,
         env_keys=tuple(sorted(keys)),
         marker=marker,
-        cwd=_readlink(f"/proc/{pid}/cwd"),
+        cwd=read_cwd(pid),
         uid=uid,
         stdin=stdio_link(pid, 0),
         stdout=stdio_link(pid, 1),

@@ -7,6 +7,7 @@ real /proc, FakeClock.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.reap_plan import KEEP_OWNER_LIVE, plan_reap
 from tests.actors.helpers_app import SettledHarness
 from tests.actors.test_census import census_harness, ours
-from tests.census.trees import child, processes, start_tree, wait_stdio_moved
+from tests.census.trees import FAKE_SERVER, child, processes, start_tree, wait_stdio_moved
 from tests.unavailable import unavailable
 
 pytestmark = pytest.mark.anyio
@@ -75,6 +76,8 @@ async def test_a_moved_stdio_with_no_wire_to_a_known_client_is_no_server(tmp_pat
             start_tree(spawned, "myagent", [child("mcp-fake-server", args=MOVED)]),
             # A client's child on /dev/null from the start: nothing above fd 2 to find.
             start_tree(spawned, "codex", [child("mcp-daemon", stdio="devnull", args=MOVED)]),
+            # A client's tool that moved its stdio: its command names no server.
+            start_tree(spawned, "claude", [child("ripgrep", args=MOVED)]),
         ]
         pids = {p for t in trees for p in t.children}
         for pid in pids:
@@ -82,6 +85,25 @@ async def test_a_moved_stdio_with_no_wire_to_a_known_client_is_no_server(tmp_pat
         async with census_harness(tmp_path) as h:
             census = await h.handle.census(fresh=True)
     assert ours(census.servers, pids) == {}
+
+
+async def test_a_configured_server_that_moved_its_stdio_is_found_whatever_its_parent(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    entry = {"command": "python3", "args": [str(FAKE_SERVER), *MOVED]}
+    settings.write_text(json.dumps({"mcpServers": {"local": entry}}), encoding="utf-8")
+    with processes() as spawned:
+        tree = start_tree(spawned, "myagent", [child("python3", args=MOVED)])
+        (pid,) = tree.children
+        wait_stdio_moved(pid)
+        async with census_harness(tmp_path) as h:
+            census = await h.handle.census(fresh=True)
+        (server,) = ours(census.servers, {pid}).values()
+    assert server.evidence == ("stdio_moved_pipes_to_parent", "configured:gemini:local")
+    assert server.owner is not None
+    assert (server.owner.name, server.owner.process.pid) == ("unknown", tree.client)
 
 
 @pytest.mark.parametrize("args", [[], MOVED], ids=["plain", "moved"])

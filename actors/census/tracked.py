@@ -1,0 +1,126 @@
+"""What discovery keeps of one server between sweeps, first seen or restored from its row."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from actors.census.sighting import Wire, moved_wire
+from supervisor.policy.identity.exec_marker import parse_marker
+from supervisor.policy.servers.census import OwnerClient, ProcessRef, ServerRecord, Usage
+from supervisor.policy.servers.discovery import UNKNOWN_OWNER
+from supervisor.system.proc_census import (
+    NULL_DEVICE,
+    FullRead,
+    clock_ticks,
+    fd_ends,
+    fd_links,
+    stdio_link,
+)
+from supervisor.system.unix_diag import UnixPeers
+
+__all__ = [
+    "NO_USAGE",
+    "Tracked",
+    "owner_client",
+    "restored",
+    "started_seconds",
+    "wire_now",
+    "wrapped_owner",
+]
+
+NO_USAGE = Usage(rss_bytes=None, pss_bytes=None, cpu_seconds=None, cpu_percent=None, open_fds=None)
+
+
+@dataclass(slots=True, kw_only=True)
+class Tracked:
+    """One server leader as discovery keeps it between sweeps: the census record as of the
+    latest read, and what the next read and the next write need."""
+
+    server: ServerRecord
+    #: The descriptors that carry its stdio (fd 0 and fd 1, or a moved stdio's wire).
+    stdio: Wire
+    started_at: float | None = None
+    cpu_ticks: int | None = None
+    read_at: float | None = None
+    #: The tree's PSS at ``pss_at`` (read in a worker thread, at most every so often).
+    pss: int | None = None
+    pss_at: float | None = None
+    owner_gone_at: str | None = None
+    #: Monotonic time of the last row written for it (observed servers only).
+    written_at: float | None = None
+    #: Its row has ``owner_gone_at``.
+    owner_gone_written: bool = False
+
+    @property
+    def process(self) -> ProcessRef:
+        return self.server.process
+
+    @property
+    def provenance(self) -> str:
+        return self.server.provenance
+
+    def record(self, uptime: float | None) -> ServerRecord:
+        age = None
+        if uptime is not None and self.started_at is not None:
+            age = round(max(0.0, uptime - self.started_at), 1)
+        return replace(self.server, age_seconds=age)
+
+
+def wrapped_owner(full: FullRead) -> tuple[ProcessRef | None, str | None]:
+    """The client a wrapped server's exec marker names (pid and start), and its name."""
+    marker = parse_marker(full.marker) if full.marker is not None else None
+    if marker is None or not marker.client_start.isdigit():
+        return None, None
+    owner = ProcessRef(pid=marker.client_pid, start=f"ticks-{int(marker.client_start)}")
+    return owner, marker.client or UNKNOWN_OWNER
+
+
+def started_seconds(start: str) -> float | None:
+    """When a process started, in seconds after boot, from its start token."""
+    raw = start.removeprefix("ticks-").partition("@")[0]
+    return int(raw) / clock_ticks() if raw.isdigit() else None
+
+
+def owner_client(owner: ProcessRef | None, name: str | None) -> OwnerClient | None:
+    if owner is None:
+        return None
+    return OwnerClient(process=owner, name=name or UNKNOWN_OWNER, alive=None)
+
+
+def wire_now(pid: int, owner: ProcessRef | None, peers: UnixPeers) -> Wire:
+    """A restored server's stdio as it is now: fd 0 and fd 1, or a moved stdio's descriptors
+    whose other ends its recorded owner holds (none: whether it holds them is unknown)."""
+    stdin = stdio_link(pid, 0)
+    if stdin != NULL_DEVICE:
+        return (stdin, stdio_link(pid, 1))
+    if owner is None:
+        return ()
+    return moved_wire(fd_links(pid), fd_ends(owner.pid), peers)
+
+
+def restored(pid: int, start: str, row: Mapping[str, Any], peers: UnixPeers) -> Tracked:
+    """A server an earlier run recorded, as it recorded it (its owner: the parent then)."""
+    owner = None
+    if row.get("owner_pid") is not None and row.get("owner_start_time"):
+        owner = ProcessRef(pid=int(row["owner_pid"]), start=str(row["owner_start_time"]))
+    server = ServerRecord(
+        process=ProcessRef(pid=pid, start=start),
+        provenance=str(row["provenance"]),
+        command=tuple(row["command"]),
+        cwd=row.get("cwd"),
+        env_keys=tuple(row["env_keys"]),
+        uid=row.get("uid"),
+        owner=owner_client(owner, row.get("owner_name")),
+        evidence=tuple(row["evidence"]),
+        first_seen=str(row["first_seen"]),
+        age_seconds=None,
+        usage=NO_USAGE,
+    )
+    return Tracked(
+        server=server,
+        stdio=wire_now(pid, owner, peers),
+        started_at=started_seconds(start),
+        owner_gone_at=row.get("owner_gone_at"),
+    )
