@@ -282,10 +282,10 @@ class Tracker:
             usage = replace(tree.usage, pss_bytes=server.pss)
             server.server = replace(server.server, usage=usage)
             server.cpu_ticks, server.read_at = tree.cpu_ticks, now
-            self._judgeowner_client(server, stamp, owner_ends)
+            self._judge_owner(server, stamp, owner_ends)
             await pause()
 
-    def _judgeowner_client(
+    def _judge_owner(
         self, tracked: Tracked, stamp: str, ends: dict[ProcessRef, frozenset[str] | None]
     ) -> None:
         """The owner's incarnation by pid and start (never by the server's parent pid),
