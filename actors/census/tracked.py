@@ -8,8 +8,14 @@ from typing import Any
 
 from actors.census.sighting import Wire, moved_wire
 from supervisor.policy.identity.exec_marker import parse_marker
-from supervisor.policy.servers.census import OwnerClient, ProcessRef, ServerRecord, Usage
-from supervisor.policy.servers.discovery import UNKNOWN_OWNER
+from supervisor.policy.servers.census import (
+    PROVENANCE_OBSERVED,
+    OwnerClient,
+    ProcessRef,
+    ServerRecord,
+    Usage,
+)
+from supervisor.policy.servers.discovery import UNKNOWN_OWNER, plain_argv
 from supervisor.system.proc_census import (
     NULL_DEVICE,
     FullRead,
@@ -22,13 +28,18 @@ from supervisor.system.unix_diag import UnixPeers
 
 __all__ = [
     "NO_USAGE",
+    "SURVIVED_LEADER",
     "Tracked",
     "owner_client",
     "restored",
     "started_seconds",
+    "survivor",
     "wire_now",
     "wrapped_owner",
 ]
+
+#: Evidence of a survivor: the server it was a member of had this leader, now gone.
+SURVIVED_LEADER = "survived_server_leader"
 
 NO_USAGE = Usage(rss_bytes=None, pss_bytes=None, cpu_seconds=None, cpu_percent=None, open_fds=None)
 
@@ -123,4 +134,31 @@ def restored(pid: int, start: str, row: Mapping[str, Any], peers: UnixPeers) -> 
         stdio=wire_now(pid, owner, peers),
         started_at=started_seconds(start),
         owner_gone_at=row.get("owner_gone_at"),
+    )
+
+
+def survivor(
+    process: ProcessRef, full: FullRead, gone: Tracked, stamp: str, peers: UnixPeers
+) -> Tracked:
+    """What is left of an observed server whose leader is gone: one topmost member of its
+    tree, owned by the server's owner, on the server's evidence and the leader's exit."""
+    owner = gone.server.owner
+    server = ServerRecord(
+        process=process,
+        provenance=PROVENANCE_OBSERVED,
+        command=plain_argv(full.argv),
+        cwd=full.cwd,
+        env_keys=full.env_keys,
+        uid=full.uid,
+        owner=owner,
+        evidence=(*gone.server.evidence, f"{SURVIVED_LEADER}:{gone.process.pid}"),
+        first_seen=stamp,
+        age_seconds=None,
+        usage=NO_USAGE,
+    )
+    return Tracked(
+        server=server,
+        stdio=wire_now(process.pid, owner.process if owner is not None else None, peers),
+        started_at=started_seconds(process.start),
+        owner_gone_at=gone.owner_gone_at,
     )

@@ -29,11 +29,13 @@ from actors.census.tracked import (
     owner_client,
     restored,
     started_seconds,
+    survivor,
     wrapped_owner,
 )
 from actors.census.usage import descendants, read_tree, tree_pss
 from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.servers.census import (
+    PROVENANCE_OBSERVED,
     PROVENANCE_WRAPPED,
     ProcessRef,
     ServerRecord,
@@ -111,14 +113,20 @@ class Tracker:
     def _forget(self, pid: int) -> None:
         old = self._seen.pop(pid, None)
         if old is not None:
-            siblings = self._kids.get(old[2])
-            if siblings is not None:
-                siblings.discard(pid)
-                if not siblings:
-                    del self._kids[old[2]]
+            self._unlink(pid, old[2])
+        # Its children are no longer below that pid: a process that takes the pid next
+        # must not inherit them as members of its tree.
+        self._kids.pop(pid, None)
         server = self.servers.pop(pid, None)
         if server is not None:
             self.gone.append(server)
+
+    def _unlink(self, pid: int, ppid: int) -> None:
+        siblings = self._kids.get(ppid)
+        if siblings is not None:
+            siblings.discard(pid)
+            if not siblings:
+                del self._kids[ppid]
 
     async def sweep(self, stamp: str, now: float, pause: Yield, configured: Configured) -> None:
         """List, look at what is new, classify the candidates, read the servers' trees."""
@@ -132,6 +140,7 @@ class Tracker:
         fresh = [
             p for p, ino in listed.items() if (s := seen.get(p)) is None or s[0] != ino or s[3]
         ]
+        gone_before = len(self.gone)
         for pid in [p for p in seen if p not in listed]:
             self._forget(pid)
         self.uptime = uptime_seconds()
@@ -156,8 +165,14 @@ class Tracker:
                 for pid, full in pending[index : index + self._first_chunk]:
                     self._judge(pid, full, entries_, stamp)
                 await pause()
+        for server in self.gone[gone_before:]:
+            self._adopt_survivors(server, stamp)
         self._drop_nested()
+        gone_before = len(self.gone)
         await self._read_trees(stamp, now, pause)
+        # A leader that exited while the trees were read: its survivors are read next time.
+        for server in self.gone[gone_before:]:
+            self._adopt_survivors(server, stamp)
 
     def _look(
         self,
@@ -246,6 +261,38 @@ class Tracker:
             usage=NO_USAGE,
         )
         return Tracked(server=server, stdio=wire, started_at=started_seconds(process.start))
+
+    def _adopt_survivors(self, gone: Tracked, stamp: str) -> None:
+        """An observed server whose leader is gone but whose tree is not: each topmost
+        member still running (the same incarnation) is the server now, owned as before.
+        This is the ``node`` an ``npx`` started, left running when the client stopped
+        ``npx`` itself, or when the client died and only the leader exited."""
+        if gone.provenance != PROVENANCE_OBSERVED:
+            return
+        members = gone.server.usage.children
+        running = {m.pid for m in members if self._runs(m)}
+        for member in members:
+            if member.pid not in running or member.pid in self.servers:
+                continue
+            if self._seen[member.pid][2] in running:
+                continue  # inside another survivor's tree
+            full = read_full(member.pid)
+            if full is None or full.stat.start != member.start:
+                continue
+            self._reparent(member.pid, full.stat.ppid)
+            self.servers[member.pid] = survivor(member, full, gone, stamp, self.peers)
+
+    def _runs(self, process: ProcessRef) -> bool:
+        seen = self._seen.get(process.pid)
+        return process.pid in self._listed and seen is not None and seen[1] == process.start
+
+    def _reparent(self, pid: int, ppid: int) -> None:
+        """Record the parent a process has now (one that outlived its parent was adopted)."""
+        inode, start, old_ppid, young = self._seen[pid]
+        if old_ppid != ppid:
+            self._unlink(pid, old_ppid)
+            self._seen[pid] = (inode, start, ppid, young)
+            self._kids.setdefault(ppid, set()).add(pid)
 
     def _drop_nested(self) -> None:
         """A server inside another server's tree is one of its members, not a server."""

@@ -8,8 +8,9 @@ import selectors
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,11 @@ __all__ = [
     "child",
     "gone",
     "kids_of",
+    "parent_of",
     "processes",
+    "running",
     "start_tree",
+    "until",
     "wait_stdio_moved",
 ]
 
@@ -75,19 +79,38 @@ def kids_of(pid: int) -> list[int]:
 
 def wait_stdio_moved(pid: int) -> None:
     """Until ``pid`` has pointed its fd 0 at /dev/null (moved its stdio above fd 2)."""
-    _wait(lambda: os.readlink(f"/proc/{pid}/fd/0") == os.devnull, f"pid {pid} to move its stdio")
+    until(lambda: os.readlink(f"/proc/{pid}/fd/0") == os.devnull, f"pid {pid} to move its stdio")
 
 
 def gone(pid: int) -> bool:
     return not os.path.exists(f"/proc/{pid}")
 
 
-def _wait(check: Any, what: str) -> None:
+def until(check: Callable[[], object], what: str) -> None:
+    """Poll real processes until ``check`` holds: bounded in count, never protocol time."""
     for _ in range(_POLLS):
         if check():
             return
         time.sleep(0.01)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (one nobody has waited for yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="latin-1") as handle:
+            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent pid of ``pid`` now, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="latin-1") as handle:
+            return int(handle.read().rpartition(")")[2].split()[1])
+    except OSError:
+        return None
 
 
 def start_tree(spawned: Spawned, client_name: str, children: Sequence[dict[str, Any]]) -> Tree:
@@ -108,7 +131,7 @@ def start_tree(spawned: Spawned, client_name: str, children: Sequence[dict[str, 
         wait_exec_of(pid)
     for pid, spec in zip(pids, children, strict=True):
         if "--child" in spec["argv"]:
-            _wait(lambda pid=pid: kids_of(pid), f"pid {pid} to start its child")
+            until(partial(kids_of, pid), f"pid {pid} to start its child")
             for grandchild in kids_of(pid):
                 spawned.track(grandchild)
     return Tree(client=proc.pid, children=pids)

@@ -17,7 +17,7 @@ from supervisor.handle import SupervisorHandle
 from supervisor.policy.servers.census import Census
 from tests.actors.harness import RETIRER, default_settings
 from tests.actors.helpers_app import harness
-from tests.census.trees import child, gone, processes, start_tree
+from tests.census.trees import child, gone, processes, running, start_tree
 from tests.integration.test_fleet_page_reap import clock_running
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -54,7 +54,7 @@ async def test_a_server_whose_client_died_is_found_and_reaped(tmp_path: Path) ->
             members = {m["pid"] for t in plan["targets"] for m in t["members"]}
             async with clock_running(h):
                 applied = dict(await h.handle.reap_apply(RETIRER, plan_token=plan["plan_token"]))
-        live_runs = _running(live.children[0])  # before the end stops every process
+        live_runs = running(live.children[0])  # before the end stops every process
     grandchildren = members - set(tree.children)
     assert {t["pid"] for t in plan["targets"]} == set(tree.children)
     assert {t["reason_code"] for t in plan["targets"]} == {"owner_client_gone"}
@@ -62,13 +62,5 @@ async def test_a_server_whose_client_died_is_found_and_reaped(tmp_path: Path) ->
     assert grandchildren, "the first server's child is a member of its tree"
     assert applied["success"] is True, applied
     assert {t["outcome"] for t in applied["targets"]} == {"reaped"}
-    assert all(gone(pid) or not _running(pid) for pid in members)
+    assert all(gone(pid) or not running(pid) for pid in members)
     assert live_runs
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="latin-1") as handle:
-            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
