@@ -135,6 +135,10 @@ def parent_sight(pid: int, child: FullRead, peers: UnixPeers) -> tuple[ParentSig
         return None, wire
     if stdio_moved(child):
         wire = moved_wire(moved, ends, peers)
+        if len(wire) < 2:
+            # A moved stdio is two descriptors (stdin's copy and stdout's); one alone to
+            # the parent is a control channel, such as node's IPC to a relaunched self.
+            wire = ()
     parent = ParentSight(
         process=ProcessRef(pid=ppid, start=stat.start),
         argv=argv,

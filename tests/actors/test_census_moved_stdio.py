@@ -78,6 +78,8 @@ async def test_a_moved_stdio_with_no_wire_to_a_known_client_is_no_server(tmp_pat
             start_tree(spawned, "codex", [child("mcp-daemon", stdio="devnull", args=MOVED)]),
             # A client's tool that moved its stdio: its command names no server.
             start_tree(spawned, "claude", [child("ripgrep", args=MOVED)]),
+            # One descriptor to the client is a control channel, not a moved stdio.
+            start_tree(spawned, "gemini", [child("mcp-fake-server", args=["--move-stdio-one"])]),
         ]
         pids = {p for t in trees for p in t.children}
         for pid in pids:

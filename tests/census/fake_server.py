@@ -4,7 +4,8 @@
 more of itself under PYTHON (a tree), sharing its stdio as an npx or a shell wrapper would.
 With ``--move-stdio`` it does what the MCP Python SDK's stdio server does: keeps its stdin
 and stdout on private copies above fd 2, then points fd 0 at /dev/null and fd 1 at a copy
-of stderr.
+of stderr. ``--move-stdio-one`` keeps only stdin's copy: one descriptor to the client,
+as a control channel (node's IPC) is.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import time
 LIFETIME_SECONDS = 120.0
 
 
-def move_stdio() -> list[int]:
-    kept = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (0, 1)]
+def move_stdio(fds: tuple[int, ...] = (0, 1)) -> list[int]:
+    kept = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in fds]
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -29,6 +30,8 @@ def move_stdio() -> list[int]:
 
 if __name__ == "__main__":
     wire = move_stdio() if "--move-stdio" in sys.argv[1:] else []
+    if "--move-stdio-one" in sys.argv[1:]:
+        wire = move_stdio((0,))
     child = None
     if "--child" in sys.argv[1:]:
         child = subprocess.Popen([sys.argv[sys.argv.index("--child") + 1], __file__])

@@ -11,7 +11,6 @@ the processes carrying this test's marker, so nothing else on the host is ever p
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import selectors
 import signal
@@ -20,14 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.census.actor import CensusSettings
-from actors.reap import ReapSettings
-from supervisor.handle import SupervisorHandle
-from supervisor.policy.servers.census import Census
-from tests.actors.harness import RETIRER, default_settings
-from tests.actors.helpers_app import harness
+from tests.census.marked import marked_supervisor
 from tests.census.trees import parent_of, until
-from tests.integration.test_fleet_page_reap import clock_running
 from tests.realclients.harness import (
     client_env,
     kill_all,
@@ -63,18 +56,6 @@ async def test_the_node_npx_leaves_is_kept_while_its_client_lives_and_reaped_aft
     if reason is not None:
         unavailable(reason)
     marker = new_marker()
-    settings = dataclasses.replace(
-        default_settings(),
-        census=CensusSettings(home=tmp_path),
-        reap=ReapSettings(grace_seconds=1.0, kill_wait_seconds=5.0, poll_seconds=0.05),
-    )
-    handles: list[SupervisorHandle] = []
-
-    async def marked_part_of_the_census() -> Census:
-        census = await handles[0].census(fresh=True)
-        mine = tuple(s for s in census.servers if leftovers_of([s.process.pid], marker))
-        return dataclasses.replace(census, servers=mine)
-
     with temp_home() as home:
         entry = server_entry("everything-npx", name="npx", marker=marker, home=home.home)
         client = subprocess.Popen(
@@ -87,10 +68,8 @@ async def test_the_node_npx_leaves_is_kept_while_its_client_lives_and_reaped_aft
         )
         try:
             _ready(client)
-            async with harness(tmp_path, settings=settings, census=marked_part_of_the_census) as h:
-                handles.append(h.handle)
-                first = await marked_part_of_the_census()
-                (npx,) = first.servers
+            async with marked_supervisor(tmp_path, marker, tmp_path) as supervisor:
+                (npx,) = (await supervisor.census()).servers
                 survivors = {m.pid for m in npx.usage.children}
                 os.kill(npx.process.pid, signal.SIGKILL)  # the pid only, as a client does
                 until(
@@ -101,15 +80,12 @@ async def test_the_node_npx_leaves_is_kept_while_its_client_lives_and_reaped_aft
                     "npm exec to go and its tree to be adopted",
                 )
                 running = {p.pid for p in leftovers(marker)}
-                kept = dict(await h.handle.reap_plan(RETIRER))
+                kept = await supervisor.plan()
                 client.kill()  # the test's own child, by its Popen
                 client.wait(timeout=30)
-                plan = dict(await h.handle.reap_plan(RETIRER))
+                plan = await supervisor.plan()
                 left_bare = {p.pid for p in leftovers(marker)}
-                async with clock_running(h):
-                    applied = dict(
-                        await h.handle.reap_apply(RETIRER, plan_token=plan["plan_token"])
-                    )
+                applied = await supervisor.apply(plan)
                 left = leftovers(marker)
         finally:
             if client.poll() is None:

@@ -6,8 +6,10 @@
 # appended to the log file named by ``--log`` (one line each: epoch seconds, pid, event),
 # which is how the harness sees how a client tries to stop its servers. ``--polite``
 # makes it exit on EOF and on SIGTERM/SIGINT/SIGHUP instead (an observer of well-behaved
-# shutdown); ``--child`` starts one child process that ignores the same signals. Every
-# wait is bounded: after ``LIFETIME_SECONDS`` it exits whatever happened.
+# shutdown); ``--child`` starts one child process that ignores the same signals;
+# ``--hold-until PATH`` answers nothing until PATH exists (a test looks at the tree while
+# the client still waits for it). Every wait is bounded: after ``LIFETIME_SECONDS`` it
+# exits whatever happened.
 
 from __future__ import annotations
 
@@ -116,8 +118,15 @@ def _answer(line: bytes) -> bytes | None:
     return json.dumps(reply).encode() + b"\n"
 
 
-def _serve(log: _Log, *, polite: bool, deadline: float) -> None:
+def _hold(path: Path, deadline: float) -> None:
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _serve(log: _Log, *, polite: bool, deadline: float, hold: Path | None = None) -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    if hold is not None:
+        _hold(hold, deadline)
     while time.monotonic() < deadline:
         line = stdin.readline()
         if not line:
@@ -151,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, help="append received signals and EOF here")
     parser.add_argument("--polite", action="store_true", help="exit on EOF and stop signals")
     parser.add_argument("--child", action="store_true", help="start one stubborn child")
+    parser.add_argument("--hold-until", type=Path, help="answer nothing until this file exists")
     parser.add_argument("--sleeper", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     deadline = time.monotonic() + LIFETIME_SECONDS
@@ -162,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.child:
         _start_child(args.log)
-    _serve(log, polite=args.polite, deadline=deadline)
+    _serve(log, polite=args.polite, deadline=deadline, hold=args.hold_until)
     return 0
 
 

@@ -158,6 +158,8 @@ def classify(
     word = mcp_word(argv, rules)
     if entry is None and (client is None or word is None):
         return None
+    if entry is None and client == client_of(argv, seen.comm, rules=rules):
+        return None  # the client's own process (Gemini CLI relaunches itself), not a server
     evidence = [_stdio_evidence(seen, connected)]
     if client is not None:
         evidence.append(f"parent_known_client:{client}")

@@ -151,8 +151,11 @@ def client_of(
     """
     program = command_name(argv[0]) if argv else command_name(comm)
     names = {program, command_name(comm)}
-    script = argv[1].replace("\\", "/") if len(argv) > 1 else ""
     runner = _is_runner(program, rules.runners)
+    # The script is the runner's first word that is not an option: Gemini CLI relaunches
+    # itself as ``node --max-old-space-size=N …/gemini``.
+    script = next((a for a in argv[1:] if not a.startswith("-")), "") if runner else ""
+    script = script.replace("\\", "/")
     if runner and script:
         names.add(command_name(script))
     for client in rules.clients:

@@ -36,6 +36,13 @@ NODE_CLAUDE = ["node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js"]
         (["/usr/local/bin/codex"], "codex", "codex"),
         (["node", "/x/node_modules/@google/gemini-cli/dist/index.js"], "node", "gemini"),
         (["node", "/x/.bin/gemini", "mcp", "list"], "node", "gemini"),
+        # Gemini CLI relaunches itself with a heap option before its script.
+        (["node", "--max-old-space-size=12052", "/x/.bin/gemini", "mcp"], "node", "gemini"),
+        (
+            ["node", "--max-old-space-size=1", "/x/node_modules/@google/gemini-cli/dist/i.js"],
+            "node",
+            "gemini",
+        ),
         (["/opt/cursor/cursor", "--type=utility"], "cursor", "cursor"),
         (["/usr/share/code/code", "--ms-enable-electron-run-as-node"], "code", "vscode"),
         (["zed"], "zed", "zed"),
@@ -149,6 +156,7 @@ def test_a_rewritten_title_is_split_back_into_words() -> None:
 
 
 PARENT = ProcessRef(pid=100, start="ticks-5")
+GEMINI_RELAUNCHED = ["/usr/bin/node", "--max-old-space-size=12052", "/x/.bin/gemini", "mcp", "list"]
 
 
 def seen(
@@ -256,6 +264,8 @@ def test_servers_are_found_with_owner_and_evidence(
         # Moved, but no descriptor above fd 2 goes to the parent: the stdio stays /dev/null.
         (seen(["mcp-server-time"], stdio="null", moved=True), parent(["claude"], False)),
         (seen(["mcp-server-time"], moved=True), parent(["myagent"])),  # no client
+        # Gemini CLI relaunching itself (``gemini mcp list``): the client's own process.
+        (seen(GEMINI_RELAUNCHED, moved=True), parent(["/usr/bin/node", "/x/.bin/gemini"])),
         (seen(["mcp-server-time"], stdout="tty"), parent(["claude"])),
         (seen(["mcp-server-time"]), parent(["claude"], connected=False)),  # stdio elsewhere
         (seen(["mcp-server-time"]), parent(["claude"], connected=None)),
