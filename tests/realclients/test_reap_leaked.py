@@ -63,6 +63,8 @@ async def test_what_a_client_leaves_of_a_server_is_reaped_once_the_client_is_gon
                 first = await supervisor.census()
                 # Gemini CLI relaunches itself: its servers' parent is the client's child.
                 client_family = {client.pid, *kids_of(client.pid)}
+                whole = await supervisor.handle.census(fresh=True)
+                client_own = client_family - {p.pid for p in leftovers(marker)}
                 go.touch()  # the server answers now; the client lists it and stops it
                 client.wait(timeout=_CLIENT_GUARD)
                 plan = await supervisor.plan()
@@ -80,6 +82,8 @@ async def test_what_a_client_leaves_of_a_server_is_reaped_once_the_client_is_gon
     assert server.owner.name == family
     assert server.owner.process.pid in client_family
     assert f"parent_known_client:{family}" in server.evidence
+    # Precision: no process of the client itself is taken for a server.
+    assert [s.command for s in whole.servers if s.process.pid in client_own] == []
     assert left_bare, "the client left part of the server running"
     targets = plan["targets"]
     assert {t["reason_code"] for t in targets} == {"owner_client_gone"}
