@@ -21,6 +21,7 @@ __all__ = [
     "moved_wire",
     "parent_sight",
     "sighting",
+    "stdio_abandoned",
     "stdio_connected",
     "stdio_moved",
 ]
@@ -97,9 +98,25 @@ def moved_wire(links: dict[int, str] | None, ends: frozenset[str] | None, peers:
     )
 
 
-def sighting(pid: int, full: FullRead, wire: Wire | None = None) -> Sighting:
+def stdio_abandoned(links: Wire, peers: UnixPeers) -> bool:
+    """Every link is a socket whose other end the kernel says is released (socket pairs
+    are what node-based clients give their servers; a pipe's other end cannot be asked
+    about, so pipes are never judged abandoned)."""
+    if not links:
+        return False
+    for link in links:
+        inode = _inode(link) if link is not None and link.startswith("socket:") else None
+        if inode is None or peers.peer_closed(inode) is not True:
+            return False
+    return True
+
+
+def sighting(
+    pid: int, full: FullRead, wire: Wire | None = None, *, abandoned: bool = False
+) -> Sighting:
     """``wire``: a moved stdio's descriptors (see ``stdio_moved``); their kinds stand for
-    fd 0 and fd 1, and none found leaves the stdio at /dev/null."""
+    fd 0 and fd 1, and none found leaves the stdio at /dev/null. ``abandoned``: see
+    ``stdio_abandoned``."""
     start = full.stat.start
     stdin, stdout = full.stdin, full.stdout
     if wire:
@@ -114,6 +131,7 @@ def sighting(pid: int, full: FullRead, wire: Wire | None = None) -> Sighting:
         stdout=link_kind(stdout),
         wrapped=marker_names_self(full.marker, pid, start),
         moved=bool(wire),
+        abandoned=abandoned,
     )
 
 

@@ -20,6 +20,7 @@ from actors.census.sighting import (
     link_kind,
     parent_sight,
     sighting,
+    stdio_abandoned,
     stdio_connected,
     stdio_moved,
 )
@@ -236,6 +237,9 @@ class Tracker:
             parent, wire = parent_sight(pid, full, self.peers)
             if stdio_moved(full):
                 seen = sighting(pid, full, wire)
+            elif parent is None or parent.connected is not True:
+                abandoned = stdio_abandoned(wire, self.peers)
+                seen = sighting(pid, full, abandoned=abandoned)
         judgement = classify(seen, parent, configured, self._rules)
         if judgement is None:
             return
@@ -339,6 +343,9 @@ class Tracker:
         and whether it still holds the server's stdio."""
         owner = tracked.server.owner
         if owner is None:
+            if tracked.provenance == PROVENANCE_OBSERVED:
+                abandoned = stdio_abandoned(tracked.stdio, self.peers)
+                tracked.server = replace(tracked.server, stdio_abandoned=abandoned)
             return
         ref = owner.process
         seen = self._seen.get(ref.pid)

@@ -13,6 +13,9 @@ _NLM_F_REQUEST = 1
 _NLMSG_ERROR = 2
 _UDIAG_SHOW_PEER = 0x04
 _UNIX_DIAG_PEER = 2
+_UNIX_DIAG_SHUTDOWN = 6
+#: ``sk_shutdown`` of a stream socket whose peer was released: no reads, no writes.
+_SHUTDOWN_BOTH = 3
 _ALL_STATES = 0xFFFFFFFF
 _NO_COOKIE = 0xFFFFFFFF
 _HEADER = struct.Struct("=IHHII")
@@ -26,7 +29,8 @@ _ATTR = struct.Struct("=HH")
 class UnixPeers:
     """One netlink socket, asked once per inode: ``peer(inode)`` is the inode of the other
     end of a connected Unix socket (a socket pair's other half), or None when the kernel
-    does not say (no such socket, not connected, sock_diag unavailable)."""
+    does not say (no such socket, not connected, sock_diag unavailable); ``peer_closed``
+    tells a released peer from one the kernel does not name."""
 
     def __init__(self) -> None:
         self._sock: socket.socket | None = None
@@ -43,6 +47,27 @@ class UnixPeers:
         return self._sock
 
     def peer(self, inode: int) -> int | None:
+        attrs = self._query(inode)
+        if attrs is None or len(attrs.get(_UNIX_DIAG_PEER, b"")) < 4:
+            return None
+        (peer,) = struct.unpack_from("=I", attrs[_UNIX_DIAG_PEER])
+        return int(peer) or None
+
+    def peer_closed(self, inode: int) -> bool | None:
+        """Whether the other end of a socket pair's half is gone: True when the kernel
+        names no peer and has shut the socket both ways (what releasing its peer does),
+        False when it names a peer, None when it does not say."""
+        attrs = self._query(inode)
+        if attrs is None:
+            return None
+        peer = attrs.get(_UNIX_DIAG_PEER, b"")
+        if len(peer) >= 4 and struct.unpack_from("=I", peer)[0]:
+            return False
+        shutdown = attrs.get(_UNIX_DIAG_SHUTDOWN, b"")
+        return True if shutdown[:1] == bytes([_SHUTDOWN_BOTH]) else None
+
+    def _query(self, inode: int) -> dict[int, bytes] | None:
+        """The kernel's attributes of the Unix socket ``inode``, or None."""
         sock = self._socket()
         if sock is None or not 0 < inode <= 0xFFFFFFFF:
             return None
@@ -58,7 +83,7 @@ class UnixPeers:
             data = sock.recv(8192)
         except OSError:
             return None
-        return _peer_of(data, inode)
+        return _attributes(data, inode)
 
     def close(self) -> None:
         if self._sock is not None:
@@ -66,7 +91,7 @@ class UnixPeers:
             self._sock = None
 
 
-def _peer_of(data: bytes, inode: int) -> int | None:
+def _attributes(data: bytes, inode: int) -> dict[int, bytes] | None:
     if len(data) < _HEADER.size + _MESSAGE.size:
         return None
     length, kind, _flags, _seq, _pid = _HEADER.unpack_from(data)
@@ -75,14 +100,13 @@ def _peer_of(data: bytes, inode: int) -> int | None:
     found = _MESSAGE.unpack_from(data, _HEADER.size)[4]
     if found != inode:
         return None
+    attrs: dict[int, bytes] = {}
     offset = _HEADER.size + _MESSAGE.size
     end = min(length, len(data))
     while offset + _ATTR.size <= end:
         size, attr = _ATTR.unpack_from(data, offset)
         if size < _ATTR.size:
             return None
-        if attr == _UNIX_DIAG_PEER and size >= _ATTR.size + 4:
-            (peer,) = struct.unpack_from("=I", data, offset + _ATTR.size)
-            return int(peer) or None
+        attrs[attr] = data[offset + _ATTR.size : offset + size]
         offset += (size + 3) & ~3
-    return None
+    return attrs

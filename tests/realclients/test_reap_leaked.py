@@ -26,6 +26,7 @@ from tests.realclients.harness import (
     kill_pid,
     leftovers,
     new_marker,
+    run_client,
     server_entry,
     temp_home,
 )
@@ -87,6 +88,34 @@ async def test_what_a_client_leaves_of_a_server_is_reaped_once_the_client_is_gon
     assert left_bare, "the client left part of the server running"
     targets = plan["targets"]
     assert {t["reason_code"] for t in targets} == {"owner_client_gone"}
+    assert {m["pid"] for t in targets for m in t["members"]} == left_bare
+    assert applied["success"] is True, applied
+    assert left == []
+
+
+async def test_the_node_claude_left_before_the_supervisor_ran_is_reaped(tmp_path: Path) -> None:
+    """``claude mcp list`` stops ``npx`` and leaves its ``node`` (BASELINE.md), all before
+    the supervisor starts: no owner was ever recorded. Claude Code gives its servers
+    socket pairs, and the kernel says their other ends are released: that is the proof."""
+    require("claude", "everything-npx")
+    marker = new_marker()
+    with temp_home() as home:
+        entry = server_entry("everything-npx", name="fleet-test", marker=marker, home=home.home)
+        try:
+            argv = client_argv("claude", home, [entry], "list")
+            run = run_client(argv, env=client_env(home.home), cwd=home.project)
+            left_bare = {p.pid for p in leftovers(marker)}
+            async with marked_supervisor(tmp_path, marker, home.home) as supervisor:
+                plan = await supervisor.plan()
+                applied = await supervisor.apply(plan)
+                left = leftovers(marker)
+        finally:
+            kill_all(marker)
+    assert not run.timed_out, run.output
+    assert left_bare, "claude mcp list left npx's node running"
+    targets = plan["targets"]
+    assert {t["reason_code"] for t in targets} == {"stdio_abandoned"}
+    assert {t["owner"] for t in targets} == {None}
     assert {m["pid"] for t in targets for m in t["members"]} == left_bare
     assert applied["success"] is True, applied
     assert left == []

@@ -78,6 +78,10 @@ class ServerRecord:
     usage: Usage
     #: The wrapped server's registry row, None for an observed one.
     worker_identity: str | None = None
+    #: No owner was recorded, and the kernel says the other end of each of its stdio
+    #: sockets is released: whoever started it is gone. None: not judged (an owner is
+    #: recorded, or its stdio are not socket pairs the kernel can be asked about).
+    stdio_abandoned: bool | None = None
 
     @property
     def duplicate_key(self) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:

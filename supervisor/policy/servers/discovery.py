@@ -19,6 +19,7 @@ from supervisor.policy.servers.rules import (
 )
 
 __all__ = [
+    "STDIO_ABANDONED",
     "STDIO_KINDS",
     "UNKNOWN_OWNER",
     "ConfiguredServer",
@@ -34,6 +35,8 @@ __all__ = [
 STDIO_KINDS = frozenset({"pipe", "socket"})
 #: The owner's name when the process its stdio is connected to is no client we know.
 UNKNOWN_OWNER = "unknown"
+#: Evidence: the other end of each of its stdio sockets is released (its client is gone).
+STDIO_ABANDONED = "stdio_abandoned"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +57,10 @@ class Sighting:
     #: fd 2 that the parent holds the other ends of: the stdio the MCP Python SDK moves
     #: there so that a stray print cannot corrupt the protocol.
     moved: bool = False
+    #: Its stdio are socket-pair halves whose other ends the kernel says are released:
+    #: whoever started it closed them or exited, wherever it was (its parent now is
+    #: whoever adopted it).
+    abandoned: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,11 +163,17 @@ def classify(
             plain_argv(parent.argv), parent.comm, child_env=seen.env_keys, rules=rules
         )
     word = mcp_word(argv, rules)
-    if entry is None and (client is None or word is None):
+    itself = client_of(argv, seen.comm, rules=rules)
+    # Abandoned: an MCP-named process whose client left it (the leak that happened before
+    # this supervisor ran); a client's own process is never one.
+    abandoned = seen.abandoned and not connected and (word is not None and itself is None)
+    if entry is None and (client is None or word is None) and not abandoned:
         return None
-    if entry is None and client == client_of(argv, seen.comm, rules=rules):
+    if entry is None and client is not None and client == itself:
         return None  # the client's own process (Gemini CLI relaunches itself), not a server
     evidence = [_stdio_evidence(seen, connected)]
+    if seen.abandoned and not connected:
+        evidence.append(STDIO_ABANDONED)
     if client is not None:
         evidence.append(f"parent_known_client:{client}")
     if entry is not None:

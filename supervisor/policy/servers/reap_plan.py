@@ -2,8 +2,9 @@
 
 A census in, a frozen plan out. A server is a target only on positive evidence that its
 owner is gone: the owner client's incarnation is recorded dead (``alive is False``; the
-census judges it by pid and start token, never by ``PPID == 1``), or the owner's end of
-the server's stdio is recorded closed. Evidence that cannot be read (None) keeps the
+census judges it by pid and start token, never by ``PPID == 1``), the owner's end of
+the server's stdio is recorded closed, or, with no owner recorded, the kernel says the
+other end of each of its stdio sockets is released. Evidence that cannot be read (None) keeps the
 server. Servers launched through ``exec`` are kept: the server guard stops those. Live
 clients' duplicate servers are reported, never targeted.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "KEEP_PROTECTED",
     "KEEP_WRAPPED",
     "REAP_OWNER_GONE",
+    "REAP_STDIO_ABANDONED",
     "REAP_STDIO_CLOSED",
     "ReapEntry",
     "ReapPlan",
@@ -42,6 +44,8 @@ __all__ = [
 REAP_OWNER_GONE = "owner_client_gone"
 #: The owner still runs, but its end of the server's stdio is closed.
 REAP_STDIO_CLOSED = "owner_stdio_closed"
+#: No owner was recorded, but the other end of each of its stdio sockets is released.
+REAP_STDIO_ABANDONED = "stdio_abandoned"
 #: The owner client runs and (as far as can be told) still talks to the server.
 KEEP_OWNER_LIVE = "owner_client_live"
 #: Whether the owner runs cannot be told: unknown evidence never makes a target.
@@ -119,6 +123,8 @@ def _verdict(server: ServerRecord, protected: frozenset[int]) -> tuple[str, str]
     if server.provenance != PROVENANCE_OBSERVED:
         return KEEP_WRAPPED, f"provenance {server.provenance!r}: the server guard stops it"
     if owner is None:
+        if server.stdio_abandoned is True:
+            return REAP_STDIO_ABANDONED, "the other end of each of its stdio sockets is released"
         return KEEP_NO_OWNER, "no owner client was recorded when it was first seen"
     if owner.alive is None:
         return KEEP_OWNER_UNKNOWN, f"whether {_owner_text(owner)} runs cannot be told"
@@ -142,7 +148,7 @@ def plan_reap(census: Census, *, protected: frozenset[int] = frozenset()) -> Rea
     for server in sorted(census.servers, key=lambda s: s.process.pid):
         code, detail = _verdict(server, protected)
         entry = ReapEntry(server=server, reason_code=code, detail=detail)
-        reaped = code in (REAP_OWNER_GONE, REAP_STDIO_CLOSED)
+        reaped = code in (REAP_OWNER_GONE, REAP_STDIO_CLOSED, REAP_STDIO_ABANDONED)
         (targets if reaped else kept).append(entry)
         # Wrapped or observed: any server a running client still holds may repeat another.
         if not reaped and server.owner is not None and server.owner.alive is True:

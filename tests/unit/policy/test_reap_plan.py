@@ -25,6 +25,7 @@ from supervisor.policy.servers.reap_plan import (
     KEEP_PROTECTED,
     KEEP_WRAPPED,
     REAP_OWNER_GONE,
+    REAP_STDIO_ABANDONED,
     REAP_STDIO_CLOSED,
     plan_reap,
 )
@@ -95,6 +96,16 @@ def census(*servers: ServerRecord) -> Census:
         # Unknown liveness is never a target, whatever the stdio says.
         (server(10, alive=None, stdio_open=False), KEEP_OWNER_UNKNOWN),
         (server(10, owner=None), KEEP_NO_OWNER),
+        # No owner recorded, but the kernel says its stdio's other ends are released.
+        (replace(server(10, owner=None), stdio_abandoned=True), REAP_STDIO_ABANDONED),
+        (replace(server(10, owner=None), stdio_abandoned=None), KEEP_NO_OWNER),
+        (replace(server(10, owner=None), stdio_abandoned=False), KEEP_NO_OWNER),
+        # An owner recorded decides, whatever the sockets say.
+        (replace(server(10, alive=True, stdio_open=True), stdio_abandoned=True), KEEP_OWNER_LIVE),
+        (
+            replace(server(10, alive=False, provenance=PROVENANCE_WRAPPED), stdio_abandoned=True),
+            KEEP_WRAPPED,
+        ),
         (server(10, alive=False, provenance=PROVENANCE_WRAPPED), KEEP_WRAPPED),
         (server(10, alive=False, provenance="anything else"), KEEP_WRAPPED),
     ],
@@ -103,7 +114,8 @@ def test_each_server_gets_one_verdict(record: ServerRecord, code: str) -> None:
     plan = plan_reap(census(record))
     [entry] = [*plan.targets, *plan.kept]
     assert entry.reason_code == code
-    assert (entry in plan.targets) == code.startswith(("owner_client_gone", "owner_stdio"))
+    targets = ("owner_client_gone", "owner_stdio", "stdio_abandoned")
+    assert (entry in plan.targets) == code.startswith(targets)
 
 
 def test_a_tree_holding_a_protected_pid_is_kept() -> None:

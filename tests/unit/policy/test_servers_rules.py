@@ -166,6 +166,7 @@ def seen(
     stdout: str | None = None,
     wrapped: bool = False,
     moved: bool = False,
+    abandoned: bool = False,
 ) -> Sighting:
     return Sighting(
         process=ProcessRef(pid=200, start="ticks-9"),
@@ -177,6 +178,7 @@ def seen(
         stdout=stdout or stdio,
         wrapped=wrapped,
         moved=moved,
+        abandoned=abandoned,
     )
 
 
@@ -221,6 +223,25 @@ def parent(argv: Sequence[str], connected: bool | None = True) -> ParentSight:
                 "command_names_mcp:/venv/bin/mcp-server-time",
             ),
         ),
+        # Abandoned: its client left it (before this supervisor ran); adopted by init.
+        (
+            seen(["node", "/x/.bin/mcp-server-everything"], stdio="socket", abandoned=True),
+            parent(["/sbin/init"], connected=False),
+            (),
+            None,
+            (
+                "stdio_socketpair",
+                "stdio_abandoned",
+                "command_names_mcp:/x/.bin/mcp-server-everything",
+            ),
+        ),
+        (
+            seen(["node", "/srv/s.js"], stdio="socket", abandoned=True),
+            None,
+            (LOCAL,),
+            None,
+            ("stdio_socketpair", "stdio_abandoned", "configured:codex:local"),
+        ),
         # Configured: found whatever its parent, owned by whoever holds its stdio.
         (
             seen(["node", "/srv/s.js"]),
@@ -264,6 +285,9 @@ def test_servers_are_found_with_owner_and_evidence(
         # Moved, but no descriptor above fd 2 goes to the parent: the stdio stays /dev/null.
         (seen(["mcp-server-time"], stdio="null", moved=True), parent(["claude"], False)),
         (seen(["mcp-server-time"], moved=True), parent(["myagent"])),  # no client
+        # Abandoned, but its command names no MCP server, or it is a client itself.
+        (seen(["node", "/srv/other.js"], stdio="socket", abandoned=True), None),
+        (seen(["claude", "mcp", "serve"], stdio="socket", abandoned=True), None),
         # Gemini CLI relaunching itself (``gemini mcp list``): the client's own process.
         (seen(GEMINI_RELAUNCHED, moved=True), parent(["/usr/bin/node", "/x/.bin/gemini"])),
         (seen(["mcp-server-time"], stdout="tty"), parent(["claude"])),
