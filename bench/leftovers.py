@@ -1,9 +1,11 @@
 """Server processes left after real MCP clients end: bare servers against ``exec``-wrapped ones."""
 
-# ``python -m bench.leftovers [--runs N] [--scenario S ...] [--server S ...] [--bare-only]``
-# runs every scenario of tests/realclients/scenarios.py against every server, bare and
-# wrapped (one daemon with ``[exec] reap_orphans = true``), and prints per scenario and
-# server the processes left after each run and what kinds they were, then how each
+# ``python -m bench.leftovers [--runs N] [--scenario S ...] [--server S ...] [--bare-only]
+# [--reap]`` runs every scenario of tests/realclients/scenarios.py against every server,
+# bare and wrapped (one daemon with ``[exec] reap_orphans = true``), and prints per
+# scenario and server the processes left after each run and what kinds they were (with
+# ``--reap``, also what a reap by a supervisor started after a bare run, one that never
+# saw the client, leaves of them: the leak that happened before it ran), then how each
 # client tried to stop the stubborn server (its log: EOF and signals, in ms from the
 # server's start). ``python -m bench --only leftovers`` runs it once per pair and reports
 # the mean per run as figures (wrapped: goal 0). Needs tests/realclients/install.sh;
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from bench.report import Figure
+from tests.census.marked import reap_leftovers
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
 from tests.realclients.harness import OBSERVER, SERVERS, missing
 from tests.realclients.scenarios import (
@@ -50,6 +53,8 @@ class Pair:
     #: Seconds from the client's end until nothing of the server ran (None: never).
     bare_gone: list[float | None] = field(default_factory=list)
     wrapped_gone: list[float | None] = field(default_factory=list)
+    #: Left of the bare run's leftovers by a reap from a supervisor started afterwards.
+    reaped: list[int] = field(default_factory=list)
     bare_kinds: Counter[str] = field(default_factory=Counter)
     wrapped_kinds: Counter[str] = field(default_factory=Counter)
     #: Runs whose client never showed the server connected (bare, wrapped).
@@ -62,6 +67,8 @@ class Pair:
             (self.wrapped, self.wrapped_kinds) if result.wrapped else (self.bare, self.bare_kinds)
         )
         counts.append(result.leftover_count)
+        if result.after is not None:
+            self.reaped.append(len(result.after))
         (self.wrapped_gone if result.wrapped else self.bare_gone).append(result.gone_after)
         kinds.update(result.leftover_kinds())
         if not result.connected:
@@ -99,6 +106,7 @@ def measure(
     wrapped: bool = True,
     settle_seconds: float = SETTLE_SECONDS,
     progress: bool = True,
+    reap: bool = False,
 ) -> tuple[list[Pair], list[str]]:
     """Every pair, ``runs`` times bare (and wrapped); the pairs and what was left out."""
     pairs: list[Pair] = []
@@ -121,6 +129,7 @@ def measure(
                             wrapped=wrap,
                             daemon=daemon if wrap else None,
                             settle_seconds=settle_seconds,
+                            after_count=reap_leftovers if reap and not wrap else None,
                         )
                         pair.add(result)
                         if progress:
@@ -137,8 +146,10 @@ def _kinds(kinds: Counter[str]) -> str:
     return ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items())) or "-"
 
 
-def format_pairs(pairs: Sequence[Pair], *, wrapped: bool) -> str:
+def format_pairs(pairs: Sequence[Pair], *, wrapped: bool, reap: bool = False) -> str:
     header = ["scenario", "server", "runs", "left bare", "gone after s", "kinds bare"]
+    if reap:
+        header += ["left after reap"]
     if wrapped:
         header += ["left wrapped", "gone after s", "kinds wrapped"]
     rows = []
@@ -151,6 +162,8 @@ def format_pairs(pairs: Sequence[Pair], *, wrapped: bool) -> str:
             _seconds(p.bare_gone),
             _kinds(p.bare_kinds),
         ]
+        if reap:
+            row += ["/".join(map(str, p.reaped))]
         if wrapped:
             row += [
                 "/".join(map(str, p.wrapped)),
@@ -217,6 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--server", action="append", choices=(*SERVERS, OBSERVER))
     parser.add_argument("--bare-only", action="store_true", help="no daemon, no wrapper")
     parser.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds")
+    parser.add_argument(
+        "--reap", action="store_true", help="after each bare run, reap from a fresh supervisor"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.runs <= 20:
         parser.error("--runs must be within 1..20")
@@ -226,9 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         servers=args.server or SERVERS,
         wrapped=not args.bare_only,
         settle_seconds=args.settle,
+        reap=args.reap,
     )
     print()
-    print(format_pairs(pairs, wrapped=not args.bare_only))
+    print(format_pairs(pairs, wrapped=not args.bare_only, reap=args.reap))
     print(format_trees_and_stops(pairs))
     for note in left_out:
         print(f"left out: {note}")

@@ -12,7 +12,10 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
+
+import anyio
 
 from actors.census.actor import CensusSettings
 from actors.reap import ReapSettings
@@ -21,9 +24,9 @@ from supervisor.policy.servers.census import Census
 from tests.actors.harness import RETIRER, default_settings
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.integration.test_fleet_page_reap import clock_running
-from tests.realclients.harness import leftovers_of
+from tests.realclients.harness import Proc, leftovers, leftovers_of
 
-__all__ = ["Marked", "marked_supervisor"]
+__all__ = ["Marked", "marked_supervisor", "reap_leftovers"]
 
 _Answer = Mapping[str, Any]
 
@@ -64,3 +67,18 @@ async def marked_supervisor(tmp_path: Path, marker: str, home: Path) -> AsyncIte
     async with harness(tmp_path, settings=settings, census=census) as h:
         marked.append(Marked(h=h, marker=marker, handle=h.handle))
         yield marked[0]
+
+
+def reap_leftovers(marker: str, home: Path) -> list[Proc]:
+    """A supervisor started now (it never saw the clients) plans a reap of this marker's
+    processes and applies it; what is left of them afterwards."""
+
+    async def once() -> None:
+        with TemporaryDirectory(dir="/tmp", prefix="fsv-reap-") as tmp:
+            async with marked_supervisor(Path(tmp), marker, home) as supervisor:
+                plan = await supervisor.plan()
+                if plan["targets"]:
+                    await supervisor.apply(plan)
+
+    anyio.run(once)
+    return leftovers(marker)

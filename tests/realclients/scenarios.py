@@ -96,6 +96,8 @@ class ScenarioResult:
     #: The stubborn server's log: start, EOF and each signal it got, with times.
     server_log: list[str] = field(default_factory=list)
     client_timed_out: bool = False
+    #: What ``after_count`` left of the bare leftovers (None: not asked).
+    after: list[Proc] | None = None
 
     def leftover_kinds(self) -> list[str]:
         return sorted(p.kind for p in self.leftovers)
@@ -311,6 +313,7 @@ def run_scenario(
     settle_seconds: float = REAP_GRACE_SECONDS + 5.0,
     extra_env: Mapping[str, str] | None = None,
     daemon_starts: Callable[[], None] | None = None,
+    after_count: Callable[[str, Path], list[Proc]] | None = None,
 ) -> ScenarioResult:
     """Run ``scenario`` (a key of SCENARIOS) against ``server`` (harness.SERVERS), bare or
     wrapped by ``fleet-supervisor exec`` talking to ``daemon``; every marked process left
@@ -319,6 +322,9 @@ def run_scenario(
     With ``daemon_starts``, ``daemon`` is down while the client runs: the wrappers start
     their servers unregistered, and ``daemon_starts`` is called once the client has
     ended; the count then waits for the started daemon to finish the cleanup.
+
+    ``after_count(marker, home)``, once what was left is counted, may act on it (a reap
+    by a supervisor started then) and returns what is left after that.
     """
     client, how = SCENARIOS[scenario]
     if wrapped and daemon is None:
@@ -364,6 +370,7 @@ def run_scenario(
             watch.join(timeout=30)
             watch.sample()  # one last ordered look, after the count
             rows = watch.new_rows()
+            after = after_count(marker, home.home) if after_count is not None else None
         finally:
             watch.stop.set()
             if ended is not None and ended.alive is not None:
@@ -391,6 +398,7 @@ def run_scenario(
         row_violations=violations,
         server_log=server_log,
         client_timed_out=ended.timed_out,
+        after=after,
     )
 
 
