@@ -111,13 +111,16 @@ class Tracker:
     def close(self) -> None:
         self.peers.close()
 
-    def _forget(self, pid: int) -> None:
+    def _forget(self, pid: int, *, same_process: bool = False) -> None:
+        """``same_process``: the pid is looked at again (young, it may have exec'd since),
+        so the children it has keep their link to it."""
         old = self._seen.pop(pid, None)
         if old is not None:
             self._unlink(pid, old[2])
-        # Its children are no longer below that pid: a process that takes the pid next
-        # must not inherit them as members of its tree.
-        self._kids.pop(pid, None)
+        if not same_process:
+            # Its children are no longer below that pid: a process that takes the pid
+            # next must not inherit them as members of its tree.
+            self._kids.pop(pid, None)
         server = self.servers.pop(pid, None)
         if server is not None:
             self.gone.append(server)
@@ -195,7 +198,7 @@ class Tracker:
         if old is not None:
             # A new process under the pid (the old one is gone), or a young one seen again,
             # which may have exec'd since its first sight.
-            self._forget(pid)
+            self._forget(pid, same_process=old[1] == stat.start)
         self._seen[pid] = (inode, stat.start, stat.ppid, stat.running and self._young(stat.start))
         self._kids.setdefault(stat.ppid, set()).add(pid)
         if not stat.running:

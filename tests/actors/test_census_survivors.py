@@ -8,15 +8,22 @@ as before, so a reap can stop them once their client is gone. Real processes, re
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
+import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from actors.census.actor import CensusSettings
 from supervisor.policy.servers.reap_plan import KEEP_OWNER_LIVE, REAP_OWNER_GONE, plan_reap
+from tests.actors.harness import default_settings
+from tests.actors.helpers_app import harness
 from tests.actors.test_census import census_harness, ours
 from tests.census.trees import (
+    FAKE_SERVER,
     child,
     kids_of,
     parent_of,
@@ -80,6 +87,49 @@ async def test_a_leader_whose_tree_exited_with_it_leaves_no_survivor(tmp_path: P
             _until_dead(lone, member, parent)
             later = await h.handle.census(fresh=True)
     assert ours(later.servers, {lone, parent, member}) == {}
+
+
+async def test_a_process_that_becomes_a_server_keeps_the_children_it_had(tmp_path: Path) -> None:
+    """A client's child seen before it exec'd its server (a shell, young, no server yet)
+    is looked at again; the child it had started by then stays a member of its tree."""
+    settings = dataclasses.replace(
+        default_settings(), census=CensusSettings(home=tmp_path, settle_seconds=3600.0)
+    )
+    go = tmp_path / "exec-now"
+    script = (
+        f"{sys.executable} {FAKE_SERVER} & "
+        f"while [ ! -e {go} ]; do sleep 0.01; done; "
+        f"exec {sys.executable} {FAKE_SERVER} mcp-fake-server"
+    )
+    shell = {"argv": ["sh", "-c", script], "stdio": "pipe", "executable": "/bin/sh"}
+    with processes() as spawned:
+        tree = start_tree(spawned, "claude", [shell])
+        (leader,) = tree.children
+        until(partial(_python_kids, leader), "the shell to start its child")
+        (member,) = _python_kids(leader)
+        spawned.track(member)
+        async with harness(tmp_path, settings=settings) as h:
+            before = await h.handle.census(fresh=True)
+            go.touch()
+            until(partial(_runs_python, leader), "the shell to exec the server")
+            after = await h.handle.census(fresh=True)
+    assert ours(before.servers, {leader, member}) == {}
+    (server,) = ours(after.servers, {leader, member}).values()
+    assert server.process.pid == leader
+    assert [m.pid for m in server.usage.children] == [member]
+
+
+def _runs_python(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().startswith(sys.executable.encode())
+    except OSError:
+        return False
+
+
+def _python_kids(pid: int) -> list[int]:
+    """The children of ``pid`` running this interpreter (not the loop's ``sleep``)."""
+    return [kid for kid in kids_of(pid) if _runs_python(kid)]
 
 
 def _until_adopted(pid: int, leader: int) -> None:
