@@ -88,14 +88,17 @@ def stdio_moved(full: FullRead) -> bool:
 def moved_wire(links: dict[int, str] | None, ends: frozenset[str] | None, peers: UnixPeers) -> Wire:
     """Those of a process's pipes and sockets above fd 2 (``links``, from ``fd_links``)
     whose other end another process's descriptors (``ends``) hold: a moved stdio's wire.
-    Empty when there are none or either side could not be read."""
+    Empty when either side could not be read, or fewer than two are found: a moved stdio
+    is two descriptors (stdin's copy and stdout's), and one alone to that process is a
+    control channel, such as node's IPC to a relaunched self."""
     if links is None or ends is None:
         return ()
-    return tuple(
+    wire = tuple(
         link
         for fd, link in sorted(links.items())
         if fd > 2 and stdio_connected((link,), ends, peers)
     )
+    return wire if len(wire) >= 2 else ()
 
 
 def stdio_abandoned(links: Wire, peers: UnixPeers) -> bool:
@@ -153,10 +156,6 @@ def parent_sight(pid: int, child: FullRead, peers: UnixPeers) -> tuple[ParentSig
         return None, wire
     if stdio_moved(child):
         wire = moved_wire(moved, ends, peers)
-        if len(wire) < 2:
-            # A moved stdio is two descriptors (stdin's copy and stdout's); one alone to
-            # the parent is a control channel, such as node's IPC to a relaunched self.
-            wire = ()
     parent = ParentSight(
         process=ProcessRef(pid=ppid, start=stat.start),
         argv=argv,

@@ -144,9 +144,13 @@ def classify(
     * its stdin and stdout (or, moved, the descriptors that carry them: ``Sighting.moved``)
       are pipes or socket-pair ends, and either its command line is a
       server configured in a client's config file, or its parent is a known MCP client
-      holding the other ends of that stdio and its command names an MCP server.
+      holding the other ends of that stdio and its command names an MCP server, or
+    * its command names an MCP server, it is no client itself, and its stdio are socket
+      pairs whose other ends are released (``Sighting.abandoned``: a leak from before
+      this supervisor ran, with no owner to record).
 
     The owner is the parent holding the other ends of its stdio, whatever that parent is.
+    A client's own process under it (Gemini CLI relaunches itself) is never its server.
     """
     if seen.wrapped:
         return Judgement(
