@@ -4,9 +4,9 @@ A census in, a frozen plan out. A server is a target only on positive evidence t
 owner is gone: the owner client's incarnation is recorded dead (``alive is False``; the
 census judges it by pid and start token, never by ``PPID == 1``), the owner's end of
 the server's stdio is recorded closed, or, with no owner recorded, the kernel says the
-other end of each of its stdio sockets is released. Evidence that cannot be read (None) keeps the
-server. Servers launched through ``exec`` are kept: the server guard stops those. Live
-clients' duplicate servers are reported, never targeted.
+other end of each of its stdio sockets is released. Evidence that cannot be read
+(None) keeps the server. Servers launched through ``exec`` are kept: the server guard
+stops those. Live clients' duplicate servers are reported, never targeted.
 """
 
 from __future__ import annotations
