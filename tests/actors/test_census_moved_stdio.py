@@ -28,18 +28,23 @@ pytestmark = pytest.mark.anyio
 MOVED = ["--move-stdio"]
 
 
+@pytest.mark.parametrize(
+    ("stdio", "kind"),
+    # Pipes as the Python SDK's client gives them; socket pairs as node-based clients do.
+    [("pipe", "pipes"), ("socket", "socketpair")],
+)
 async def test_a_server_that_moved_its_stdio_is_found_by_the_wire_its_client_holds(
-    tmp_path: Path,
+    tmp_path: Path, stdio: str, kind: str
 ) -> None:
     with processes() as spawned:
-        tree = start_tree(spawned, "claude", [child("mcp-fake-server", args=MOVED)])
+        tree = start_tree(spawned, "claude", [child("mcp-fake-server", stdio=stdio, args=MOVED)])
         (pid,) = tree.children
         wait_stdio_moved(pid)
         async with census_harness(tmp_path) as h:
             census = await h.handle.census(fresh=True)
         (server,) = ours(census.servers, {pid}).values()
     assert server.evidence == (
-        "stdio_moved_pipes_to_parent",
+        f"stdio_moved_{kind}_to_parent",
         "parent_known_client:claude_code",
         "command_names_mcp:mcp-fake-server",
     )
