@@ -69,8 +69,12 @@ class HistoryPoint:
 
 
 def is_orphaned(server: ServerRecord) -> bool:
-    """Its owner client is known to be gone (by pid and start, never by its parent pid)."""
-    return server.owner is not None and server.owner.alive is False
+    """Its owner client is known to be gone (by pid and start, never by its parent pid),
+    or, with no owner recorded, the other ends of its stdio sockets are released (a leak
+    from before the supervisor ran: nobody can talk to it)."""
+    if server.owner is None:
+        return server.stdio_abandoned is True
+    return server.owner.alive is False
 
 
 def cpu_percent(before: float | None, after: float | None, elapsed: float) -> float | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -155,3 +157,11 @@ def test_the_summary_adds_up_whatever_the_servers(servers: list[ServerRecord]) -
     assert sum(summary.memory_by_client.values()) == summary.memory_bytes
     assert summary.memory_bytes == sum(r.memory_bytes for r in by_command(servers))
     assert summary.memory_bytes == sum(r.memory_bytes for r in by_client_launch(servers))
+
+
+def test_a_server_left_on_released_socket_pairs_counts_as_an_orphan() -> None:
+    ownerless = server(3, ("x-mcp",), owner=None)
+    abandoned = replace(ownerless, stdio_abandoned=True)
+    assert [is_orphaned(s) for s in (ownerless, abandoned)] == [False, True]
+    summary = summarize(Census(servers=(ownerless, abandoned), taken_at=0.0))
+    assert summary.orphaned == 1
