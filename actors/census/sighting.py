@@ -24,6 +24,7 @@ __all__ = [
     "stdio_abandoned",
     "stdio_connected",
     "stdio_moved",
+    "stdio_wire",
 ]
 
 #: The descriptors that carry a server's stdio, as links (``pipe:[n]``, ``socket:[n]``).
@@ -138,24 +139,31 @@ def sighting(
     )
 
 
+def stdio_wire(
+    pid: int, stdin: str | None, stdout: str | None, ends: frozenset[str] | None, peers: UnixPeers
+) -> Wire:
+    """The descriptors that carry a process's stdio: fd 0 and fd 1 (their links ``stdin``
+    and ``stdout``), or, when fd 0 is /dev/null (``stdio_moved``), its descriptors above
+    fd 2 whose other ends ``ends`` (the client's descriptors) hold."""
+    if stdin != NULL_DEVICE:
+        return (stdin, stdout)
+    return () if ends is None else moved_wire(fd_links(pid), ends, peers)
+
+
 def parent_sight(pid: int, child: FullRead, peers: UnixPeers) -> tuple[ParentSight | None, Wire]:
     """The child's parent as it is now, with whether it holds the child's stdio, and the
-    child's wire (fd 0 and fd 1, or a moved stdio's descriptors whose other ends the
-    parent holds). The parent is None when it is gone (or changed hands while it was read).
-    """
-    moved = fd_links(pid) if stdio_moved(child) else None
-    wire: Wire = () if stdio_moved(child) else (child.stdin, child.stdout)
+    child's wire (``stdio_wire`` with the parent's descriptors). The parent is None when
+    it is gone (or changed hands while it was read)."""
     ppid = child.stat.ppid
     stat = read_stat_facts(ppid) if ppid > 0 else None
     if stat is None or not stat.running:
-        return None, wire
+        return None, stdio_wire(pid, child.stdin, child.stdout, None, peers)
     argv = tuple(client_argv(ppid))
     ends = fd_ends(ppid)
     again = read_stat_facts(ppid)
     if again is None or again.start != stat.start:
-        return None, wire
-    if stdio_moved(child):
-        wire = moved_wire(moved, ends, peers)
+        return None, stdio_wire(pid, child.stdin, child.stdout, None, peers)
+    wire = stdio_wire(pid, child.stdin, child.stdout, ends, peers)
     parent = ParentSight(
         process=ProcessRef(pid=ppid, start=stat.start),
         argv=argv,

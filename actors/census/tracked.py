@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from actors.census.sighting import Wire, moved_wire
+from actors.census.sighting import Wire, stdio_wire
 from supervisor.policy.identity.exec_marker import parse_marker
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
@@ -21,7 +21,6 @@ from supervisor.system.proc_census import (
     FullRead,
     clock_ticks,
     fd_ends,
-    fd_links,
     stdio_link,
 )
 from supervisor.system.unix_diag import UnixPeers
@@ -101,14 +100,12 @@ def owner_client(owner: ProcessRef | None, name: str | None) -> OwnerClient | No
 
 
 def wire_now(pid: int, owner: ProcessRef | None, peers: UnixPeers) -> Wire:
-    """A restored server's stdio as it is now: fd 0 and fd 1, or a moved stdio's descriptors
-    whose other ends its recorded owner holds (none: whether it holds them is unknown)."""
+    """A restored server's stdio as it is now (``stdio_wire`` with its recorded owner's
+    descriptors; a moved stdio none of whose ends it holds: unknown, so kept)."""
     stdin = stdio_link(pid, 0)
-    if stdin != NULL_DEVICE:
-        return (stdin, stdio_link(pid, 1))
-    if owner is None:
-        return ()
-    return moved_wire(fd_links(pid), fd_ends(owner.pid), peers)
+    # The owner's descriptors are read only for a moved stdio: fd 0 and fd 1 need none.
+    ends = fd_ends(owner.pid) if owner is not None and stdin == NULL_DEVICE else None
+    return stdio_wire(pid, stdin, stdio_link(pid, 1), ends, peers)
 
 
 def restored(pid: int, start: str, row: Mapping[str, Any], peers: UnixPeers) -> Tracked:

@@ -169,14 +169,12 @@ class Tracker:
                 for pid, full in pending[index : index + self._first_chunk]:
                     self._judge(pid, full, entries_, stamp)
                 await pause()
-        for server in self.gone[gone_before:]:
-            self._adopt_survivors(server, stamp)
+        self._adopt_survivors(self.gone[gone_before:], stamp)
         self._drop_nested()
         gone_before = len(self.gone)
         await self._read_trees(stamp, now, pause)
         # A leader that exited while the trees were read: its survivors are read next time.
-        for server in self.gone[gone_before:]:
-            self._adopt_survivors(server, stamp)
+        self._adopt_survivors(self.gone[gone_before:], stamp)
 
     def _look(
         self,
@@ -269,13 +267,16 @@ class Tracker:
         )
         return Tracked(server=server, stdio=wire, started_at=started_seconds(process.start))
 
-    def _adopt_survivors(self, gone: Tracked, stamp: str) -> None:
-        """An observed server whose leader is gone but whose tree is not: each topmost
+    def _adopt_survivors(self, gone_servers: list[Tracked], stamp: str) -> None:
+        """Each observed server whose leader is gone but whose tree is not: each topmost
         member still running (the same incarnation) is the server now, owned as before.
         This is the ``node`` an ``npx`` started, left running when the client stopped
         ``npx`` itself, or when the client died and only the leader exited."""
-        if gone.provenance != PROVENANCE_OBSERVED:
-            return
+        for gone in gone_servers:
+            if gone.provenance == PROVENANCE_OBSERVED:
+                self._adopt_members(gone, stamp)
+
+    def _adopt_members(self, gone: Tracked, stamp: str) -> None:
         members = gone.server.usage.children
         running = {m.pid for m in members if self._runs(m)}
         for member in members:

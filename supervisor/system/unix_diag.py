@@ -48,10 +48,7 @@ class UnixPeers:
 
     def peer(self, inode: int) -> int | None:
         attrs = self._query(inode)
-        if attrs is None or len(attrs.get(_UNIX_DIAG_PEER, b"")) < 4:
-            return None
-        (peer,) = struct.unpack_from("=I", attrs[_UNIX_DIAG_PEER])
-        return int(peer) or None
+        return None if attrs is None else _peer_of(attrs)
 
     def peer_closed(self, inode: int) -> bool | None:
         """Whether the other end of a socket pair's half is gone: True when the kernel
@@ -60,8 +57,7 @@ class UnixPeers:
         attrs = self._query(inode)
         if attrs is None:
             return None
-        peer = attrs.get(_UNIX_DIAG_PEER, b"")
-        if len(peer) >= 4 and struct.unpack_from("=I", peer)[0]:
+        if _peer_of(attrs) is not None:
             return False
         shutdown = attrs.get(_UNIX_DIAG_SHUTDOWN, b"")
         return True if shutdown[:1] == bytes([_SHUTDOWN_BOTH]) else None
@@ -89,6 +85,12 @@ class UnixPeers:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+def _peer_of(attrs: dict[int, bytes]) -> int | None:
+    """The peer's inode the kernel names (0, for none, is None)."""
+    raw = attrs.get(_UNIX_DIAG_PEER, b"")
+    return (struct.unpack_from("=I", raw)[0] or None) if len(raw) >= 4 else None
 
 
 def _attributes(data: bytes, inode: int) -> dict[int, bytes] | None:

@@ -35,7 +35,10 @@ _Answer = Mapping[str, Any]
 class Marked:
     h: SettledHarness
     marker: str
-    handle: SupervisorHandle
+
+    @property
+    def handle(self) -> SupervisorHandle:
+        return self.h.handle
 
     async def census(self) -> Census:
         """A fresh census, cut to this test's marked processes."""
@@ -65,7 +68,7 @@ async def marked_supervisor(tmp_path: Path, marker: str, home: Path) -> AsyncIte
         return await marked[0].census()
 
     async with harness(tmp_path, settings=settings, census=census) as h:
-        marked.append(Marked(h=h, marker=marker, handle=h.handle))
+        marked.append(Marked(h=h, marker=marker))
         yield marked[0]
 
 
