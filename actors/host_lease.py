@@ -15,10 +15,12 @@ from actors.retirement.actor import ProfileLookup
 from actors.writer.hosts import RenewHostLease, RetireHostRows
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
+from supervisor.errors import PermissionDenied
 from supervisor.observe.logs import get_logger
 from supervisor.operations.registry import decide
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.permissions import Profile
+from supervisor.policy.refusal import refused
 from supervisor.policy.render import decision_dict
 from supervisor.policy.retirement.host_leases import (
     HostRetirementPlan,
@@ -236,7 +238,7 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
         if decision.allowed:
             return None
         detail = f"{task} refused: {decision.reason}"
-        denied = {"outcome": "refused", "code": "permission_denied", "reasons": [detail]}
+        denied = refused(PermissionDenied.code, detail)
         await audit_refusal(self.writer, profile, f"host_{task}", denied, at=self.clock.now())
         return WriteAck(
             ok=False,

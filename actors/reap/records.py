@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from actors.reap.trees import TargetResult
-from actors.retirement.records import refusal
 from supervisor.policy.control.permissions import Profile
+from supervisor.policy.refusal import refused
 from supervisor.policy.servers.reap_rules import (
     CODE_REAP_INCOMPLETE,
     OUTCOME_APPLIED,
@@ -65,10 +65,7 @@ def target_event(
 
 def reap_refusal(code: str, reasons: Sequence[str], **extra: Any) -> dict[str, Any]:
     """A refused apply: nothing was signalled, why, and its stable ``code``."""
-    answer = refusal(code, reasons[0], reaped_count=0, **extra)
-    answer["reasons"] = list(reasons)
-    del answer["retired_count"]
-    return answer
+    return refused(code, *reasons, reaped_count=0, **extra)
 
 
 def applied_answer(plan_token: str, results: Sequence[TargetResult]) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from supervisor.policy.evidence import EvidenceMap
 from supervisor.policy.fleet.orphans import OrphanFinding, orphan_dict
 from supervisor.policy.fleet.snapshot import FleetSnapshot
 from supervisor.policy.fleet.worker_view import OWNERSHIP_HISTORICAL, WorkerView, build_worker_view
+from supervisor.policy.refusal import refused
 from supervisor.policy.render import finding_dict
-from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 from supervisor.policy.stamps import format_stamp
 
 __all__ = [
@@ -145,15 +145,7 @@ class Refused(Exception):
 
 def refusal(code: str, reason: str, **extra: Any) -> dict[str, Any]:
     """A structured refusal: nothing was changed, why, and its stable ``code``."""
-    return {
-        "success": False,
-        "outcome": OUTCOME_REFUSED,
-        "code": code,
-        "mutation_performed": False,
-        "retired_count": 0,
-        "reasons": [reason],
-        **extra,
-    }
+    return refused(code, reason, retired_count=0, **extra)
 
 
 def count_fleet(snap: FleetSnapshot, orphans: Sequence[OrphanFinding]) -> FleetCounts:

@@ -23,8 +23,8 @@ from supervisor.policy.control.plane import (
     check_actions,
     check_ttl,
 )
+from supervisor.policy.refusal import refused
 from supervisor.policy.render import decision_dict
-from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 
 __all__ = [
     "PERMISSION_DENIED",
@@ -37,7 +37,6 @@ __all__ = [
     "ineligible",
     "optional_text",
     "pid_arg",
-    "refused",
     "ttl_arg",
     "writer_call",
 ]
@@ -65,18 +64,6 @@ class WorkItemArgs(RepositoryArgs):
     number: int
 
 
-def refused(code: str, reason: str, **extra: Any) -> dict[str, Any]:
-    """A refusal answer: nothing was done, why (``reasons``) and its stable ``code``."""
-    return {
-        "success": False,
-        "outcome": OUTCOME_REFUSED,
-        "code": code,
-        "mutation_performed": False,
-        "reasons": [reason],
-        **extra,
-    }
-
-
 def control_answer(ack: WriteAck) -> dict[str, Any]:
     """The writer's ack as the dict every surface returns (success, outcome, reasons)."""
     data = dict(ack.data)
@@ -85,12 +72,8 @@ def control_answer(ack: WriteAck) -> dict[str, Any]:
         if ack.code != "ok":
             data.setdefault("code", ack.code)
         return data
-    data["success"] = False
-    data.setdefault("outcome", OUTCOME_REFUSED)
-    data.setdefault("code", ack.code)
-    data.setdefault("reasons", [ack.detail] if ack.detail else [])
-    data.setdefault("mutation_performed", False)
-    return data
+    # What the writer said of the refusal wins over the defaults, but never its success.
+    return {**refused(ack.code, *([ack.detail] if ack.detail else [])), **data, "success": False}
 
 
 def optional_text(value: object, what: str) -> str | None:
@@ -121,17 +104,15 @@ def actions_arg(value: Sequence[object] | None, what: str) -> tuple[str, ...] | 
 
 
 def ineligible(reason: str, role: object) -> dict[str, Any]:
-    return {
-        "success": False,
-        "outcome": OUTCOME_ROLE_INELIGIBLE,
-        "code": OUTCOME_ROLE_INELIGIBLE,
-        "mutation_performed": False,
-        "role": role,
-        "reasons": [reason],
-        "selected": None,
-        "skipped": [],
-        "assignment": None,
-    }
+    return refused(
+        OUTCOME_ROLE_INELIGIBLE,
+        reason,
+        outcome=OUTCOME_ROLE_INELIGIBLE,
+        role=role,
+        selected=None,
+        skipped=[],
+        assignment=None,
+    )
 
 
 _Calls = TypeVar("_Calls", bound="WriterCalls")

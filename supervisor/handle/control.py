@@ -24,7 +24,6 @@ from supervisor.handle.checks import (
     ineligible,
     optional_text,
     pid_arg,
-    refused,
     ttl_arg,
     writer_call,
 )
@@ -41,6 +40,7 @@ from supervisor.policy.control.plane import (
     check_state,
     work_ref,
 )
+from supervisor.policy.refusal import refused
 
 __all__ = ["ControlPlaneCalls"]
 

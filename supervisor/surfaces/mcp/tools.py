@@ -21,9 +21,7 @@ from pydantic import AnyHttpUrl, ValidationError
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import TOOLS
 from supervisor.operations.spec import Tool
-from supervisor.policy.retirement.reasons import (
-    OUTCOME_REFUSED,
-)
+from supervisor.policy.refusal import refused
 from supervisor.surfaces.mcp.fleet_tools import (
     ProfileResolver,
     ToolArgumentError,
@@ -50,15 +48,7 @@ def _text_block(body: Mapping[str, Any]) -> list[ContentBlock]:
 
 
 def _argument_refusal(tool: str, reasons: Sequence[str]) -> CallToolResult:
-    body: dict[str, Any] = {
-        "success": False,
-        "outcome": OUTCOME_REFUSED,
-        "code": ProtocolError.code,
-        "error": ProtocolError.code,
-        "tool": tool,
-        "mutation_performed": False,
-        "reasons": list(reasons),
-    }
+    body = refused(ProtocolError.code, *reasons, error=ProtocolError.code, tool=tool)
     declared = _declared(tool)
     if declared is not None:
         body.update(declared.refused_extra)

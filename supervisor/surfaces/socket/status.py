@@ -13,8 +13,8 @@ from supervisor.handle import SupervisorHandle
 from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
+from supervisor.policy.refusal import refused
 from supervisor.policy.render import decision_dict
-from supervisor.policy.retirement.reasons import OUTCOME_REFUSED
 from supervisor.policy.servers.view import summary_dict
 from supervisor.wire import PROTOCOL_VERSION
 
@@ -38,15 +38,12 @@ async def status_report(
     """
     decision = decide(profile, "status") if profile is not None else None
     if decision is not None and not decision.allowed:
-        denied = {
-            "success": False,
-            "outcome": OUTCOME_REFUSED,
-            "code": PermissionDenied.code,
-            "mutation_performed": False,
-            "reasons": [f"status refused: {decision.reason}"],
-            "permission": decision_dict(decision),
-            "denied": True,
-        }
+        denied = refused(
+            PermissionDenied.code,
+            f"status refused: {decision.reason}",
+            permission=decision_dict(decision),
+            denied=True,
+        )
         await handle.audit_refusal(profile, "status", denied)
         return denied
     liveness = await handle.liveness_counts()
