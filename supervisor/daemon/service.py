@@ -22,6 +22,7 @@ from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.observe.logs import configure_logging, get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.settings.config import Settings
+from supervisor.settings.config_checks import carried
 from supervisor.settings.profiles import ProfileBook
 from supervisor.sidecar.exec_args import EXEC_SOCKET_SUFFIX
 from supervisor.store.factory import describe_store, open_store
@@ -50,11 +51,10 @@ def app_settings(settings: Settings) -> AppSettings:
         heartbeat=settings.heartbeat.to_actor(),
         liveness=settings.liveness.to_actor(),
         leases=settings.leases.to_actor(),
-        retirement=RetirementSettings(
+        retirement=carried(
+            settings.retirement,
+            RetirementSettings,
             canonical_repository=settings.supervisor.canonical_repository,
-            auto_enabled=settings.retirement.auto_enabled,
-            auto_interval_seconds=settings.retirement.auto_interval_seconds,
-            auto_profile=settings.retirement.auto_profile,
         ),
         hosts=settings.hosts.to_actor(shared=settings.database.url is not None),
         servers=settings.exec.to_actor(exec_socket=exec_socket_of(settings)),

@@ -31,6 +31,7 @@ from supervisor.settings.config_checks import (
     Check,
     Invalid,
     boolean_check,
+    carried,
     integer_check,
     log_level_check,
     loopback_check,
@@ -46,7 +47,7 @@ from supervisor.settings.discovery import DiscoveryConfig
 from supervisor.settings.reap_config import ReapConfig
 
 if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+    pass
 
 __all__ = [
     "LOG_LEVELS",
@@ -105,11 +106,6 @@ def default_config_path() -> Path:
     return _xdg_dir("XDG_CONFIG_HOME", Path.home() / ".config") / _APP_DIR / "supervisor.toml"
 
 
-def _values(table: DataclassInstance) -> dict[str, Any]:
-    """A table's keys and values, for an actor's settings that spell every key alike."""
-    return {f.name: getattr(table, f.name) for f in fields(table)}
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DatabaseSettings:
     path: Path = field(
@@ -137,7 +133,7 @@ class HeartbeatConfig:
     max_in_flight: int = setting(4, integer_check(1))
 
     def to_actor(self) -> HeartbeatSettings:
-        return HeartbeatSettings(**_values(self))
+        return carried(self, HeartbeatSettings)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,7 +143,7 @@ class LivenessConfig:
     use_pidfd: bool = setting(True, boolean_check)
 
     def to_actor(self) -> LivenessSettings:
-        return LivenessSettings(**_values(self))
+        return carried(self, LivenessSettings)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,7 +174,7 @@ class HostsConfig:
     retire_after_seconds: float = setting(600.0, POSITIVE)
 
     def to_actor(self, *, shared: bool) -> HostLeaseSettings:
-        return HostLeaseSettings(enabled=shared, **_values(self))
+        return carried(self, HostLeaseSettings, enabled=shared)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,4 +1,5 @@
-"""Typed checks for configuration values: each converts a file value or refuses it."""
+"""Typed checks for configuration values (each converts a file value or refuses it), and the
+step from a checked table to an actor's settings."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "CHECK_KEY",
@@ -19,6 +23,7 @@ __all__ = [
     "Check",
     "Invalid",
     "boolean_check",
+    "carried",
     "integer_check",
     "log_level_check",
     "loopback_check",
@@ -172,3 +177,18 @@ NON_NEGATIVE = number_check("a finite number >= 0", lambda x: x >= 0)
 def setting(default: Any, check: Check) -> Any:
     """A dataclass field that also carries how a file or override value for it is checked."""
     return field(default=default, metadata={CHECK_KEY: check})
+
+
+_Settings = TypeVar("_Settings", bound="DataclassInstance")
+
+
+def carried(table: DataclassInstance, into: type[_Settings], **given: Any) -> _Settings:
+    """``into`` built from every key of ``table`` it spells alike, then ``given``.
+
+    An actor's setting that a table spells alike needs no copy line (a forgotten line
+    would silently keep the actor's default); ``given`` covers what is named or
+    derived differently, and wins.
+    """
+    names = {f.name for f in fields(into)}
+    shared = {f.name: getattr(table, f.name) for f in fields(table) if f.name in names}
+    return into(**{**shared, **given})

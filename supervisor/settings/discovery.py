@@ -12,6 +12,7 @@ from supervisor.settings.config_checks import (
     POSITIVE,
     Invalid,
     boolean_check,
+    carried,
     integer_check,
     setting,
 )
@@ -46,12 +47,6 @@ class DiscoveryConfig:
     server_words: tuple[str, ...] = setting((), words_check)
 
     def to_actor(self) -> CensusSettings:
-        return CensusSettings(
-            enabled=self.enabled,
-            sweep_interval_seconds=self.sweep_interval_seconds,
-            sweep_chunk=self.sweep_chunk,
-            first_sight_chunk=self.first_sight_chunk,
-            history_length=self.history_length,
-            read_client_configs=self.read_client_configs,
-            rules=with_extras(self.extra_clients, self.server_words),
+        return carried(
+            self, CensusSettings, rules=with_extras(self.extra_clients, self.server_words)
         )

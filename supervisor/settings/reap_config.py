@@ -12,6 +12,7 @@ from supervisor.policy.retirement.apply_rules import (
 from supervisor.settings.config_checks import (
     POSITIVE,
     boolean_check,
+    carried,
     integer_check,
     number_check,
     setting,
@@ -36,12 +37,4 @@ class ReapConfig:
     mass_guard_floor: int = setting(DEFAULT_MASS_GUARD_FLOOR, integer_check(0))
 
     def to_actor(self) -> ReapSettings:
-        return ReapSettings(
-            grace_seconds=self.reap_grace_seconds,
-            kill_wait_seconds=self.kill_wait_seconds,
-            mass_guard_share=self.mass_guard_share,
-            mass_guard_floor=self.mass_guard_floor,
-            auto_enabled=self.auto_enabled,
-            auto_interval_seconds=self.auto_interval_seconds,
-            auto_profile=self.auto_profile,
-        )
+        return carried(self, ReapSettings, grace_seconds=self.reap_grace_seconds)
