@@ -7,7 +7,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from supervisor.errors import StoreError
-from supervisor.store.rows import decoded_json, detail_json, known_columns, refuse_unknown
+from supervisor.store.rows import (
+    as_dicts,
+    decoded_json,
+    detail_json,
+    known_columns,
+    refuse_unknown,
+)
 from supervisor.store.schema.control import (
     ASSIGNMENT_COLUMNS,
     ASSIGNMENT_STATUSES,
@@ -154,10 +160,6 @@ def event_params(event: Mapping[str, Any]) -> tuple[Any, ...]:
         raise StoreError("a control event needs a kind")
     detail = detail_json(event.get("detail"), "event")
     return tuple(detail if c == "detail" else event.get(c) for c in EVENT_INSERT_COLUMNS)
-
-
-def as_dicts(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
-    return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
 def assignment_rows(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:

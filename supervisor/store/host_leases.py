@@ -10,6 +10,7 @@ import aiosqlite
 from supervisor.errors import StoreError
 from supervisor.store.control_sql import insert_row
 from supervisor.store.dialect import SQLITE
+from supervisor.store.rows import as_dicts, refuse_unknown
 from supervisor.store.schema.hosts import HOST_LEASE_COLUMNS, HOST_LEASE_STATUSES
 from supervisor.store.sqlite.connection import execute, fetchall
 from supervisor.store.stamps import require_stamp
@@ -29,13 +30,11 @@ def select_host_leases(*, one: bool) -> str:
 
 
 def host_lease_rows(found: list[Any]) -> list[Row]:
-    return [dict(zip(HOST_LEASE_COLUMNS, r, strict=True)) for r in found]
+    return as_dicts(HOST_LEASE_COLUMNS, found)
 
 
 def _checked(values: Mapping[str, Any]) -> None:
-    unknown = sorted(set(values) - _COLUMNS)
-    if unknown:
-        raise StoreError(f"unknown host_leases column(s): {', '.join(unknown)}")
+    refuse_unknown(values, _COLUMNS, "host_leases")
     if "status" in values and values["status"] not in HOST_LEASE_STATUSES:
         raise StoreError(f"host lease status must be one of {', '.join(HOST_LEASE_STATUSES)}")
     for column in _STAMPS:

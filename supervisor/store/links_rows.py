@@ -6,9 +6,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from supervisor.errors import StoreError
 from supervisor.policy.control.incident_links import INCIDENT_SCOPE_FIELDS, decode_pr_numbers
 from supervisor.store.control_base import Row
+from supervisor.store.rows import known_columns
 from supervisor.store.schema.links import INCIDENT_LINK_COLUMNS, NAMESPACE_HEALTH_COLUMNS
 
 __all__ = ["health_params", "health_rows", "link_params", "link_rows"]
@@ -17,11 +17,7 @@ _FLAGS = ("healthy", "ide_namespace_proven", "blocks_merge_workflow")
 
 
 def _known(columns: tuple[str, ...], row: Mapping[str, Any], what: str) -> tuple[str, ...]:
-    unknown = sorted(set(row) - set(columns))
-    if unknown:
-        # Refuse rather than drop: an ignored key is a field the caller thinks is stored.
-        raise StoreError(f"unknown {what} column(s): {', '.join(unknown)}")
-    return tuple(c for c in columns if c in row)
+    return known_columns(row, frozenset(columns), columns, what)
 
 
 def health_params(row: Mapping[str, Any]) -> tuple[tuple[str, ...], list[Any]]:

@@ -9,6 +9,7 @@ import aiosqlite
 
 from supervisor.errors import StoreError
 from supervisor.store.dialect import SQLITE
+from supervisor.store.rows import as_dicts, refuse_unknown
 from supervisor.store.schema.observed import OBSERVED_COLUMNS, OBSERVED_KEY
 from supervisor.store.sqlite.connection import execute
 from supervisor.store.stamps import require_stamp
@@ -35,13 +36,11 @@ def select_observed_servers(*, live_only: bool) -> str:
 
 
 def observed_rows(found: Sequence[Any]) -> list[Row]:
-    return [dict(zip(OBSERVED_COLUMNS, r, strict=True)) for r in found]
+    return as_dicts(OBSERVED_COLUMNS, found)
 
 
 def _checked(row: Mapping[str, Any]) -> None:
-    unknown = sorted(set(row) - _COLUMNS)
-    if unknown:
-        raise StoreError(f"unknown observed_servers column(s): {', '.join(unknown)}")
+    refuse_unknown(row, _COLUMNS, "observed_servers")
     for required in (*OBSERVED_KEY, "provenance", "command", "env_keys", "evidence"):
         if row.get(required) is None or row.get(required) == "":
             raise StoreError(f"an observed server needs {required}")
