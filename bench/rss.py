@@ -13,7 +13,7 @@ from bench.fixtures import host_rows, make_db
 from bench.processes import Daemon, Sleepers, short_tempdir
 from bench.report import Figure
 from supervisor.client import Client
-from supervisor.settings.profiles import create_token
+from supervisor.settings.profile_edits import create_token
 
 __all__ = ["run"]
 

@@ -105,7 +105,7 @@ def _profiles_file(settings: Settings, command: str) -> Path:
     an installed wheel has it too): later grants and tokens are edits to the operator's
     own file, never to the installation."""
     from supervisor.defaults import PROFILES, read_default
-    from supervisor.settings.profiles import ensure_profiles_file
+    from supervisor.settings.profile_edits import ensure_profiles_file
 
     path = settings.auth.profiles_path
     if not path.exists() and ensure_profiles_file(path, read_default(PROFILES)):
@@ -114,7 +114,7 @@ def _profiles_file(settings: Settings, command: str) -> Path:
 
 
 def run_profiles(args: argparse.Namespace, settings: Settings) -> int:
-    from supervisor.settings.profiles import change_grant
+    from supervisor.settings.profile_edits import change_grant
 
     path = _profiles_file(settings, "profiles")
     grant = args.profiles_command == "grant"
@@ -126,7 +126,7 @@ def run_profiles(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_token(args: argparse.Namespace, settings: Settings) -> int:
-    from supervisor.settings.profiles import create_token
+    from supervisor.settings.profile_edits import create_token
 
     path = _profiles_file(settings, "token")
     token = create_token(path, args.profile)

@@ -17,7 +17,7 @@ import anyio
 
 from supervisor.client import Client
 from supervisor.errors import Unavailable
-from supervisor.settings.profiles import create_token
+from supervisor.settings.profile_edits import create_token
 
 SHIPPED_PROFILES = Path(__file__).resolve().parents[2] / "config" / "profiles.toml"
 RETIRE = "gitea.worker_registry.retire"

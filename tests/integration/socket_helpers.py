@@ -17,7 +17,8 @@ import anyio
 
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.settings.config import SocketConfig
-from supervisor.settings.profiles import ProfileBook, create_token
+from supervisor.settings.profile_edits import create_token
+from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.socket.server import CredentialsReader, serve_socket
 from supervisor.system.peers import peer_credentials
 from supervisor.system.unix_stream import connect_unix_stream

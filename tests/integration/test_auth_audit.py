@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from supervisor.client import AsyncClient, RemoteError
-from supervisor.settings.profiles import create_token
+from supervisor.settings.profile_edits import create_token
 from tests.integration.daemon import running_daemon, wait_ready
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

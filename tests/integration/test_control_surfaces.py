@@ -16,7 +16,8 @@ from supervisor.cli import EXIT_OK, EXIT_REFUSED, main
 from supervisor.client import AsyncClient, RemoteProtocolError, RemoteUnauthenticated
 from supervisor.policy.control.permissions import Profile
 from supervisor.settings.config import SocketConfig
-from supervisor.settings.profiles import ProfileBook, create_token
+from supervisor.settings.profile_edits import create_token
+from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.operation_tools import (
     ALLOCATE_TOOL,

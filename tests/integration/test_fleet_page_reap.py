@@ -13,7 +13,7 @@ import httpx2
 import pytest
 
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
-from supervisor.settings.profiles import change_grant
+from supervisor.settings.profile_edits import change_grant
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.integration.chromium_cdp import run_in_page
 from tests.integration.reap_host import Host, host, ref, still_runs

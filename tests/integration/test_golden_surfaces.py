@@ -23,7 +23,8 @@ from mcp import Client as McpClient
 from supervisor.operations.fleet import OPERATOR_OPS, WORKER_OPS
 from supervisor.operations.registry import CONTROL_OPS
 from supervisor.settings.config import SocketConfig
-from supervisor.settings.profiles import ProfileBook, create_token
+from supervisor.settings.profile_edits import create_token
+from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.surfaces.socket.protocol_hosts import HOST_OPS

@@ -15,7 +15,8 @@ from mcp import Client
 from supervisor.cli import EXIT_OK, EXIT_REFUSED, main
 from supervisor.client import AsyncClient, RemoteProtocolError
 from supervisor.settings.config import SocketConfig
-from supervisor.settings.profiles import ProfileBook, create_token
+from supervisor.settings.profile_edits import create_token
+from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.operation_tools import (
     ASSESS_HEALTH_TOOL,

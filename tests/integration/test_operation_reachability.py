@@ -22,7 +22,8 @@ from supervisor.operations.registry import CONTROL_OPS, HOST_OPS, OPERATIONS, TO
 from supervisor.operations.spec import Operation
 from supervisor.policy.control.permissions import Profile
 from supervisor.settings.config import SocketConfig
-from supervisor.settings.profiles import ProfileBook, create_token
+from supervisor.settings.profile_edits import create_token
+from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.surfaces.socket.protocol import decode_request

@@ -18,7 +18,8 @@ from supervisor.operations.registry import OPERATIONS
 from supervisor.operations.spec import Operation
 from supervisor.policy.control.permissions import Profile
 from supervisor.settings.config import SocketConfig
-from supervisor.settings.profiles import ProfileBook, create_token
+from supervisor.settings.profile_edits import create_token
+from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from tests.actors.helpers_app import harness

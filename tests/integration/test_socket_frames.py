@@ -15,7 +15,8 @@ import pytest
 from mcp import Client as McpClient
 
 from supervisor.client import AsyncClient, Client, RemoteProtocolError
-from supervisor.settings.profiles import ProfileBook, create_token
+from supervisor.settings.profile_edits import create_token
+from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL
 from supervisor.surfaces.mcp.tools import build_mcp_server

@@ -12,7 +12,8 @@ from supervisor.cli.main import main
 from supervisor.errors import ConfigError
 from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import OP_RETIRE
-from supervisor.settings.profiles import ProfileBook, change_grant, load_profiles
+from supervisor.settings.profile_edits import change_grant
+from supervisor.settings.profiles import ProfileBook, load_profiles
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "profiles.toml"
 

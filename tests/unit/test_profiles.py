@@ -12,18 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import supervisor.settings.profiles as profiles_module
+import supervisor.settings.profile_edits as profiles_module
 from supervisor.errors import ConfigError
 from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE
-from supervisor.settings.profiles import (
-    ROLE_KINDS,
-    ProfileBook,
-    create_token,
-    ensure_profiles_file,
-    hash_token,
-    load_profiles,
-)
+from supervisor.settings.profile_edits import create_token, ensure_profiles_file
+from supervisor.settings.profiles import ROLE_KINDS, ProfileBook, hash_token, load_profiles
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "profiles.toml"
 ROLES = {
