@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 from dataclasses import dataclass, field
 
-import anyio
-
-from supervisor.system.pidfd import close_pidfd, pidfd_open
+from supervisor.system.epoll_set import EpollSet
+from supervisor.system.pidfd import pidfd_open
 
 __all__ = [
     "EXIT_CLIENT",
@@ -80,10 +78,9 @@ class Watches:
     """Every descriptor the guard holds, keyed so one readiness names what happened."""
 
     def __init__(self) -> None:
-        self._epoll = select.epoll()
         self.servers: dict[Key, Watched] = {}
         self._clients: dict[Key, _Client] = {}
-        self._fds: dict[int, tuple[str, Key]] = {}
+        self._fds: EpollSet[tuple[str, Key]] = EpollSet()
 
     def add(self, server: Watched, stdin_fd: int | None) -> str | None:
         """Watch ``server`` (``stdin_fd`` is owned from here on). Returns the exit reason
@@ -135,12 +132,9 @@ class Watches:
         """Wait until something happened; each descriptor reports once (it is dropped)."""
         while True:
             found: list[WatchEvent] = []
-            for fd, _mask in self._epoll.poll(0):
-                entry = self._fds.get(fd)
-                if entry is None:
-                    continue
-                kind, key = entry
-                self._drop(fd)
+            for fd, (kind, key) in await self._fds.wait():
+                if self._fds.drop(fd) is None:
+                    continue  # dropped above with its server (a stdin that hung up too)
                 if kind == "client":
                     watch = self._clients.pop(key, None)
                     servers = [self.servers.get(k) for k in sorted(watch.servers if watch else ())]
@@ -159,22 +153,15 @@ class Watches:
                 found.append(WatchEvent(kind, server))
             if found:
                 return found
-            await anyio.wait_readable(self._epoll.fileno())
 
     def close(self) -> None:
-        for fd in list(self._fds):
-            self._drop(fd)
         self.servers.clear()
         self._clients.clear()
-        self._epoll.close()
+        self._fds.close()
 
     def _add(self, fd: int, mask: int, kind: str, key: Key) -> None:
-        self._epoll.register(fd, mask)
-        self._fds[fd] = (kind, key)
+        self._fds.add(fd, (kind, key), mask)
 
     def _drop(self, fd: int | None) -> None:
-        if fd is None or self._fds.pop(fd, None) is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            self._epoll.unregister(fd)
-        close_pidfd(fd)
+        if fd is not None:
+            self._fds.drop(fd)
