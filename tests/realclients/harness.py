@@ -243,9 +243,16 @@ def wrapper_takes_client() -> bool:
     return "--client" in completed.stdout + completed.stderr
 
 
-def wrap_command(entry: ServerEntry, *, config: Path, client: str) -> ServerEntry:
-    """The entry with its command run by ``fleet-supervisor --config CONFIG exec``."""
+def wrap_command(
+    entry: ServerEntry, *, config: Path, client: str, labelled: bool = True
+) -> ServerEntry:
+    """The entry with its command run by ``fleet-supervisor --config CONFIG exec``.
+
+    ``labelled=False``: the wrapper is told nothing of its client (no ``--client``, no
+    ``GITEA_MCP_CLIENT``), as in a hand-written ``exec`` entry; it must find the family.
+    """
     named = ["--client", CLIENT_TYPES[client], "--name", entry.name]
+    label = {"GITEA_MCP_CLIENT": CLIENT_TYPES[client]} if labelled else {}
     return ServerEntry(
         entry.name,
         entry.kind,
@@ -254,11 +261,11 @@ def wrap_command(entry: ServerEntry, *, config: Path, client: str) -> ServerEntr
             "--config",
             str(config),
             "exec",
-            *(named if wrapper_takes_client() else ()),
+            *(named if labelled and wrapper_takes_client() else ()),
             "--",
             *entry.argv,
         ),
-        {**entry.env, "GITEA_MCP_CLIENT": CLIENT_TYPES[client]},
+        {**entry.env, **label},
         entry.tool,
         entry.tool_args,
     )

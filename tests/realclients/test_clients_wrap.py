@@ -32,6 +32,7 @@ from tests.realclients.harness import (
     run_client,
     server_entry,
     temp_home,
+    wrap_command,
 )
 from tests.realclients.scenarios import DAEMON_EXEC_CONFIG
 from tests.realclients.test_leftovers import require
@@ -142,5 +143,39 @@ def test_wrapped_configs_connect_register_and_unwrap_to_the_same_bytes(
                 # the server map included, must be the original text again.
                 text, before = config.read_text(), original.decode()
                 assert text.startswith(before[: before.index('"hasCompletedOnboarding"')])
+        finally:
+            kill_all(marker)
+
+
+@pytest.mark.parametrize("client", ["claude", "gemini"])
+def test_a_wrapper_told_nothing_finds_its_client_family(client: str, daemon: Daemon) -> None:
+    # A hand-written `exec` entry names no client: the daemon reads the family from the
+    # client's command line. Gemini CLI runs its servers from the process it relaunches
+    # itself as (`node --max-old-space-size=N …/gemini`), runner options first.
+    require(client, "time")
+    marker = new_marker()
+    with temp_home() as home:
+        entry = server_entry("time", name="time", marker=marker, home=home.home)
+        wrapped = wrap_command(entry, config=daemon.config, client=client, labelled=False)
+        assert "--client" not in wrapped.args
+        assert "GITEA_MCP_CLIENT" not in wrapped.env
+        if client == "claude":
+            home.write_claude([wrapped])
+        else:
+            home.write_gemini([wrapped])
+        known = {r["worker_identity"] for r in _rows(daemon)}
+        try:
+            run = run_client(
+                [str(CLIENTS_DIR / "node_modules" / ".bin" / client), "mcp", "list"],
+                env=client_env(home.home),
+                cwd=home.project,
+                timeout=_CLIENT_TIMEOUT,
+            )
+            assert re.search(r"time\b.*\bConnected", run.output), run.output
+            rows = [r for r in _rows(daemon) if r["worker_identity"] not in known]
+            assert rows, "the wrapped server never registered"
+            family = "claude_code" if client == "claude" else "gemini"
+            assert {r["client_type"] for r in rows} == {family}, f"rows registered: {rows}"
+            assert all(r["client_instance_id"].startswith(f"inst-{family}-") for r in rows)
         finally:
             kill_all(marker)

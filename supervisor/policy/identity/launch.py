@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from hashlib import sha256
 
+from supervisor.policy.commands import command_name, runner_script
+
 from .exec_marker import safe_label
 
 __all__ = ["client_family_from_command", "launch_instance_id", "server_session_id"]
@@ -20,15 +22,6 @@ _CLIENT_PACKAGES: tuple[tuple[str, str], ...] = (
 _RUNNERS = frozenset({"node", "nodejs", "bun", "deno", "python", "python3"})
 #: Command names that are not in the aliases table but name a family.
 _COMMAND_NAMES = {"claude-code": "claude_code", "gemini-cli": "gemini"}
-_SUFFIXES = (".exe", ".js", ".cjs", ".mjs", ".py")
-
-
-def _command_name(arg: str) -> str:
-    name = arg.replace("\\", "/").rpartition("/")[2].lower()
-    for suffix in _SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
 
 
 def client_family_from_command(argv: Sequence[str], aliases: Mapping[str, str]) -> str | None:
@@ -41,13 +34,13 @@ def client_family_from_command(argv: Sequence[str], aliases: Mapping[str, str]) 
     """
     if not argv:
         return None
-    names = [_command_name(argv[0])]
+    names = [command_name(argv[0])]
     if len(argv) > 1 and (names[0] in _RUNNERS or names[0].startswith("python3.")):
-        script = argv[1].replace("\\", "/")
+        script = runner_script(argv)
         for package, family in _CLIENT_PACKAGES:
             if package in script:
                 return family
-        names.append(_command_name(script))
+        names.append(command_name(script))
     for name in names:
         found = aliases.get(name.replace("-", "_")) or _COMMAND_NAMES.get(name)
         if found:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from supervisor.policy.commands import command_name
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
     PROVENANCE_WRAPPED,
@@ -14,7 +15,6 @@ from supervisor.policy.servers.rules import (
     DEFAULT_RULES,
     DiscoveryRules,
     client_of,
-    command_name,
     mcp_word,
 )
 

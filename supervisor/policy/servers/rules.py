@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from supervisor.policy.commands import command_name, runner_script
+
 __all__ = [
     "DEFAULT_RULES",
     "KNOWN_CLIENTS",
@@ -13,7 +15,6 @@ __all__ = [
     "DiscoveryRules",
     "KnownClient",
     "client_of",
-    "command_name",
     "mcp_word",
     "parse_extra_clients",
     "with_extras",
@@ -67,7 +68,6 @@ _RUNNERS = frozenset(
 )
 _NODE_RUNNERS = frozenset({"node", "nodejs", "bun", "deno"})
 _PYTHON_RUNNERS = frozenset({"python", "python3"})
-_SUFFIXES = (".exe", ".js", ".cjs", ".mjs", ".py")
 #: How many words after a runner are looked at for a server's name.
 _WORDS_AFTER_RUNNER = 8
 
@@ -124,15 +124,6 @@ class DiscoveryRules:
 DEFAULT_RULES = DiscoveryRules()
 
 
-def command_name(arg: str) -> str:
-    """A program's name from a path: its last component, lowercased, without ``.js``/``.exe``."""
-    name = arg.replace("\\", "/").rpartition("/")[2].lower()
-    for suffix in _SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
 def _is_runner(name: str, runners: frozenset[str]) -> bool:
     return name in runners or (name.startswith("python3.") and "python3" in runners)
 
@@ -152,10 +143,7 @@ def client_of(
     program = command_name(argv[0]) if argv else command_name(comm)
     names = {program, command_name(comm)}
     runner = _is_runner(program, rules.runners)
-    # The script is the runner's first word that is not an option: Gemini CLI relaunches
-    # itself as ``node --max-old-space-size=N …/gemini``.
-    script = next((a for a in argv[1:] if not a.startswith("-")), "") if runner else ""
-    script = script.replace("\\", "/")
+    script = runner_script(argv) if runner else ""
     if runner and script:
         names.add(command_name(script))
     for client in rules.clients:

@@ -185,6 +185,10 @@ def test_sessions_differ_per_launch_and_the_name_only_labels() -> None:
         (["Claude"], "claude_code"),
         (["node", "/x/.bin/gemini", "mcp", "list"], "gemini"),
         (["node", "/x/@google/gemini-cli/dist/index.js"], "gemini"),
+        # Gemini CLI relaunches itself with runner options before its script.
+        (["node", "--max-old-space-size=8192", "/x/.bin/gemini", "mcp", "list"], "gemini"),
+        (["node", "--max-old-space-size=8192", "/x/@google/gemini-cli/dist/index.js"], "gemini"),
+        (["node", "--inspect", "/srv/app/server.js", "codex"], None),
         (["codex"], "codex"),
         (["/opt/codex/bin/codex", "exec"], "codex"),
         (["cursor"], "cursor"),
