@@ -3,7 +3,6 @@ step from a checked table to an actor's settings."""
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import os
 import re
@@ -11,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from supervisor.system.loopback import loopback_address
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -156,18 +157,10 @@ def mode_check(value: Any, _base: Path) -> int:
 
 
 def loopback_check(value: Any, _base: Path) -> str:
-    # Only IP literals: a name such as "localhost" can be re-pointed in /etc/hosts, and the
-    # HTTP surface must never be reachable from another machine.
-    expected = 'a loopback IP address such as "127.0.0.1" or "::1"'
-    if not isinstance(value, str):
-        raise Invalid(expected)
-    try:
-        address = ipaddress.ip_address(value.strip())
-    except ValueError:
-        raise Invalid(expected) from None
-    if not address.is_loopback:
-        raise Invalid(expected)
-    return str(address)
+    address = loopback_address(value) if isinstance(value, str) else None
+    if address is None:
+        raise Invalid('a loopback IP address such as "127.0.0.1" or "::1"')
+    return address
 
 
 POSITIVE = number_check("a finite number > 0", lambda x: x > 0)

@@ -11,12 +11,13 @@ import anyio
 import h11
 from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskStatus
 
-from supervisor.errors import SupervisorError, Unavailable
+from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import FleetGauges, Metrics
 from supervisor.surfaces.http.fleet_page import PAGE_POST_ROUTES, PAGE_ROUTES, FleetPage
 from supervisor.surfaces.http.health import HealthReport
+from supervisor.system.loopback import loopback_listener
 from supervisor.system.peers import PeerUidLookup, loopback_peer_uid
 
 __all__ = ["OpsRoutes", "Response", "ops_listener", "serve_ops_http"]
@@ -105,16 +106,7 @@ class OpsRoutes:
 def ops_listener(host: str, port: int) -> socket.socket:
     """A listening socket on loopback ``host:port`` (claimed at start-up); ``Unavailable``
     when the port cannot be had. ``host`` must already be a loopback IP (config check)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen()
-    except OSError as exc:
-        sock.close()
-        raise Unavailable(f"ops HTTP cannot listen on {host}:{port}: {exc.strerror}") from exc
-    return sock
+    return loopback_listener(host, port, what="ops HTTP")
 
 
 async def serve_ops_http(

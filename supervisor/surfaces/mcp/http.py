@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import socket
 from collections.abc import Callable, Generator
@@ -16,7 +15,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from supervisor.errors import ConfigError, Unavailable
+from supervisor.errors import Unavailable
 from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.settings.profiles import ProfileBook
@@ -24,6 +23,7 @@ from supervisor.surfaces.mcp.fleet_tools import ToolBackend
 from supervisor.surfaces.mcp.http_envelope import answer_by_id
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.tools import build_mcp_server
+from supervisor.system.loopback import loopback_listener
 
 __all__ = ["AuthAudit", "ProfileTokenVerifier", "mcp_http_listener", "serve_mcp_http"]
 
@@ -136,32 +136,9 @@ def _http_profile(profiles: ProfileBook) -> Callable[[], Profile | None]:
     return resolve
 
 
-def _loopback(host: str) -> str:
-    # IP literals only: a name such as "localhost" can be re-pointed to another machine.
-    try:
-        address = ipaddress.ip_address(host.strip())
-    except ValueError:
-        raise ConfigError(f"MCP HTTP host must be a loopback IP address, got {host!r}") from None
-    if not address.is_loopback:
-        raise ConfigError(f"MCP HTTP host must be a loopback IP address, got {host!r}")
-    return str(address)
-
-
 def mcp_http_listener(host: str, port: int) -> socket.socket:
-    """A socket bound to loopback ``host:port``; ``ConfigError`` or ``Unavailable`` if not."""
-    return _listen(_loopback(host), port)
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise Unavailable(f"MCP HTTP cannot listen on {host}:{port}: {exc.strerror}") from exc
-    return sock
+    """A socket listening on loopback ``host:port``; ``ConfigError`` or ``Unavailable`` if not."""
+    return loopback_listener(host, port, what="MCP HTTP")
 
 
 class _EmbeddedUvicorn(uvicorn.Server):
