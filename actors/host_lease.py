@@ -8,8 +8,8 @@ from typing import Any, assert_never
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors.audit import audit_refusal
 from actors.mailbox import Actor, Inbox, Reply, ask
-from actors.refusal_audit import audit_refusal
 from actors.replies import HostLeaseStatus, WriteAck
 from actors.retirement.actor import ProfileLookup
 from actors.writer.hosts import RenewHostLease, RetireHostRows

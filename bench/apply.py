@@ -13,11 +13,11 @@ from typing import Any
 
 import anyio
 
+from actors.audit import audit_event
 from actors.liveness.actor import LivenessSettings
 from actors.mailbox import Reply
 from actors.replies import ApplyOutcome
 from actors.retirement.actor import RetirementSettings
-from actors.retirement.records import audit_event
 from actors.writer.actor import WriterSettings
 from actors.writer.apply_tx import ApplySettings, run_apply
 from actors.writer.inbox import ApplyRetirement

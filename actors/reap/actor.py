@@ -18,6 +18,7 @@ from typing import Any, assert_never
 import anyio
 from anyio.abc import TaskGroup
 
+from actors.audit import audit_refusal, mark_unrecorded, write_audit
 from actors.census.inbox import CensusInbox, TakeCensus
 from actors.mailbox import Actor, Inbox, Outbox, Reply, post, reply_with
 from actors.reap.inbox import ReapApplyRequest, ReapInbox, ReapPlanRequest, ReapTick
@@ -28,9 +29,8 @@ from actors.reap.records import (
     target_event,
 )
 from actors.reap.trees import LocalProcesses, ProcessOps, TargetResult, reap_target
-from actors.refusal_audit import audit_refusal
 from actors.retirement.actor import ProfileLookup
-from actors.retirement.records import Refused, mark_unrecorded, write_audit
+from actors.retirement.records import Refused
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import PermissionDenied, SupervisorError

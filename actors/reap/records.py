@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from actors.audit import audit_row
 from actors.reap.trees import TargetResult
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.refusal import refused
@@ -15,7 +16,6 @@ from supervisor.policy.servers.reap_rules import (
     TARGET_SURVIVED,
 )
 from supervisor.policy.servers.reap_view import entry_dict
-from supervisor.policy.stamps import format_stamp
 
 __all__ = ["REAP_ACTION", "applied_answer", "reap_refusal", "target_dict", "target_event"]
 
@@ -41,26 +41,20 @@ def target_event(
     """The ``audit_events`` row of one target: who, the process (pid, start, command), the
     evidence it was reaped on, the signals sent, whether its exit was seen, the RSS freed."""
     server = result.entry.server
-    return {
-        "at": format_stamp(at),
-        "actor": profile.name if profile else None,
-        "role": profile.role_kind if profile else None,
-        "action": REAP_ACTION,
-        "outcome": result.outcome,
-        "detail": {
-            "pid": server.process.pid,
-            "start": server.process.start,
-            "command": list(server.command),
-            "reason_code": result.entry.reason_code,
-            "evidence": [result.entry.detail, *server.evidence],
-            "members": [m.pid for m in result.entry.members],
-            "signals": {str(pid): list(names) for pid, names in sorted(result.signals.items())},
-            "exit_seen": result.exit_seen,
-            "rss_bytes_freed": result.rss_bytes_freed,
-            "plan_token": plan_token,
-            "mutation_performed": bool(result.signals),
-        },
+    detail = {
+        "pid": server.process.pid,
+        "start": server.process.start,
+        "command": list(server.command),
+        "reason_code": result.entry.reason_code,
+        "evidence": [result.entry.detail, *server.evidence],
+        "members": [m.pid for m in result.entry.members],
+        "signals": {str(pid): list(names) for pid, names in sorted(result.signals.items())},
+        "exit_seen": result.exit_seen,
+        "rss_bytes_freed": result.rss_bytes_freed,
+        "plan_token": plan_token,
+        "mutation_performed": bool(result.signals),
     }
+    return audit_row(profile, REAP_ACTION, result.outcome, detail, at=at)
 
 
 def reap_refusal(code: str, reasons: Sequence[str], **extra: Any) -> dict[str, Any]:

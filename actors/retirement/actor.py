@@ -8,6 +8,7 @@ from typing import Any, Protocol, assert_never
 
 from anyio.abc import TaskGroup
 
+from actors.audit import audit_event, mark_unrecorded, write_audit
 from actors.lease_watch import LeaseWatchInbox
 from actors.liveness.inbox import LivenessInbox
 from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with
@@ -33,13 +34,7 @@ from actors.retirement.plan_reads import (
     rescope,
 )
 from actors.retirement.records import Refused as _Refused
-from actors.retirement.records import (
-    audit_event,
-    mark_unrecorded,
-    orphan_fields,
-    post_apply_view,
-    write_audit,
-)
+from actors.retirement.records import orphan_fields, post_apply_view
 from actors.retirement.records import refusal as _refusal
 from actors.writer.inbox import ApplyRetirement, WriterInbox
 from supervisor.clock import Clock

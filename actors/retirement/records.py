@@ -1,4 +1,5 @@
-"""What the retirement actor writes down: refusals, audit events and the post-apply fleet view."""
+"""What the retirement actor answers besides plans: refusals, fleet counts and the post-apply
+fleet view."""
 
 from __future__ import annotations
 
@@ -6,109 +7,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from actors.mailbox import Outbox, ask
-from actors.replies import FleetCounts, WriteAck
-from actors.writer.inbox import AppendAudit, WriterInbox
-from supervisor.errors import SupervisorError
+from actors.replies import FleetCounts
 from supervisor.observe.logs import get_logger
-from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import EvidenceMap
 from supervisor.policy.fleet.orphans import OrphanFinding, orphan_dict
 from supervisor.policy.fleet.snapshot import FleetSnapshot
 from supervisor.policy.fleet.worker_view import OWNERSHIP_HISTORICAL, WorkerView, build_worker_view
 from supervisor.policy.refusal import refused
 from supervisor.policy.render import finding_dict
-from supervisor.policy.stamps import format_stamp
 
 __all__ = [
-    "AUDITED_KEYS",
     "Refused",
-    "audit_event",
     "count_fleet",
     "count_fleet_rows",
-    "mark_unrecorded",
     "orphan_fields",
     "post_apply_view",
     "refusal",
-    "write_audit",
 ]
 
 _log = get_logger()
-
-#: Tries of one audit write before its failure is reported to the caller.
-AUDIT_ATTEMPTS = 3
-
-#: Result fields worth keeping in the audit trail: tokens, counts, outcome.
-#: Profiles' secrets never reach a result, so none can reach the audit log.
-AUDITED_KEYS: tuple[str, ...] = (
-    "outcome",
-    "code",
-    "registry_fingerprint",
-    "candidate_fingerprint",
-    "scope_fingerprint",
-    "compared_token",
-    "expected_registry_fingerprint",
-    "expected_scope_fingerprint",
-    "expected_candidate_fingerprint",
-    "requested_count",
-    "assessed_count",
-    "candidate_count",
-    "preserved_count",
-    "retired_count",
-    "mutation_performed",
-    "reasons",
-    "mass_guard",
-    "mass_guard_overridden",
-)
-
-
-def audit_event(
-    profile: Profile | None, action: str, result: Mapping[str, Any], *, at: datetime
-) -> dict[str, Any]:
-    """One ``audit_events`` row: who, what, outcome, and the decision's numbers."""
-    detail = {key: result.get(key) for key in AUDITED_KEYS if key in result}
-    detail["retired"] = [r.get("worker_identity") for r in result.get("retired") or []]
-    return {
-        "at": format_stamp(at),
-        "actor": profile.name if profile else None,
-        "role": profile.role_kind if profile else None,
-        "action": action,
-        "outcome": result.get("outcome") or ("allowed" if result.get("success") else "refused"),
-        "detail": detail,
-    }
-
-
-async def write_audit(writer: Outbox[WriterInbox], event: Mapping[str, Any]) -> str | None:
-    """Append one audit event through the writer; None once committed, else why not.
-
-    Retried a few times (a busy database, or a batch that failed around it, passes);
-    a failure is returned, never swallowed, so the caller can refuse or say so.
-    """
-    failure = ""
-    for _ in range(AUDIT_ATTEMPTS):
-        try:
-            ack: WriteAck = await ask(
-                writer,
-                lambda reply: AppendAudit(event=event, reply=reply),
-                actor="registry_writer",
-            )
-        except SupervisorError as exc:
-            failure = f"{exc.code}: {exc.detail}"
-            break  # the writer is gone: asking again cannot help
-        if ack.ok:
-            return None
-        failure = f"{ack.code}: {ack.detail}"
-    _log.error("audit_write_failed", action=event.get("action"), detail=failure)
-    return failure
-
-
-def mark_unrecorded(result: dict[str, Any], what: str, failure: str) -> None:
-    """Say in ``result`` itself that the trail has no row of it."""
-    result["audit_recorded"] = False
-    result["reasons"] = [
-        *(result.get("reasons") or []),
-        f"this {what} could not be written to the audit trail: {failure}",
-    ]
 
 
 def post_apply_view(

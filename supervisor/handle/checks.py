@@ -8,8 +8,8 @@ from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors.audit import audit_refusal
 from actors.mailbox import Reply, ask
-from actors.refusal_audit import audit_refusal
 from actors.replies import WriteAck
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors.audit import audit_event, write_audit
 from actors.census.inbox import CensusInbox, ReportCensus, TakeCensus
 from actors.heartbeat.inbox import (
     BeatClaim,
@@ -38,7 +39,6 @@ from actors.retirement.inbox import (
     RetirementInbox,
     SnapshotRequest,
 )
-from actors.retirement.records import audit_event, write_audit
 from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
 from supervisor.errors import ActorStopped, PermissionDenied, ProfilesUnreadable, SupervisorError
