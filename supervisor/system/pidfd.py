@@ -40,15 +40,20 @@ def pidfd_supported() -> bool:
     return True
 
 
+def _inode(fd: int) -> int | None:
+    try:
+        return os.fstat(fd).st_ino
+    except OSError:
+        return None
+
+
 def _inode_of_pid(pid: int) -> int | None:
     try:
         fd = os.pidfd_open(pid)
     except (OSError, OverflowError):
         return None
     try:
-        return os.fstat(fd).st_ino
-    except OSError:
-        return None
+        return _inode(fd)
     finally:
         os.close(fd)
 
@@ -74,12 +79,7 @@ def inodes_unique() -> bool:
 
 def pidfd_inode(pidfd: int) -> int | None:
     """The inode naming the process ``pidfd`` refers to, or None where inodes name none."""
-    if not inodes_unique():
-        return None
-    try:
-        return os.fstat(pidfd).st_ino
-    except OSError:
-        return None
+    return _inode(pidfd) if inodes_unique() else None
 
 
 def pidfd_open(pid: int, *, expected_start_time: str | None = None) -> int | None:
