@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
@@ -23,6 +31,7 @@ __all__ = [
     "RowVersions",
     "Store",
     "WriteTx",
+    "close_each",
     "opened",
     "row_key",
 ]
@@ -327,6 +336,20 @@ class _Closable(Protocol):
 
 
 _S = TypeVar("_S", bound=_Closable)
+
+
+async def close_each(closables: Iterable[_Closable]) -> Exception | None:
+    """Close every one of ``closables`` even when one fails; the first failure, or None.
+
+    A store holds two connections: the second must be closed however the first fares.
+    """
+    failure: Exception | None = None
+    for closable in closables:
+        try:
+            await closable.close()
+        except Exception as exc:
+            failure = failure or exc
+    return failure
 
 
 @asynccontextmanager

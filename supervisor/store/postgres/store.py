@@ -15,7 +15,14 @@ import anyio.lowlevel
 from supervisor.errors import StoreError
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
-from supervisor.store.base import ActiveChanges, CommitChain, RegistryView, Row, row_key
+from supervisor.store.base import (
+    ActiveChanges,
+    CommitChain,
+    RegistryView,
+    Row,
+    close_each,
+    row_key,
+)
 from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
 from supervisor.store.observed_servers import observed_rows, select_observed_servers
@@ -245,10 +252,11 @@ class PostgresStore(PortableReads):
             return await stamp_and_commit(self._writer, beats=beats, chain=chain)
 
     async def close(self) -> None:
-        """Close both connections; safe to call more than once."""
+        """Close both connections, even if one of them fails to close; safe to call again."""
         if self._closed:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            for conn in (self._reader, self._writer):
-                await conn.close()
+            failure = await close_each((self._reader, self._writer))
+        if failure is not None:
+            raise StoreError(f"closing the store for {self.url} failed: {failure}") from failure

@@ -16,7 +16,7 @@ import anyio.to_thread
 from supervisor.errors import StoreError
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
-from supervisor.store.base import ActiveChanges, CommitChain, RegistryView, Row
+from supervisor.store.base import ActiveChanges, CommitChain, RegistryView, Row, close_each
 from supervisor.store.dialect import SQLITE
 from supervisor.store.history_cache import HistoryCache, scope_digests
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
@@ -29,7 +29,6 @@ from supervisor.store.sqlite.active import ActiveCache
 from supervisor.store.sqlite.active_jobs import active_job, compact_active_job
 from supervisor.store.sqlite.beats import stamp_and_commit
 from supervisor.store.sqlite.connection import (
-    close_quietly,
     fetch_in_chunks,
     fetch_job,
     submit,
@@ -232,8 +231,7 @@ class SQLiteStore(PortableReads):
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            failures = [await close_quietly(conn) for conn in (self._reader, self._writer)]
-        failure = next((f for f in failures if f is not None), None)
+            failure = await close_each((self._reader, self._writer))
         if failure is not None:
             raise StoreError(f"closing the store for {self.path} failed: {failure}") from failure
 
