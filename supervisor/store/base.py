@@ -15,6 +15,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
+import anyio
+
+from supervisor.errors import StoreError
 from supervisor.policy.retirement.history import HistorySummary
 from supervisor.store.control_base import ControlTx
 from supervisor.store.host_leases import HostLeases
@@ -31,7 +34,7 @@ __all__ = [
     "RowVersions",
     "Store",
     "WriteTx",
-    "close_each",
+    "close_connections",
     "opened",
     "row_key",
 ]
@@ -338,18 +341,21 @@ class _Closable(Protocol):
 _S = TypeVar("_S", bound=_Closable)
 
 
-async def close_each(closables: Iterable[_Closable]) -> Exception | None:
-    """Close every one of ``closables`` even when one fails; the first failure, or None.
+async def close_connections(connections: Iterable[_Closable], what: str) -> None:
+    """Close every connection, shielded from cancellation, even when one fails to close;
+    then ``StoreError`` names the first failure.
 
     A store holds two connections: the second must be closed however the first fares.
     """
     failure: Exception | None = None
-    for closable in closables:
-        try:
-            await closable.close()
-        except Exception as exc:
-            failure = failure or exc
-    return failure
+    with anyio.CancelScope(shield=True):
+        for connection in connections:
+            try:
+                await connection.close()
+            except Exception as exc:
+                failure = failure or exc
+    if failure is not None:
+        raise StoreError(f"closing {what} failed: {failure}") from failure
 
 
 @asynccontextmanager

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from supervisor.errors import StoreError
-from supervisor.store.base import close_each
+from supervisor.store.base import close_connections
 
 pytestmark = pytest.mark.anyio
 
@@ -22,19 +22,20 @@ class _Closable:
             raise OSError(f"{self.name} failed to close")
 
 
-async def test_close_each_closes_the_rest_and_returns_the_first_failure() -> None:
+async def test_every_connection_is_closed_and_the_first_failure_named() -> None:
     closed: list[str] = []
-    failure = await close_each(
-        [
-            _Closable("a", closed, fails=True),
-            _Closable("b", closed),
-            _Closable("c", closed, fails=True),
-        ]
-    )
+    with pytest.raises(StoreError, match="closing the test store failed: a failed to close"):
+        await close_connections(
+            [
+                _Closable("a", closed, fails=True),
+                _Closable("b", closed),
+                _Closable("c", closed, fails=True),
+            ],
+            "the test store",
+        )
     assert closed == ["a", "b", "c"]
-    assert isinstance(failure, OSError)
-    assert str(failure) == "a failed to close"
-    assert await close_each([_Closable("d", closed)]) is None
+    await close_connections([_Closable("d", closed)], "the test store")
+    assert closed[-1] == "d"
 
 
 async def test_a_reader_that_fails_to_close_leaves_no_writer_open(

@@ -20,7 +20,7 @@ from supervisor.store.base import (
     CommitChain,
     RegistryView,
     Row,
-    close_each,
+    close_connections,
     row_key,
 )
 from supervisor.store.dialect import POSTGRESQL
@@ -256,7 +256,4 @@ class PostgresStore(PortableReads):
         if self._closed:
             return
         self._closed = True
-        with anyio.CancelScope(shield=True):
-            failure = await close_each((self._reader, self._writer))
-        if failure is not None:
-            raise StoreError(f"closing the store for {self.url} failed: {failure}") from failure
+        await close_connections((self._reader, self._writer), f"the store for {self.url}")

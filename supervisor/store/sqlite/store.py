@@ -16,7 +16,7 @@ import anyio.to_thread
 from supervisor.errors import StoreError
 from supervisor.store import rows as rowmap
 from supervisor.store import sql
-from supervisor.store.base import ActiveChanges, CommitChain, RegistryView, Row, close_each
+from supervisor.store.base import ActiveChanges, CommitChain, RegistryView, Row, close_connections
 from supervisor.store.dialect import SQLITE
 from supervisor.store.history_cache import HistoryCache, scope_digests
 from supervisor.store.host_leases import host_lease_rows, select_host_leases
@@ -230,10 +230,7 @@ class SQLiteStore(PortableReads):
         if self._closed:
             return
         self._closed = True
-        with anyio.CancelScope(shield=True):
-            failure = await close_each((self._reader, self._writer))
-        if failure is not None:
-            raise StoreError(f"closing the store for {self.path} failed: {failure}") from failure
+        await close_connections((self._reader, self._writer), f"the store for {self.path}")
 
 
 def _process_tuple(r: Sequence[Any]) -> tuple[str, Any, Any, Any]:
