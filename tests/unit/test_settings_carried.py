@@ -62,9 +62,12 @@ def test_the_tables_share_keys_with_their_actors() -> None:
 
 @pytest.mark.parametrize(("table", "key"), _shared_keys())
 def test_a_key_spelled_alike_reaches_its_actor(table: str, key: str) -> None:
-    value = _other(getattr(getattr(Settings(), table), key))
-    settings = load_settings(overrides={f"{table}.{key}": value})
-    assert getattr(getattr(app_settings(settings), _TABLES[table]), key) == value
+    # Two values, the table's default and another: whatever the actor's own default is,
+    # one of them differs from it, so a key that is not carried fails here.
+    default = getattr(getattr(Settings(), table), key)
+    for value in (default, _other(default)):
+        settings = load_settings(overrides={f"{table}.{key}": value})
+        assert getattr(getattr(app_settings(settings), _TABLES[table]), key) == value
 
 
 @dataclasses.dataclass(frozen=True)
