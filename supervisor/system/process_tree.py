@@ -13,6 +13,7 @@ from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, parse
 from supervisor.policy.incarnation import start_of
 from supervisor.system.pidfd import close_pidfd, incarnation, pidfd_open
 from supervisor.system.probes import start_token, stat_fields
+from supervisor.system.proc_census import read_argv
 
 __all__ = [
     "Member",
@@ -268,9 +269,4 @@ def start_epoch(start: str, boot_id: str) -> float | None:
 
 def client_argv(pid: int) -> list[str]:
     """A process's command line (empty when unreadable)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            data = handle.read(65536)
-    except OSError:
-        return []
-    return [part.decode("utf-8", "replace") for part in data.split(b"\0") if part]
+    return list(read_argv(pid) or ())
