@@ -10,19 +10,12 @@ import anyio
 import pytest
 
 from supervisor.system.epoll_set import EpollSet
+from tests.descriptors import is_closed
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(not hasattr(select, "epoll"), reason="epoll is Linux-only"),
 ]
-
-
-def _closed(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-    except OSError:
-        return True
-    return False
 
 
 async def test_fired_descriptors_say_their_tags_until_dropped() -> None:
@@ -39,13 +32,13 @@ async def test_fired_descriptors_say_their_tags_until_dropped() -> None:
             assert await held.wait() == [(reader_a, ("a", 1))]
         assert held.ready() == [(reader_a, ("a", 1))]  # level-triggered: still there
         assert held.drop(reader_a) == ("a", 1)
-        assert _closed(reader_a)
+        assert is_closed(reader_a)
         assert held.drop(reader_a) is None  # not held any more: nothing closed twice
         assert held.ready() == []
     finally:
         held.close()
         os.close(writer_b)
-    assert _closed(reader_b)
+    assert is_closed(reader_b)
 
 
 async def test_a_mask_without_epollin_fires_on_hang_up_only() -> None:

@@ -9,19 +9,12 @@ import anyio
 import pytest
 
 from supervisor.system.exit_watch import ExitWatchSet, exit_watch_supported
+from tests.descriptors import is_closed
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.skipif(not exit_watch_supported(), reason="epoll is Linux-only"),
 ]
-
-
-def _closed(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-    except OSError:
-        return True
-    return False
 
 
 async def test_an_exit_reports_its_key_once_and_closes_the_descriptor() -> None:
@@ -37,11 +30,11 @@ async def test_an_exit_reports_its_key_once_and_closes_the_descriptor() -> None:
             assert await watches.exited() == ["a"]
         assert "a" not in watches
         assert "b" in watches
-        assert _closed(reader_a)
+        assert is_closed(reader_a)
         os.close(writer_b)
     finally:
         watches.close()
-    assert _closed(reader_b)
+    assert is_closed(reader_b)
 
 
 async def test_a_member_added_while_waiting_wakes_the_waiter() -> None:
@@ -72,7 +65,7 @@ async def test_discard_closes_and_forgets() -> None:
         watches.discard("x")
         watches.discard("never-added")
         assert len(watches) == 0
-        assert _closed(reader)
+        assert is_closed(reader)
     finally:
         os.close(writer)
         watches.close()
