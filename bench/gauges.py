@@ -15,7 +15,6 @@ import anyio
 from anyio.abc import TaskGroup
 
 from actors.retirement.actor import RetirementSettings
-from actors.retirement.records import count_fleet_rows
 from bench.fixtures import (
     REPO,
     local_supervisor,
@@ -39,6 +38,7 @@ from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
 from supervisor.surfaces.socket.server import serve_socket
 from supervisor.system.gc_pause import gc_paused
 from supervisor.system.probes import LocalProbes
+from tests.unit.policy.reference_counts import count_fleet_rows
 
 __all__ = ["run"]
 

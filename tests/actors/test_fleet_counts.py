@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.retirement.records import count_fleet, count_fleet_rows
 from supervisor.policy.fleet.snapshot import snapshot_fleet
+from tests.unit.policy.reference_counts import count_fleet, count_fleet_rows
 from tests.unit.policy.rows import HOST, NOW, OTHER_HOST, REPO, live_row, probes, row
 
 

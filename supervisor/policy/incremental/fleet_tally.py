@@ -1,7 +1,8 @@
 """The fleet's counts kept as rows and verdicts change: a scrape reads them without a pass.
 
-``count_fleet_rows`` classifies every row on every call. ``FleetTally`` keeps the same
-counts from the changes alone. What a row contributes depends on three things:
+A full count classifies every row on every call (``build_worker_view``, one at a time).
+``FleetTally`` keeps the same counts from the changes alone. What a row contributes
+depends on three things:
 
 - its columns, which settle everything but liveness: the ownership it has when live
   (live, untrusted identity, orphaned) and when not (stale, inconsistent record), its
@@ -166,7 +167,7 @@ class FleetTally:
 
     ``apply_rows`` takes the store's changes (key -> new row, None for gone; the key is
     the row's ``worker_identity`` where it has one) and ``apply_dead`` the liveness
-    actor's (identity -> known dead); ``counts(now)`` equals ``count_fleet_rows`` of
+    actor's (identity -> known dead); ``counts(now)`` equals a full count of
     the same rows with those rows' pids dead and every other pid not known dead (a
     property test holds the two equal). Rows known dead are kept apart from the others,
     so telling which is which costs no memory of its own.

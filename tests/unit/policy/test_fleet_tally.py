@@ -19,12 +19,12 @@ from hypothesis.stateful import (
 )
 
 from actors.replies import FleetCounts
-from actors.retirement.records import count_fleet_rows
 from supervisor.clock import FakeClock
 from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.policy.fleet.orphans import find_orphans
 from supervisor.policy.incremental.fleet_tally import FleetTally, dead_changes
 from supervisor.policy.stamps import format_stamp, parse_stamp
+from tests.unit.policy.reference_counts import count_fleet_rows
 from tests.unit.policy.rows import HOST, NOW, OTHER_HOST, REPO, row, start_of, trusted_instance
 
 #: Short TTLs, so a few clock steps cross them (and land exactly on their edges).
