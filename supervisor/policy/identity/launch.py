@@ -6,22 +6,22 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from hashlib import sha256
 
+from supervisor.policy.clients import KNOWN_CLIENTS, SCRIPT_RUNNERS
 from supervisor.policy.commands import command_name, runner_script
 
 from .exec_marker import safe_label
+from .instance import CLIENT_ALIASES
 
 __all__ = ["client_family_from_command", "launch_instance_id", "server_session_id"]
 
-#: npm packages of clients that run as ``node <package>/…/script.js``.
-_CLIENT_PACKAGES: tuple[tuple[str, str], ...] = (
-    ("@anthropic-ai/claude-code/", "claude_code"),
-    ("@google/gemini-cli/", "gemini"),
-    ("@openai/codex/", "codex"),
+#: The seed's families (``CLIENT_ALIASES``) among the clients discovery knows: their npm
+#: packages (a client run as ``node <package>/…/script.js``) and program names.
+_FAMILIES = frozenset(CLIENT_ALIASES.values())
+_SEED_CLIENTS = tuple(client for client in KNOWN_CLIENTS if client.name in _FAMILIES)
+_CLIENT_PACKAGES: tuple[tuple[str, str], ...] = tuple(
+    (package, client.name) for client in _SEED_CLIENTS for package in client.packages
 )
-#: Programs that run a client's script: the script (argv[1]) names the client then.
-_RUNNERS = frozenset({"node", "nodejs", "bun", "deno", "python", "python3"})
-#: Command names that are not in the aliases table but name a family.
-_COMMAND_NAMES = {"claude-code": "claude_code", "gemini-cli": "gemini"}
+_COMMAND_NAMES = {name: client.name for client in _SEED_CLIENTS for name in client.names}
 
 
 def client_family_from_command(argv: Sequence[str], aliases: Mapping[str, str]) -> str | None:
@@ -35,7 +35,7 @@ def client_family_from_command(argv: Sequence[str], aliases: Mapping[str, str]) 
     if not argv:
         return None
     names = [command_name(argv[0])]
-    if len(argv) > 1 and (names[0] in _RUNNERS or names[0].startswith("python3.")):
+    if len(argv) > 1 and (names[0] in SCRIPT_RUNNERS or names[0].startswith("python3.")):
         script = runner_script(argv)
         for package, family in _CLIENT_PACKAGES:
             if package in script:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from supervisor.policy.clients import KNOWN_CLIENTS, KnownClient
 from supervisor.policy.commands import command_name, runner_script
 
 __all__ = [
@@ -19,24 +20,6 @@ __all__ = [
     "parse_extra_clients",
     "with_extras",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KnownClient:
-    """One MCP client family and how its process is told from any other.
-
-    A process is this client when its program's name (``argv[0]``, or the script a
-    runner such as ``node`` runs) is one of ``names``, or a runner's script path holds
-    one of ``packages`` (the client's npm package or install directory). ``sdk``: the
-    client is a program built on an MCP SDK, recognised only by the environment the
-    SDK gives the servers it starts (see ``DiscoveryRules.sdk_env``) under one of
-    ``runners``.
-    """
-
-    name: str
-    names: frozenset[str] = frozenset()
-    packages: tuple[str, ...] = ()
-    runners: frozenset[str] = frozenset()
 
 
 #: The environment the MCP SDKs (Python ``get_default_environment``, TypeScript
@@ -66,41 +49,8 @@ _RUNNERS = frozenset(
         "podman",
     }
 )
-_NODE_RUNNERS = frozenset({"node", "nodejs", "bun", "deno"})
-_PYTHON_RUNNERS = frozenset({"python", "python3"})
 #: How many words after a runner are looked at for a server's name.
 _WORDS_AFTER_RUNNER = 8
-
-KNOWN_CLIENTS: tuple[KnownClient, ...] = (
-    KnownClient(
-        name="claude_code",
-        names=frozenset({"claude", "claude-code"}),
-        packages=("@anthropic-ai/claude-code/",),
-    ),
-    KnownClient(
-        name="claude_desktop",
-        names=frozenset({"claude-desktop", "claude_desktop"}),
-        packages=("/claude-desktop/", "/Claude/resources/"),
-    ),
-    KnownClient(name="codex", names=frozenset({"codex"}), packages=("@openai/codex/",)),
-    KnownClient(
-        name="gemini", names=frozenset({"gemini", "gemini-cli"}), packages=("@google/gemini-cli/",)
-    ),
-    KnownClient(name="cursor", names=frozenset({"cursor"}), packages=("/cursor/resources/app/",)),
-    KnownClient(
-        name="vscode",
-        names=frozenset({"code", "code-insiders", "codium", "code-oss"}),
-        packages=("/vscode/resources/app/", "/code/resources/app/"),
-    ),
-    KnownClient(name="zed", names=frozenset({"zed", "zed-editor", "zeditor"})),
-    KnownClient(
-        name="mcp_inspector",
-        names=frozenset({"mcp-inspector", "mcp-inspector-cli"}),
-        packages=("@modelcontextprotocol/inspector",),
-    ),
-    KnownClient(name="mcp_python_sdk", runners=_PYTHON_RUNNERS),
-    KnownClient(name="mcp_typescript_sdk", runners=_NODE_RUNNERS),
-)
 
 #: A word names an MCP server when it holds ``mcp`` as a word of its own (``mcp-server-time``,
 #: ``github-mcp-server``, ``mcp_server_fetch``), ends in it (``fastmcp``, ``@playwright/mcp``)

@@ -192,6 +192,9 @@ def test_sessions_differ_per_launch_and_the_name_only_labels() -> None:
         (["codex"], "codex"),
         (["/opt/codex/bin/codex", "exec"], "codex"),
         (["cursor"], "cursor"),
+        # The install paths are discovery's (policy/clients.py): one table for both.
+        (["node", "/opt/cursor/resources/app/out/cli.js"], "cursor"),
+        (["node", "/usr/lib/node_modules/@openai/codex/bin/codex.js"], "codex"),
         (["grok"], "grok"),
         (["C:\\Program Files\\Claude\\claude.exe"], "claude_code"),
         (["python3", "client.py"], None),

@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from supervisor.policy.clients import KNOWN_CLIENTS
+from supervisor.policy.identity.instance import CLIENT_ALIASES
 from supervisor.policy.servers.census import ProcessRef
 from supervisor.policy.servers.discovery import (
     ConfiguredServer,
@@ -52,6 +54,7 @@ NODE_CLAUDE = ["node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js"]
             "mcp_inspector",
         ),
         (["claude-desktop"], "claude-desktop", "claude_desktop"),
+        (["/usr/local/bin/grok"], "grok", "grok"),
         # Not clients: a shell, an editor we do not know, a directory named after a client.
         (["bash", "-c", "claude"], "bash", None),
         (["vim"], "vim", None),
@@ -64,6 +67,11 @@ def test_known_clients_are_told_by_program_script_or_package(
     argv: list[str], comm: str, expected: str | None
 ) -> None:
     assert client_of(argv, comm) == expected
+
+
+def test_every_family_a_launch_is_credited_to_is_a_client_discovery_knows() -> None:
+    # One table: a server launched by any seed family is owned by that client in discovery.
+    assert set(CLIENT_ALIASES.values()) <= {client.name for client in KNOWN_CLIENTS}
 
 
 @pytest.mark.parametrize(
