@@ -10,7 +10,7 @@ from functools import cache
 
 from supervisor.policy.identity.exec_marker import MARKER_ENV, parse_marker
 from supervisor.policy.incarnation import start_of
-from supervisor.system.proc_stat import fields_after_comm, read_stat
+from supervisor.system.proc_stat import EXITED_STATES, fields_after_comm, read_stat
 
 __all__ = [
     "NULL_DEVICE",
@@ -66,7 +66,7 @@ class StatRead:
 
     @property
     def running(self) -> bool:
-        return self.state not in ("Z", "X", "x")
+        return self.state not in EXITED_STATES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

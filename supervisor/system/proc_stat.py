@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["PPID_INDEX", "exited", "fields_after_comm", "read_stat", "start_ticks", "valid_pid"]
+__all__ = [
+    "EXITED_STATES",
+    "PPID_INDEX",
+    "exited",
+    "fields_after_comm",
+    "read_stat",
+    "start_ticks",
+    "valid_pid",
+]
 
 # /proc/<pid>/stat is one short line; fields up to starttime (22) sit well inside this even
 # with a 64-byte kernel-thread comm, so one read() always reaches the fields we parse.
@@ -18,7 +26,7 @@ _STARTTIME_INDEX = 22 - 3
 
 # Task states of a process that has exited: zombie (exited, not yet reaped) and dead (being
 # released); kernels before 3.14 spelled the latter 'x'.
-_EXITED_STATES = frozenset({"Z", "X", "x"})
+EXITED_STATES = frozenset({"Z", "X", "x"})
 
 
 def valid_pid(pid: int) -> bool:
@@ -63,7 +71,7 @@ def exited(fields: list[str] | None) -> bool:
     """Whether a stat line says the whole process has exited; unparsable is 'not proven'."""
     if fields is None or len(fields) <= _THREADS_INDEX:
         return False
-    if fields[_STATE_INDEX] not in _EXITED_STATES:
+    if fields[_STATE_INDEX] not in EXITED_STATES:
         return False
     # The state is the thread-group leader's: a leader that called pthread_exit shows Z
     # while its other threads run on, and those count here. Only a zombie left alone in

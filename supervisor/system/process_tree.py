@@ -14,6 +14,7 @@ from supervisor.policy.incarnation import start_of
 from supervisor.system.pidfd import close_pidfd, incarnation, pidfd_open
 from supervisor.system.probes import start_token, stat_fields
 from supervisor.system.proc_census import read_argv
+from supervisor.system.proc_stat import EXITED_STATES
 
 __all__ = [
     "Member",
@@ -52,8 +53,9 @@ class StatFacts:
 
     @property
     def running(self) -> bool:
-        """Not a zombie (Z) or dead (X): a process in those states never runs again."""
-        return self.state not in ("Z", "X")
+        """Not a zombie (Z) or dead (X, or x before Linux 3.14): a process in those states
+        never runs again."""
+        return self.state not in EXITED_STATES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,8 +19,10 @@ from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, forma
 from supervisor.policy.incarnation import inode_of, start_of
 from supervisor.system.pidfd import inodes_unique
 from supervisor.system.probes import process_start_time
+from supervisor.system.proc_census import StatRead
 from supervisor.system.process_tree import (
     Member,
+    StatFacts,
     boot_time_epoch,
     client_argv,
     duplicate_fd,
@@ -129,6 +131,17 @@ def test_stat_facts_of_this_process() -> None:
     assert facts.state == "R"  # it is reading its own stat right now
     assert facts.start == process_start_time(os.getpid())
     assert facts.start == ticks(_raw_ticks(os.getpid()))
+
+
+@pytest.mark.parametrize(
+    ("state", "running"),
+    [("R", True), ("S", True), ("D", True), ("T", True), ("Z", False), ("X", False), ("x", False)],
+)
+def test_a_process_in_an_exited_state_never_runs_again(state: str, running: bool) -> None:
+    # 'x' is how kernels before 3.14 spelled dead; the census and the stat parser agree.
+    facts = StatFacts(pid=7, state=state, ppid=1, pgid=7, start="ticks-1")
+    census = StatRead(state=state, ppid=1, start="ticks-1", cpu_ticks=0, rss_pages=0, comm="x")
+    assert facts.running is census.running is running
 
 
 def test_stat_facts_of_an_impossible_pid_is_none() -> None:
