@@ -7,7 +7,6 @@ from typing import Any
 
 from supervisor.policy.identity.instance import (
     CLIENT_ALIASES,
-    NAMESPACES,
     UNKNOWN_CLIENT,
     normalize_client_name,
 )
@@ -16,6 +15,7 @@ from supervisor.policy.identity.launch import (
     launch_instance_id,
     server_session_id,
 )
+from supervisor.policy.identity.namespaces import NAMESPACES
 from supervisor.system.probes import ProbeBackend
 from supervisor.system.process_tree import client_argv, start_epoch
 

@@ -17,13 +17,13 @@ from supervisor.policy.identity.instance import (
     ENV_INSTANCE,
     ENV_PROVENANCE,
     ENV_SESSION,
-    NAMESPACES,
     UntrustedInstanceError,
     assess_instance_identity,
     mint_instance_id,
     namespace_worker_env,
     normalize_client_name,
 )
+from supervisor.policy.identity.namespaces import NAMESPACES
 from supervisor.sidecar import exec_in_place
 
 __all__ = [

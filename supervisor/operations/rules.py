@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from supervisor.policy.control.permissions import OP_LEASE, OP_READ, OP_RETIRE, TaskRule
+from supervisor.policy.identity.namespaces import NAMESPACES
 
 __all__ = [
     "ANY_LEASE",
@@ -14,7 +15,7 @@ __all__ = [
 ]
 
 _OPERATOR_ROLES = frozenset({"controller", "reconciler"})
-_ALL_ROLES = frozenset({*_OPERATOR_ROLES, "author", "reviewer", "merger"})
+_ALL_ROLES = frozenset(NAMESPACES)
 
 # Looking needs gitea.read like any read; taking or changing a lease needs the lease
 # operation. Retiring is a mutation and needs its own operation: a profile that can

@@ -14,6 +14,7 @@ from typing import Any
 from supervisor.errors import ConfigError
 from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
+from supervisor.policy.identity.namespaces import NAMESPACES
 
 __all__ = [
     "OPERATION",
@@ -26,7 +27,8 @@ __all__ = [
     "read_profiles_file",
 ]
 
-ROLE_KINDS = ("author", "reviewer", "merger", "controller", "reconciler")
+#: A profile's role kind names the namespace it works in.
+ROLE_KINDS = NAMESPACES
 
 #: TOML bare-key characters only, so the writer never has to quote a table name.
 _NAME = re.compile(r"[A-Za-z0-9_-]+")

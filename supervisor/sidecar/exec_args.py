@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from supervisor.policy.identity.exec_marker import safe_label
+from supervisor.policy.identity.namespaces import NAMESPACES
 
 # Types only: importing typing would pull in re, milliseconds on every server start.
 TYPE_CHECKING = False
@@ -34,7 +35,6 @@ EXEC_SOCKET_SUFFIX = ".exec"
 
 _ENV_PROFILE = "GITEA_MCP_PROFILE"
 _ENV_CLIENT = "GITEA_MCP_CLIENT"
-_NAMESPACES = ("author", "reviewer", "merger", "controller", "reconciler")
 #: ``--as-written INDEX=TEXT``: what ``clients wrap`` replaced in the server's command
 #: (word INDEX after ``--`` was TEXT before it was made absolute), for ``clients unwrap``
 #: to put back. Accepted, repeatable, and ignored at run time.
@@ -151,9 +151,9 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> ExecOptions:
     profile = env.get(_ENV_PROFILE, "")
     if not namespace and profile:
         # Launch configs name profiles "<prefix><namespace>", e.g. prgs-author.
-        namespace = next((ns for ns in _NAMESPACES if _names_namespace(profile, ns)), "")
-    if namespace and namespace not in _NAMESPACES:
-        raise UsageError(f"--namespace must be one of {', '.join(_NAMESPACES)}")
+        namespace = next((ns for ns in NAMESPACES if _names_namespace(profile, ns)), "")
+    if namespace and namespace not in NAMESPACES:
+        raise UsageError(f"--namespace must be one of {', '.join(NAMESPACES)}")
     name = values.get("--name") or namespace or os.path.basename(command[0])
     ttl = values.get("--ttl")
     return ExecOptions(

@@ -21,11 +21,11 @@ from supervisor.clients.launcher import (
 )
 from supervisor.errors import ConfigError
 from supervisor.policy.identity.instance import (
-    NAMESPACES,
     UntrustedInstanceError,
     assess_instance_identity,
     mint_instance_id,
 )
+from supervisor.policy.identity.namespaces import NAMESPACES
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

@@ -17,7 +17,6 @@ __all__ = [
     "ENV_PROFILE",
     "ENV_PROVENANCE",
     "ENV_SESSION",
-    "NAMESPACES",
     "PROTECTED_ENV_KEYS",
     "PROVENANCE_LEGACY",
     "PROVENANCE_MALFORMED",
@@ -31,8 +30,6 @@ __all__ = [
     "namespace_worker_env",
     "normalize_client_name",
 ]
-
-NAMESPACES: tuple[str, ...] = ("author", "reviewer", "merger", "controller", "reconciler")
 
 UNKNOWN_CLIENT = "unknown"
 CLIENT_ALIASES: Mapping[str, str] = {
