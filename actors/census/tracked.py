@@ -29,6 +29,7 @@ __all__ = [
     "NO_USAGE",
     "SURVIVED_LEADER",
     "Tracked",
+    "first_record",
     "owner_client",
     "restored",
     "started_seconds",
@@ -134,24 +135,45 @@ def restored(pid: int, start: str, row: Mapping[str, Any], peers: UnixPeers) -> 
     )
 
 
+def first_record(
+    process: ProcessRef,
+    full: FullRead,
+    *,
+    provenance: str,
+    owner: OwnerClient | None,
+    evidence: tuple[str, ...],
+    stamp: str,
+) -> ServerRecord:
+    """The census record of a server at its first sight: what its full read says, before
+    any usage is measured."""
+    return ServerRecord(
+        process=process,
+        provenance=provenance,
+        command=plain_argv(full.argv),
+        cwd=full.cwd,
+        env_keys=full.env_keys,
+        uid=full.uid,
+        owner=owner,
+        evidence=evidence,
+        first_seen=stamp,
+        age_seconds=None,
+        usage=NO_USAGE,
+    )
+
+
 def survivor(
     process: ProcessRef, full: FullRead, gone: Tracked, stamp: str, peers: UnixPeers
 ) -> Tracked:
     """What is left of an observed server whose leader is gone: one topmost member of its
     tree, owned by the server's owner, on the server's evidence and the leader's exit."""
     owner = gone.server.owner
-    server = ServerRecord(
-        process=process,
+    server = first_record(
+        process,
+        full,
         provenance=PROVENANCE_OBSERVED,
-        command=plain_argv(full.argv),
-        cwd=full.cwd,
-        env_keys=full.env_keys,
-        uid=full.uid,
         owner=owner,
         evidence=(*gone.server.evidence, f"{SURVIVED_LEADER}:{gone.process.pid}"),
-        first_seen=stamp,
-        age_seconds=None,
-        usage=NO_USAGE,
+        stamp=stamp,
     )
     return Tracked(
         server=server,

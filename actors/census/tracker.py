@@ -25,8 +25,8 @@ from actors.census.sighting import (
     stdio_moved,
 )
 from actors.census.tracked import (
-    NO_USAGE,
     Tracked,
+    first_record,
     owner_client,
     restored,
     started_seconds,
@@ -252,18 +252,13 @@ class Tracker:
         owner, name = judged.owner, judged.owner_name
         if judged.provenance == PROVENANCE_WRAPPED:
             owner, name = wrapped_owner(full)
-        server = ServerRecord(
-            process=process,
+        server = first_record(
+            process,
+            full,
             provenance=judged.provenance,
-            command=plain_argv(full.argv),
-            cwd=full.cwd,
-            env_keys=full.env_keys,
-            uid=full.uid,
             owner=owner_client(owner, name),
             evidence=judged.evidence,
-            first_seen=stamp,
-            age_seconds=None,
-            usage=NO_USAGE,
+            stamp=stamp,
         )
         return Tracked(server=server, stdio=wire, started_at=started_seconds(process.start))
 
