@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from supervisor.errors import StoreError
-from supervisor.store.schema.links import MigrationConn
+from supervisor.store.schema.hooks import MigrationConn, runs_on
 
 __all__ = [
     "ACTIVE_CHANGES_DDL",
@@ -64,10 +63,8 @@ async def create_active_log(conn: MigrationConn) -> None:
     promises no row identity, so there is nothing to keep current there; an
     engine this module does not know is refused.
     """
-    if conn.dialect.name == "postgresql":
+    if not runs_on(conn, "sqlite", "active-row change log"):
         return
-    if conn.dialect.name != "sqlite":
-        raise StoreError(f"no active-row change log for {conn.dialect.name}")
     await conn.run(ACTIVE_CHANGES_DDL)
     for _, statement in active_trigger_sql(tuple(await conn.table_columns("worker_registrations"))):
         await conn.run(statement)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from supervisor.errors import StoreError
 from supervisor.policy.retirement.fingerprints import FINGERPRINT_FIELDS
-from supervisor.store.schema.links import MigrationConn
+from supervisor.store.schema.hooks import MigrationConn, runs_on
 
 __all__ = [
     "CHANGE_COLUMNS",
@@ -85,9 +84,7 @@ async def create_history_triggers(conn: MigrationConn) -> None:
     seeds the log again for databases that reached v6 before it existed; an
     engine this module does not know is refused.
     """
-    if conn.dialect.name == "postgresql":
+    if not runs_on(conn, "sqlite", "history-digest triggers"):
         return
-    if conn.dialect.name != "sqlite":
-        raise StoreError(f"no history-digest triggers for {conn.dialect.name}")
     for statement in SQLITE_HISTORY_TRIGGERS:
         await conn.run(statement)

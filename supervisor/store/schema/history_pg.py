@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from supervisor.errors import StoreError
 from supervisor.store.schema.history import CHANGE_COLUMNS
-from supervisor.store.schema.links import MigrationConn
+from supervisor.store.schema.hooks import MigrationConn, runs_on
 
 __all__ = ["PG_HISTORY_DESCRIPTION", "XACT_EXPR", "create_pg_history_log"]
 
@@ -71,10 +70,8 @@ async def create_pg_history_log(conn: MigrationConn) -> None:
     on PostgreSQL too but nothing wrote them, so every database reaching v9
     seeds the log here. SQLite has had its triggers since v6: nothing to do.
     """
-    if conn.dialect.name == "sqlite":
+    if not runs_on(conn, "postgresql", "history-digest triggers"):
         return
-    if conn.dialect.name != "postgresql":
-        raise StoreError(f"no history-digest triggers for {conn.dialect.name}")
     (schema,) = (await conn.query("SELECT quote_ident(current_schema())"))[0]
     log, table = f"{schema}.registry_history_changes", f"{schema}.worker_registrations"
     for statement in _statements(log, table):

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
-
 from supervisor.errors import StoreError
 from supervisor.policy.control.incident_links import (
     INCIDENT_LINK_COLUMNS,
@@ -12,14 +9,13 @@ from supervisor.policy.control.incident_links import (
     plan_legacy_collapse,
 )
 from supervisor.store.control_sql import insert_row
-from supervisor.store.dialect import Dialect
+from supervisor.store.schema.hooks import MigrationConn
 
 __all__ = [
     "INCIDENT_LINK_COLUMNS",
     "NAMESPACE_HEALTH_COLUMNS",
     "V4_DESCRIPTION",
     "V4_STATEMENTS",
-    "MigrationConn",
     "migrate_incident_links",
 ]
 
@@ -69,22 +65,6 @@ _INCIDENT_LINKS_INDEX = (
 )
 _LEGACY = "incident_links_legacy"
 _LEGACY_NEEDS = ("link_id", "provider", "provider_issue_id", "gitea_org", "gitea_repo")
-
-
-class MigrationConn(Protocol):
-    """What a migration hook may do inside its migration's transaction."""
-
-    dialect: Dialect
-
-    async def query(self, statement: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]: ...
-
-    async def run(self, statement: str, params: Sequence[Any] = ()) -> None:
-        """Execute one statement (dialect tokens rendered)."""
-        ...
-
-    async def table_columns(self, table: str) -> list[str]:
-        """The table's column names, [] when there is no such table."""
-        ...
 
 
 async def migrate_incident_links(conn: MigrationConn) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from supervisor.errors import StoreError
 from supervisor.store.schema.active import STAMP_COLUMN
-from supervisor.store.schema.links import MigrationConn
+from supervisor.store.schema.hooks import MigrationConn, runs_on
 
 __all__ = [
     "BATCHES_DDL",
@@ -81,10 +80,8 @@ async def create_stamp_batches(conn: MigrationConn) -> None:
     PostgreSQL gets nothing, as for v8: its store keeps no active-row cache. An
     engine this module does not know is refused.
     """
-    if conn.dialect.name == "postgresql":
+    if not runs_on(conn, "sqlite", "heartbeat batch counter"):
         return
-    if conn.dialect.name != "sqlite":
-        raise StoreError(f"no heartbeat batch counter for {conn.dialect.name}")
     await conn.run(f"ALTER TABLE registry_active_changes ADD COLUMN {LOG_KIND_COLUMN} INTEGER")
     await conn.run(BATCHES_DDL)
     # Before the guards, which refuse every insert.

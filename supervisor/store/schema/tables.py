@@ -18,13 +18,9 @@ from supervisor.store.schema.history import (
     create_history_triggers,
 )
 from supervisor.store.schema.history_pg import PG_HISTORY_DESCRIPTION, create_pg_history_log
+from supervisor.store.schema.hooks import MigrationConn
 from supervisor.store.schema.hosts import V5_DESCRIPTION, V5_STATEMENTS
-from supervisor.store.schema.links import (
-    V4_DESCRIPTION,
-    V4_STATEMENTS,
-    MigrationConn,
-    migrate_incident_links,
-)
+from supervisor.store.schema.links import V4_DESCRIPTION, V4_STATEMENTS, migrate_incident_links
 from supervisor.store.schema.observed import V11_DESCRIPTION, V11_STATEMENTS
 from supervisor.store.schema.stamps import STAMPS_DESCRIPTION, create_stamp_batches
 
