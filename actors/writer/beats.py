@@ -142,18 +142,9 @@ def beat_results(
 def failed_results(
     messages: Sequence[TouchHeartbeats], code: str, detail: str
 ) -> list[tuple[TouchHeartbeats, tuple[HeartbeatResult, ...]]]:
-    return [
-        (
-            message,
-            tuple(
-                HeartbeatResult(
-                    ok=False, code=code, detail=detail, worker_identity=b.worker_identity
-                )
-                for b in message.beats
-            ),
-        )
-        for message in messages
-    ]
+    """Every beat of every message refused with one ``code`` (never "ok")."""
+    refused = (code, detail)
+    return beat_results(messages, [[refused] * len(m.beats) for m in messages], {})
 
 
 @dataclass(slots=True)
