@@ -242,7 +242,7 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
         await audit_refusal(self.writer, profile, f"host_{task}", denied, at=self.clock.now())
         return WriteAck(
             ok=False,
-            code="permission_denied",
+            code=PermissionDenied.code,
             detail=detail,
             # audit_recorded: False when the denial could not be put on record.
             data={"permission": decision_dict(decision), **_audit_flag(denied)},

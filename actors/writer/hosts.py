@@ -8,6 +8,7 @@ from datetime import datetime
 
 from actors.mailbox import Reply
 from actors.replies import WriteAck
+from supervisor.errors import PermissionDenied
 from supervisor.observe.logs import get_logger
 from supervisor.policy.canonical import canon
 from supervisor.policy.retirement.host_leases import (
@@ -18,14 +19,17 @@ from supervisor.policy.retirement.host_leases import (
     plan_host_retirement,
     renew,
 )
+from supervisor.policy.retirement.reasons import (
+    OUTCOME_CANDIDATES_MOVED,
+    OUTCOME_NOTHING_REQUESTED,
+    REASON_ROW_CHANGED,
+)
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Row, WriteTx
 
 __all__ = [
     "HOST_LEASE_MOVED",
     "HOST_NOT_IN_PLAN",
-    "HOST_PERMISSION_DENIED",
-    "HOST_ROW_CHANGED",
     "HostWrite",
     "RenewHostLease",
     "RetireHostRows",
@@ -33,11 +37,7 @@ __all__ = [
 ]
 
 HOST_LEASE_MOVED = "host_lease_moved"
-HOST_CANDIDATES_MOVED = "candidate_set_moved"
 HOST_NOT_IN_PLAN = "not_in_plan"
-HOST_ROW_CHANGED = "row_changed_since_plan"
-HOST_NOTHING_REQUESTED = "nothing_requested"
-HOST_PERMISSION_DENIED = "permission_denied"
 
 _log = get_logger()
 
@@ -141,7 +141,7 @@ def _lease_refusal(lease: Row | None, message: RetireHostRows, now: datetime) ->
 async def _retire(tx: WriteTx, message: RetireHostRows, now: datetime) -> WriteAck:
     requested = dict.fromkeys(message.worker_identities)
     if not requested:
-        return WriteAck(ok=False, code=HOST_NOTHING_REQUESTED, detail="no identities requested")
+        return WriteAck(ok=False, code=OUTCOME_NOTHING_REQUESTED, detail="no identities requested")
     # A lease that is live (or this host's own) refuses before any row is locked: the
     # unlocked read can only refuse, and a host's heartbeat UPDATE does not lock its rows
     # in identity order, so locking a live host's rows here could deadlock with its own
@@ -174,7 +174,7 @@ async def _retire(tx: WriteTx, message: RetireHostRows, now: datetime) -> WriteA
         return WriteAck(ok=False, code=plan.refused, detail=plan.detail)
     if plan.candidate_fingerprint != message.candidate_fingerprint:
         return WriteAck(
-            ok=False, code=HOST_CANDIDATES_MOVED, detail="the host's candidate rows changed"
+            ok=False, code=OUTCOME_CANDIDATES_MOVED, detail="the host's candidate rows changed"
         )
     by_identity = {canon(r.get("worker_identity")): r for r in plan.candidate_rows}
     missing = [i for i in requested if i not in by_identity]
@@ -187,7 +187,7 @@ async def _retire(tx: WriteTx, message: RetireHostRows, now: datetime) -> WriteA
     if denial is not None:
         return WriteAck(
             ok=False,
-            code=HOST_PERMISSION_DENIED,
+            code=PermissionDenied.code,
             detail=f"grant re-checked immediately before mutation: {denial}",
         )
     stamp = format_stamp(now)
@@ -224,6 +224,6 @@ async def _retire(tx: WriteTx, message: RetireHostRows, now: datetime) -> WriteA
                 }
             )
     except _Moved:
-        return WriteAck(ok=False, code=HOST_ROW_CHANGED, detail="a row changed since the plan")
+        return WriteAck(ok=False, code=REASON_ROW_CHANGED, detail="a row changed since the plan")
     _log.warning("host_rows_retired", host_id=message.host_id, retired=len(requested))
     return WriteAck(ok=True, code="applied", data={"retired": list(requested)})

@@ -10,13 +10,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from supervisor.settings.config import Settings, default_config_path, load_settings
+from supervisor.wire import TOKEN_ENV
 
 __all__ = [
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
-    "TOKEN_ENV",
     "TOKEN_HELP",
     "emit",
     "settings_of",
@@ -29,7 +29,6 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 
-TOKEN_ENV = "FLEET_SUPERVISOR_TOKEN"
 TOKEN_HELP = f"profile token (default: ${TOKEN_ENV})"
 
 

@@ -16,13 +16,13 @@ from supervisor.cli.common import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
-    TOKEN_ENV,
     emit,
     strip_dashdash,
     token_of,
 )
 from supervisor.errors import ConfigError, SupervisorError
 from supervisor.settings.config import Settings
+from supervisor.wire import TOKEN_ENV
 
 __all__ = [
     "run_daemon",

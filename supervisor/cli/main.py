@@ -14,12 +14,12 @@ from supervisor.cli.common import (
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    TOKEN_ENV,
     settings_of,
 )
 from supervisor.cli.parser import build_parser
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
 from supervisor.settings.config import Settings
+from supervisor.wire import TOKEN_ENV
 
 __all__ = ["main"]
 

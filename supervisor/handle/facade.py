@@ -49,12 +49,9 @@ from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.view import CensusView, snapshot_part
-from supervisor.wire import PlanQuery
+from supervisor.wire import UNAUTHENTICATED, PlanQuery
 
-__all__ = ["UNAUTHENTICATED_OUTCOME", "SupervisorHandle"]
-
-#: The audit outcome of a request whose token proved no profile.
-UNAUTHENTICATED_OUTCOME = "unauthenticated"
+__all__ = ["SupervisorHandle"]
 
 _T = TypeVar("_T")
 
@@ -285,8 +282,9 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         the refusal goes out. The token itself is never recorded. A failed write is
         logged, not raised: the caller is refused either way.
         """
+        # The audit outcome is the code the caller is refused with.
         await self._audit_caller(
-            UNAUTHENTICATED_OUTCOME, surface=surface, action=action, reason=reason, peer=peer_pid
+            UNAUTHENTICATED, surface=surface, action=action, reason=reason, peer=peer_pid
         )
 
     async def audit_profiles_unreadable(

@@ -1,4 +1,5 @@
-"""Frames both sides write: the protocol version, error codes, and the frame encodings."""
+"""Frames both sides write: the protocol version, error codes, and the frame encodings; and
+where a caller finds its profile token."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "SERVER_BUSY",
     "TIMEOUT",
+    "TOKEN_ENV",
     "UNAUTHENTICATED",
     "UNKNOWN_OP",
     "encode",
@@ -35,6 +37,9 @@ PERMISSION_DENIED = PermissionDenied.code
 TIMEOUT = "timeout"
 SERVER_BUSY = "server_busy"
 INTERNAL_ERROR = "internal_error"
+
+#: The profile token a caller (the CLI, the MCP stdio bridge) sends when none is given.
+TOKEN_ENV = "FLEET_SUPERVISOR_TOKEN"
 
 #: Built once: ``json.dumps`` rebuilds its encoder on every call, and every heartbeat
 #: answer is encoded once.

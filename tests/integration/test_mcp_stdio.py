@@ -17,13 +17,13 @@ from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters
 
-from supervisor.surfaces.mcp.bridge import TOKEN_ENV, SocketToolBackend
+from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL, TOOL_NAMES
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.protocol import decode_request
 from supervisor.surfaces.socket.request import Request
-from supervisor.wire import encode, error_frame, ok_frame
+from supervisor.wire import TOKEN_ENV, encode, error_frame, ok_frame
 from tests.integration.helpers_mcp import call, call_error
 
 # The daemon here is a stand-in speaking the socket protocol: these tests pin what the

@@ -11,6 +11,7 @@ from supervisor.policy.canonical import canon, digest, serialize
 from supervisor.policy.stamps import format_stamp, parse_stamp
 
 from .fingerprints import candidate_fingerprint
+from .reasons import REASON_ALREADY_TERMINAL, REASON_PROTECTED_OWNER
 
 __all__ = [
     "HOST_FIELDS",
@@ -40,9 +41,9 @@ REASON_HOST_IS_LOCAL = "host_is_local"
 REASON_HOST_LEASE_UNKNOWN = "host_lease_unknown"
 REASON_HOST_LEASE_LIVE = "host_lease_live"
 REASON_HOST_LEASE_RECENT = "host_lease_expired_recently"
-#: Per-row refusals.
-REASON_HOST_ALREADY_TERMINAL = "already_terminal_registration"
-REASON_HOST_PROTECTED_OWNER = "protected_active_workflow_owner"
+#: Per-row refusals: the retirement plan's own codes, for the same reasons.
+REASON_HOST_ALREADY_TERMINAL = REASON_ALREADY_TERMINAL
+REASON_HOST_PROTECTED_OWNER = REASON_PROTECTED_OWNER
 #: A renewal refused because another live supervisor holds this host id.
 REASON_HOST_ID_IN_USE = "host_id_in_use"
 

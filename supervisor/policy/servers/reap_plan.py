@@ -22,6 +22,7 @@ from supervisor.policy.servers.census import (
     ProcessRef,
     ServerRecord,
 )
+from supervisor.policy.servers.discovery import STDIO_ABANDONED
 from supervisor.policy.servers.duplicates import DuplicateGroup, duplicate_groups
 
 __all__ = [
@@ -44,8 +45,9 @@ __all__ = [
 REAP_OWNER_GONE = "owner_client_gone"
 #: The owner still runs, but its end of the server's stdio is closed.
 REAP_STDIO_CLOSED = "owner_stdio_closed"
-#: No owner was recorded, but the other end of each of its stdio sockets is released.
-REAP_STDIO_ABANDONED = "stdio_abandoned"
+#: No owner was recorded, but the other end of each of its stdio sockets is released
+#: (discovery's evidence word, so the reason names what was seen).
+REAP_STDIO_ABANDONED = STDIO_ABANDONED
 #: The owner client runs and (as far as can be told) still talks to the server.
 KEEP_OWNER_LIVE = "owner_client_live"
 #: Whether the owner runs cannot be told: unknown evidence never makes a target.

@@ -21,16 +21,15 @@ from supervisor.surfaces.mcp.fleet_tools import ToolBackend
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.stdio import serve_stdio
 from supervisor.surfaces.mcp.tools import build_mcp_server
+from supervisor.wire import TOKEN_ENV
 
 __all__ = [
-    "TOKEN_ENV",
     "SocketToolBackend",
     "main",
     "run_stdio_bridge",
     "serve_mcp_stdio",
 ]
 
-TOKEN_ENV = "FLEET_SUPERVISOR_TOKEN"
 #: How long open HTTP streams get to finish when the daemon stops.
 _HTTP_DRAIN_SECONDS = 5
 
