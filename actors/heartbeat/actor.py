@@ -36,7 +36,7 @@ from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
 from supervisor.policy.identity.instance import assess_instance_identity
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.stamps import format_stamp
 from supervisor.system.probes import ProbeBackend

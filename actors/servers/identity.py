@@ -15,7 +15,7 @@ from supervisor.policy.identity.launch import (
     launch_instance_id,
     server_session_id,
 )
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 from supervisor.system.probes import ProbeBackend
 from supervisor.system.process_tree import client_argv, start_epoch
 

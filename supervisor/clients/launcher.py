@@ -14,16 +14,18 @@ from typing import Any
 from supervisor.errors import ConfigError
 from supervisor.policy.identity.exec_marker import safe_label
 from supervisor.policy.identity.instance import (
-    ENV_INSTANCE,
-    ENV_PROVENANCE,
-    ENV_SESSION,
     UntrustedInstanceError,
     assess_instance_identity,
     mint_instance_id,
     namespace_worker_env,
     normalize_client_name,
 )
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import (
+    ENV_INSTANCE,
+    ENV_PROVENANCE,
+    ENV_SESSION,
+    NAMESPACES,
+)
 from supervisor.sidecar import exec_in_place
 
 __all__ = [

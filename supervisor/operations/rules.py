@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from supervisor.policy.control.permissions import OP_LEASE, OP_READ, OP_RETIRE, TaskRule
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 
 __all__ = [
     "ANY_LEASE",

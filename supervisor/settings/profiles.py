@@ -14,7 +14,7 @@ from typing import Any
 from supervisor.errors import ConfigError
 from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 
 __all__ = [
     "OPERATION",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from supervisor.policy.identity.exec_marker import safe_label
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import ENV_CLIENT, ENV_PROFILE, NAMESPACES
 
 # Types only: importing typing would pull in re, milliseconds on every server start.
 TYPE_CHECKING = False
@@ -33,8 +33,6 @@ __all__ = [
 #: The exec socket sits beside the daemon's main socket: ``<socket path>.exec``.
 EXEC_SOCKET_SUFFIX = ".exec"
 
-_ENV_PROFILE = "GITEA_MCP_PROFILE"
-_ENV_CLIENT = "GITEA_MCP_CLIENT"
 #: ``--as-written INDEX=TEXT``: what ``clients wrap`` replaced in the server's command
 #: (word INDEX after ``--`` was TEXT before it was made absolute), for ``clients unwrap``
 #: to put back. Accepted, repeatable, and ignored at run time.
@@ -148,7 +146,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> ExecOptions:
     if not command:
         raise UsageError("give the server command after --")
     namespace = values.get("--namespace", "")
-    profile = env.get(_ENV_PROFILE, "")
+    profile = env.get(ENV_PROFILE, "")
     if not namespace and profile:
         # Launch configs name profiles "<prefix><namespace>", e.g. prgs-author.
         namespace = next((ns for ns in NAMESPACES if _names_namespace(profile, ns)), "")
@@ -159,7 +157,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str]) -> ExecOptions:
     return ExecOptions(
         socket=values.get("--socket"),
         config=values.get("--config"),
-        client=safe_label(values.get("--client") or env.get(_ENV_CLIENT, "")),
+        client=safe_label(values.get("--client") or env.get(ENV_CLIENT, "")),
         name=safe_label(name),
         namespace=namespace,
         ttl=_number("--ttl", ttl) if ttl is not None else None,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 from supervisor.policy.retirement.reasons import OUTCOME_APPLIED, OUTCOME_REFUSED
 from supervisor.store.base import Row
 from tests.actors.harness import READER, RETIRER, Harness, default_settings, harness

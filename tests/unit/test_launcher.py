@@ -25,7 +25,7 @@ from supervisor.policy.identity.instance import (
     assess_instance_identity,
     mint_instance_id,
 )
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 
 __all__ = [
     "DEFAULT_LEASE_TTL_SECONDS",

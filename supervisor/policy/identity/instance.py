@@ -9,14 +9,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 
+from .worker_env import (
+    ENV_CLIENT,
+    ENV_FLEET_RUN,
+    ENV_INSTANCE,
+    ENV_MANAGED,
+    ENV_PROFILE,
+    ENV_PROVENANCE,
+    ENV_SESSION,
+)
+
 __all__ = [
     "CLIENT_ALIASES",
-    "ENV_CLIENT",
-    "ENV_FLEET_RUN",
-    "ENV_INSTANCE",
-    "ENV_PROFILE",
-    "ENV_PROVENANCE",
-    "ENV_SESSION",
     "PROTECTED_ENV_KEYS",
     "PROVENANCE_LEGACY",
     "PROVENANCE_MALFORMED",
@@ -48,14 +52,6 @@ PROVENANCE_TRUSTED = "trusted_launcher"
 PROVENANCE_LEGACY = "legacy_incomplete"
 PROVENANCE_MISSING = "missing"
 PROVENANCE_MALFORMED = "malformed"
-
-ENV_CLIENT = "GITEA_MCP_CLIENT"
-ENV_INSTANCE = "GITEA_MCP_CLIENT_INSTANCE"
-ENV_PROVENANCE = "GITEA_MCP_INSTANCE_PROVENANCE"
-ENV_SESSION = "GITEA_MCP_CLIENT_SESSION"
-ENV_FLEET_RUN = "GITEA_MCP_FLEET_RUN_ID"
-ENV_PROFILE = "GITEA_MCP_PROFILE"
-ENV_MANAGED = "GITEA_CLIENT_MANAGED"
 
 #: Keys a caller's extra environment may never override: they carry the
 #: launcher's attribution, and letting them be replaced would let any config

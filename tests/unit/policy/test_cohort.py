@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from supervisor.policy.evidence import PidEvidence
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 from supervisor.policy.retirement.cohort import (
     BLOCKER_CONTESTED_GENERATION,
     BLOCKER_REUSED_IDENTITY,

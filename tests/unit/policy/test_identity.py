@@ -10,13 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor.policy.identity.instance import (
-    ENV_CLIENT,
-    ENV_FLEET_RUN,
-    ENV_INSTANCE,
-    ENV_MANAGED,
-    ENV_PROFILE,
-    ENV_PROVENANCE,
-    ENV_SESSION,
     PROTECTED_ENV_KEYS,
     PROVENANCE_LEGACY,
     PROVENANCE_MALFORMED,
@@ -28,6 +21,15 @@ from supervisor.policy.identity.instance import (
     mint_instance_id,
     namespace_worker_env,
     normalize_client_name,
+)
+from supervisor.policy.identity.worker_env import (
+    ENV_CLIENT,
+    ENV_FLEET_RUN,
+    ENV_INSTANCE,
+    ENV_MANAGED,
+    ENV_PROFILE,
+    ENV_PROVENANCE,
+    ENV_SESSION,
 )
 
 MOMENT = datetime(2026, 7, 30, 6, 0, 0, tzinfo=UTC)

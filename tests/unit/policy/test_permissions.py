@@ -8,7 +8,7 @@ import pytest
 
 from supervisor.operations.registry import TASKS, decide
 from supervisor.policy.control.permissions import OP_READ, OP_RETIRE, Profile
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 
 OPERATOR_ROLES = {"controller", "reconciler"}
 

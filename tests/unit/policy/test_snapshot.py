@@ -11,7 +11,7 @@ import pytest
 from supervisor.policy.evidence import PidEvidence, row_pid
 from supervisor.policy.fleet import findings as S
 from supervisor.policy.fleet.snapshot import FleetSnapshot, ManifestEntry, snapshot_fleet
-from supervisor.policy.identity.namespaces import NAMESPACES
+from supervisor.policy.identity.worker_env import NAMESPACES
 
 from .rows import HOST, NOW, OTHER_HOST, REPO, live_row, probes, row, trusted_instance
 
