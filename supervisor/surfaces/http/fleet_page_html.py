@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from supervisor.policy.identity.worker_env import NAMESPACES
 from supervisor.surfaces.http.fleet_page_reap import REAP_HTML, REAP_SCRIPT
 from supervisor.surfaces.http.fleet_page_servers import SERVERS_HTML, SERVERS_SCRIPT
 
@@ -52,7 +55,7 @@ SERVERS_HTML
 REAP_HTML
 <script>
 "use strict";
-const NAMESPACES = ["author", "reviewer", "merger", "controller", "reconciler"];
+const NAMESPACES = NAMESPACES_JSON;
 const params = new URLSearchParams(location.search);
 const headers = params.get("token") ? {"Authorization": "Bearer " + params.get("token")} : {};
 
@@ -177,4 +180,5 @@ if (params.get("plan") === "1") previewPlan();
     .replace("SERVERS_SCRIPT", SERVERS_SCRIPT)
     .replace("REAP_HTML", REAP_HTML)
     .replace("REAP_SCRIPT", REAP_SCRIPT)
+    .replace("NAMESPACES_JSON", json.dumps(NAMESPACES))
 )
