@@ -11,10 +11,8 @@ from supervisor.policy.commands import command_name, runner_script
 
 __all__ = [
     "DEFAULT_RULES",
-    "KNOWN_CLIENTS",
     "SDK_DEFAULT_ENV",
     "DiscoveryRules",
-    "KnownClient",
     "client_of",
     "mcp_word",
     "parse_extra_clients",
