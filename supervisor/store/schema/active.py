@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from supervisor.store.dialect import SQLITE
 from supervisor.store.schema.hooks import MigrationConn, runs_on
 
 __all__ = [
@@ -63,7 +64,7 @@ async def create_active_log(conn: MigrationConn) -> None:
     promises no row identity, so there is nothing to keep current there; an
     engine this module does not know is refused.
     """
-    if not runs_on(conn, "sqlite", "active-row change log"):
+    if not runs_on(conn, SQLITE, "active-row change log"):
         return
     await conn.run(ACTIVE_CHANGES_DDL)
     for _, statement in active_trigger_sql(tuple(await conn.table_columns("worker_registrations"))):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from supervisor.policy.retirement.fingerprints import FINGERPRINT_FIELDS
+from supervisor.store.dialect import SQLITE
 from supervisor.store.schema.hooks import MigrationConn, runs_on
 
 __all__ = [
@@ -84,7 +85,7 @@ async def create_history_triggers(conn: MigrationConn) -> None:
     seeds the log again for databases that reached v6 before it existed; an
     engine this module does not know is refused.
     """
-    if not runs_on(conn, "sqlite", "history-digest triggers"):
+    if not runs_on(conn, SQLITE, "history-digest triggers"):
         return
     for statement in SQLITE_HISTORY_TRIGGERS:
         await conn.run(statement)

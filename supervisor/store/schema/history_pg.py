@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from supervisor.store.dialect import POSTGRESQL
 from supervisor.store.schema.history import CHANGE_COLUMNS
 from supervisor.store.schema.hooks import MigrationConn, runs_on
 
@@ -70,7 +71,7 @@ async def create_pg_history_log(conn: MigrationConn) -> None:
     on PostgreSQL too but nothing wrote them, so every database reaching v9
     seeds the log here. SQLite has had its triggers since v6: nothing to do.
     """
-    if not runs_on(conn, "postgresql", "history-digest triggers"):
+    if not runs_on(conn, POSTGRESQL, "history-digest triggers"):
         return
     (schema,) = (await conn.query("SELECT quote_ident(current_schema())"))[0]
     log, table = f"{schema}.registry_history_changes", f"{schema}.worker_registrations"

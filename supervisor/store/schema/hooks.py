@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from supervisor.errors import StoreError
-from supervisor.store.dialect import Dialect
+from supervisor.store.dialect import POSTGRESQL, SQLITE, Dialect
 
 __all__ = ["MigrationConn", "runs_on"]
 
 #: The engines a schema knows; a hook for one of them does nothing on the other.
-_ENGINES = frozenset({"sqlite", "postgresql"})
+_ENGINES = frozenset({SQLITE.name, POSTGRESQL.name})
 
 
 class MigrationConn(Protocol):
@@ -30,11 +30,11 @@ class MigrationConn(Protocol):
         ...
 
 
-def runs_on(conn: MigrationConn, engine: str, what: str) -> bool:
+def runs_on(conn: MigrationConn, engine: Dialect, what: str) -> bool:
     """Whether a hook that builds ``what`` for ``engine`` alone has work on ``conn``: False
     on the other known engine, which needs nothing of it; an engine no schema knows is
     refused (StoreError), so a migration never half-applies there."""
     name = conn.dialect.name
     if name not in _ENGINES:
         raise StoreError(f"no {what} for {name}")
-    return name == engine
+    return name == engine.name

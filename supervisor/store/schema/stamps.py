@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from supervisor.store.dialect import SQLITE
 from supervisor.store.schema.active import STAMP_COLUMN
 from supervisor.store.schema.hooks import MigrationConn, runs_on
 
@@ -80,7 +81,7 @@ async def create_stamp_batches(conn: MigrationConn) -> None:
     PostgreSQL gets nothing, as for v8: its store keeps no active-row cache. An
     engine this module does not know is refused.
     """
-    if not runs_on(conn, "sqlite", "heartbeat batch counter"):
+    if not runs_on(conn, SQLITE, "heartbeat batch counter"):
         return
     await conn.run(f"ALTER TABLE registry_active_changes ADD COLUMN {LOG_KIND_COLUMN} INTEGER")
     await conn.run(BATCHES_DDL)
