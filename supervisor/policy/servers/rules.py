@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from supervisor.policy.clients import KNOWN_CLIENTS, KnownClient
+from supervisor.policy.clients import KNOWN_CLIENTS, SCRIPT_RUNNERS, KnownClient
 from supervisor.policy.commands import command_name, runner_script
 
 __all__ = [
@@ -25,27 +25,10 @@ __all__ = [
 #: them), plus what the client passes explicitly.
 SDK_DEFAULT_ENV = frozenset({"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"})
 
-#: Programs that run a script or a package: the words after them name the program.
-_RUNNERS = frozenset(
-    {
-        "node",
-        "nodejs",
-        "bun",
-        "bunx",
-        "deno",
-        "npx",
-        "npm",
-        "pnpm",
-        "pnpx",
-        "yarn",
-        "uv",
-        "uvx",
-        "pipx",
-        "python",
-        "python3",
-        "docker",
-        "podman",
-    }
+#: Programs that run a script or a package: the words after them name the program. The
+#: client script runners, and the package runners and container engines besides.
+_RUNNERS = SCRIPT_RUNNERS | frozenset(
+    {"bunx", "npx", "npm", "pnpm", "pnpx", "yarn", "uv", "uvx", "pipx", "docker", "podman"}
 )
 #: How many words after a runner are looked at for a server's name.
 _WORDS_AFTER_RUNNER = 8
