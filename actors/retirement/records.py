@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from supervisor.observe.logs import get_logger
 from supervisor.policy.fleet.orphans import OrphanFinding, orphan_dict
 from supervisor.policy.fleet.snapshot import FleetSnapshot
 from supervisor.policy.refusal import refused
@@ -18,8 +17,6 @@ __all__ = [
     "post_apply_view",
     "refusal",
 ]
-
-_log = get_logger()
 
 
 def post_apply_view(
