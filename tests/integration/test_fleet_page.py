@@ -140,7 +140,7 @@ def test_the_uid_of_a_loopback_peer_is_read_from_proc() -> None:
 
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert found, "headless Chromium is required: apt-get install -y chromium (.ci/run does)"
+    assert found, "headless Chromium is required: apt-get install -y chromium (tests/run.sh does)"
     return found
 
 
