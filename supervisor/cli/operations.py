@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,15 @@ def _add_flag(
     target.add_argument(flag.flag, **options)
 
 
+def _described(op: Operation, name: str, flag: Flag) -> Flag:
+    """``flag`` with a help line: its own, else the MCP tool's line for the same argument
+    (one description per argument for both surfaces)."""
+    if flag.help or op.tool is None:
+        return flag
+    doc = dict(op.tool.params).get(name)
+    return flag if not doc else replace(flag, help=" ".join(doc.split()))
+
+
 def _dest(op: Operation, flag: Flag) -> str:
     return flag.flag.lstrip("-").replace("-", "_") if flag in op.extra_flags else flag.flag
 
@@ -93,7 +103,8 @@ def add_operation_commands(
             for arg in op.args:
                 if arg.cli is not None and arg.cli.flag not in flags:
                     everywhere = all(arg.name in {a.name for a in other.args} for other in ops)
-                    flags[arg.cli.flag] = (arg.name, arg.cli, arg.required and everywhere)
+                    flag = _described(op, arg.name, arg.cli)
+                    flags[arg.cli.flag] = (arg.name, flag, arg.required and everywhere)
             for flag in op.extra_flags:
                 flags.setdefault(flag.flag, (_dest(op, flag), flag, False))
         order = ops[0].command.order

@@ -10,12 +10,15 @@ from typing import NoReturn
 from supervisor.cli.common import EXIT_USAGE, TOKEN_HELP
 from supervisor.cli.namespace_probe import add_probe_parser
 from supervisor.cli.operations import COMMON_FLAGS, add_group_parser, add_operation_commands
+from supervisor.cli.setup_args import add_doctor_parser, add_service_parser
 from supervisor.cli.work import add_work_parser
 from supervisor.clients.arguments import add_clients_parser
+from supervisor.sidecar.exec_args import OPTIONS as EXEC_OPTIONS
 from supervisor.version import package_version
 
 __all__ = ["build_parser"]
 
+_GLOBAL_FLAGS = ("--config", "--socket")
 _DESCRIPTION = (
     "The ``fleet-supervisor`` command: run the daemon, inspect and retire, mint launch configs."
 )
@@ -55,9 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     launch = commands.add_parser("launch-config", help="print the mcpServers map for one launch")
     launch.add_argument("--client", required=True, help="client type, e.g. codex, claude_code")
     launch.add_argument("--instance-id", help="reuse this trusted instance id (resume a launch)")
-    launch.add_argument("--session-id")
-    launch.add_argument("--fleet-run-id")
-    launch.add_argument("--profile-prefix", default="prgs-")
+    launch.add_argument("--session-id", help="session id to write into every entry")
+    launch.add_argument("--fleet-run-id", help="enrollment cohort to write into every entry")
+    launch.add_argument(
+        "--profile-prefix",
+        default="prgs-",
+        help="profile names are PREFIX + namespace (default: prgs-)",
+    )
     launch.add_argument("--exec", dest="wrap", action="store_true", help="wrap each in `exec`")
     launch.add_argument("--server", help="print one generic entry {SERVER: ...} instead")
     launch.add_argument("server_command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
@@ -65,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     token = commands.add_parser("token", help="profile tokens")
     token_commands = token.add_subparsers(dest="token_command", required=True, parser_class=_Parser)
     create = token_commands.add_parser("create", help="mint a token for PROFILE (shown once)")
-    create.add_argument("profile")
+    create.add_argument("profile", help="the profile the token proves, e.g. prgs-reconciler")
     create.add_argument("--profiles", type=Path, help="override auth.profiles_path")
 
     profiles = commands.add_parser("profiles", help="grant or revoke a profile's operations")
@@ -77,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("revoke", "stop allowing PROFILE to use OPERATION"),
     ):
         change = profile_commands.add_parser(verb, help=what)
-        change.add_argument("profile")
+        change.add_argument("profile", help="the profile to change, e.g. prgs-reconciler")
         change.add_argument("operation", help="e.g. gitea.worker_registry.retire")
         change.add_argument("--profiles", type=Path, help="override auth.profiles_path")
 
@@ -94,18 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     exec_cmd = commands.add_parser(
         "exec", help="register an MCP server with the daemon, then become it (same pid)"
     )
-    exec_cmd.add_argument("--client", help="client family label (default: detected)")
-    exec_cmd.add_argument("--name", help="server name (default: the command's name)")
-    exec_cmd.add_argument("--namespace", help="default: derived from $GITEA_MCP_PROFILE")
-    exec_cmd.add_argument("--ttl", type=float, help="heartbeat TTL seconds to request")
-    exec_cmd.add_argument(
-        "--timeout", type=float, help="seconds to wait for the daemon's answer (3)"
-    )
-    exec_cmd.add_argument(
-        "--no-parent-death-signal",
-        action="store_true",
-        help="do not ask the kernel to SIGTERM the server when its client dies",
-    )
+    # The wrapper's own option table: `fleet-supervisor exec` runs the wrapper without this
+    # parser, `python -m supervisor.cli exec` through it; both describe the same options.
+    for flag, metavar, what in EXEC_OPTIONS:
+        if flag in _GLOBAL_FLAGS:
+            continue  # --config and --socket are this parser's global flags
+        if not metavar:
+            exec_cmd.add_argument(flag, action="store_true", help=what)
+        elif metavar == "SECONDS":
+            exec_cmd.add_argument(flag, metavar=metavar, type=float, help=what)
+        else:
+            exec_cmd.add_argument(flag, metavar=metavar, help=what)
     # Written by `clients wrap` for `clients unwrap`; ignored when the server starts.
     exec_cmd.add_argument(
         "--as-written", action="append", metavar="INDEX=TEXT", help=argparse.SUPPRESS
@@ -122,4 +128,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_probe_parser(commands)
     add_clients_parser(commands)
+    add_service_parser(commands, parser_class=_Parser)
+    add_doctor_parser(commands)
     return parser

@@ -26,18 +26,31 @@ _LOST_LEASE = (
 
 _REPO = (
     Arg("remote", TEXT, required=True, cli=Flag("--remote", "Gitea remote name")),
-    Arg("org", TEXT, required=True, cli=Flag("--org")),
-    Arg("repo", TEXT, required=True, cli=Flag("--repo")),
+    Arg("org", TEXT, required=True, cli=Flag("--org", "repository owner (organization or user)")),
+    Arg("repo", TEXT, required=True, cli=Flag("--repo", "repository name")),
 )
 _ITEM = (
     *_REPO,
     Arg("kind", TEXT, required=True, cli=Flag("--kind", "issue or pr")),
-    Arg("number", INT, required=True, cli=Flag("--number", type=int)),
+    Arg(
+        "number", INT, required=True, cli=Flag("--number", "issue or pull request number", type=int)
+    ),
 )
-_SESSION = Arg("session_id", TEXT, required=True, cli=Flag("--session"))
+_SESSION = Arg(
+    "session_id",
+    TEXT,
+    required=True,
+    cli=Flag("--session", "the session id the worker registered with"),
+)
 _LEASE = (_SESSION, Arg("lease_id", TEXT, required=True, cli=Flag("--lease", "lease id")))
 _TTL = Arg("lease_ttl_seconds", NUMBER, cli=Flag("--ttl", type=float, help="lease seconds"))
-_OWNER = Arg("owner_pid", INT, cli=Flag("--owner-pid", type=int))
+_OWNER = Arg(
+    "owner_pid",
+    INT,
+    cli=Flag(
+        "--owner-pid", "pid of the process that holds the lease (default: the caller)", type=int
+    ),
+)
 _WHERE_DOCS = (
     ("remote", "Gitea remote name."),
     ("org", "Repository owner."),
@@ -66,8 +79,8 @@ WORK_ITEM_UPSERT = Operation.gated(
         *_ITEM,
         Arg("state", TEXT, cli=Flag("--state", "open, closed or merged")),
         Arg("current_head_sha", TEXT, cli=Flag("--head", "current head sha")),
-        Arg("title", TEXT, cli=Flag("--title")),
-        Arg("priority", INT, cli=Flag("--priority", type=int)),
+        Arg("title", TEXT, cli=Flag("--title", "the item's title")),
+        Arg("priority", INT, cli=Flag("--priority", "routing priority (higher first)", type=int)),
     ),
     command=Command("work", "item", "record an item's state or head (e.g. merged, or a new push)"),
 )
@@ -80,7 +93,7 @@ ASSIGN = Operation(
     args=(
         *_ITEM,
         _SESSION,
-        Arg("role", TEXT, required=True, cli=Flag("--role")),
+        Arg("role", TEXT, required=True, cli=Flag("--role", "the role the session works in")),
         Arg("expected_head_sha", TEXT, cli=Flag("--head", "expected head sha (required for a pr)")),
         Arg(
             "allowed_actions",
@@ -247,12 +260,12 @@ TERMINAL_LOCK_SET = Operation.gated(
             required=True,
             cli=Flag("--set", type=int, metavar="PR", help="lock on this PR", group="change"),
         ),
-        Arg("review_id", TEXT, cli=Flag("--review-id")),
-        Arg("decision", TEXT, cli=Flag("--decision")),
+        Arg("review_id", TEXT, cli=Flag("--review-id", "the review that decided the lock")),
+        Arg("decision", TEXT, cli=Flag("--decision", "the review's decision, as recorded")),
     ),
     command=_LOCK,
     when=("--set", "--clear"),
-    extra_flags=(Flag("--clear", kind="true", group="change"),),
+    extra_flags=(Flag("--clear", "remove the lock", kind="true", group="change"),),
 )
 
 TERMINAL_LOCK_GET = Operation(

@@ -7,7 +7,12 @@ from supervisor.operations.spec import TEXT, TEXTS, Arg, Command, Flag, Operatio
 
 __all__ = ["HOST_OPERATIONS"]
 
-_HOST = Arg("host_id", TEXT, required=True, cli=Flag("host_id", metavar="HOST"))
+_HOST = Arg(
+    "host_id",
+    TEXT,
+    required=True,
+    cli=Flag("host_id", "the host id, as status and snapshot show it", metavar="HOST"),
+)
 
 # The keeper authorizes plan and apply with the fleet's retire rule ("apply"): retiring
 # a silent host's rows retires rows. Status needs only an authenticated profile.
@@ -29,8 +34,18 @@ HOST_APPLY = Operation(
     APPLY.tasks,
     args=(
         _HOST,
-        Arg("host_token", TEXT, required=True, cli=Flag("--host-token")),
-        Arg("candidate_fingerprint", TEXT, required=True, cli=Flag("--candidate-fingerprint")),
+        Arg(
+            "host_token",
+            TEXT,
+            required=True,
+            cli=Flag("--host-token", "the host token the plan printed"),
+        ),
+        Arg(
+            "candidate_fingerprint",
+            TEXT,
+            required=True,
+            cli=Flag("--candidate-fingerprint", "the candidate fingerprint the plan printed"),
+        ),
         Arg(
             "worker_identities",
             TEXTS,

@@ -20,12 +20,14 @@ if TYPE_CHECKING:
 __all__ = [
     "AS_WRITTEN",
     "EXEC_SOCKET_SUFFIX",
+    "OPTIONS",
     "USAGE",
     "VALUE_FLAGS",
     "ExecOptions",
     "HelpRequested",
     "UsageError",
     "exec_socket_path",
+    "help_text",
     "parse_args",
     "resolve_socket_path",
 ]
@@ -53,6 +55,80 @@ USAGE = (
     "                        [--namespace NS] [--ttl SECONDS] [--timeout SECONDS]\n"
     "                        [--no-parent-death-signal] -- CMD [ARGS...]\n"
 )
+#: The wrapper's options as ``--help`` describes them: (flag, metavar, what it does). The
+#: CLI's ``exec`` subcommand is built from the same rows (supervisor/cli/parser.py).
+OPTIONS = (
+    (
+        "--socket",
+        "PATH",
+        "the daemon's socket (default: [socket] path of the config, else the"
+        " default path); the wrapper talks to PATH.exec beside it",
+    ),
+    (
+        "--config",
+        "FILE",
+        "supervisor.toml to read [socket] path from (default:"
+        " $XDG_CONFIG_HOME/fleet-supervisor/supervisor.toml when it exists)",
+    ),
+    (
+        "--client",
+        "NAME",
+        "the MCP client family the server belongs to, e.g. claude_code"
+        " (default: $GITEA_MCP_CLIENT, else read from the client's command line)",
+    ),
+    (
+        "--name",
+        "NAME",
+        "the server's name in status and the audit (default: the namespace,"
+        " else the command's file name)",
+    ),
+    (
+        "--namespace",
+        "NS",
+        "the worker namespace the server serves (default: from"
+        " $GITEA_MCP_PROFILE, e.g. prgs-author -> author)",
+    ),
+    ("--ttl", "SECONDS", "heartbeat TTL to register the server with (default: the daemon's)"),
+    (
+        "--timeout",
+        "SECONDS",
+        "how long to wait for the daemon's answer; the server starts anyway after it,"
+        " and a daemon that starts later adopts it (default: 3)",
+    ),
+    (
+        "--no-parent-death-signal",
+        "",
+        "do not ask the kernel to SIGTERM the server when its"
+        " client dies (the daemon's guard still stops it)",
+    ),
+)
+
+
+def _wrapped(text: str, indent: str, width: int = 88) -> str:
+    # By hand: textwrap would load re on every server start (the module is imported then).
+    lines, line = [], indent
+    for word in text.split():
+        if line.strip() and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = indent
+        line += word if not line.strip() else " " + word
+    return "\n".join([*lines, line]) + "\n"
+
+
+def help_text() -> str:
+    """``exec --help``: the usage, what the wrapper does, and every option."""
+    about = (
+        "Register an MCP server with the daemon, then become it: the server keeps this pid"
+        " and its client as its parent, and the daemon stops its whole tree once the client"
+        " exits or closes the server's stdin. Nothing of the wrapper stays running."
+    )
+    rows = [("-h, --help", "", "print this help and exit"), *OPTIONS]
+    rows.append(("-- CMD [ARGS...]", "", "the server's own command line"))
+    described = "".join(
+        f"  {flag} {metavar}".rstrip() + "\n" + _wrapped(what, " " * 8)
+        for flag, metavar, what in rows
+    )
+    return f"{USAGE}\n{_wrapped(about, '')}\noptions:\n{described}"
 
 
 class UsageError(ValueError):

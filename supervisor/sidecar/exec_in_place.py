@@ -40,6 +40,7 @@ from supervisor.sidecar.exec_args import (  # noqa: E402
     HelpRequested,
     UsageError,
     exec_socket_path,
+    help_text,
     parse_args,
     resolve_socket_path,
 )
@@ -158,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         socket_path = resolve_socket_path(options, env)
     except HelpRequested:
         try:
-            os.write(1, USAGE.encode())
+            os.write(1, help_text().encode())
         except OSError:
             pass
         return 0
