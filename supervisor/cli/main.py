@@ -39,6 +39,8 @@ _COMMANDS: Mapping[str, tuple[str, str]] = {
     "reap": ("supervisor.cli.reap", "run_reap"),
     "exec": ("supervisor.cli.daemon", "run_exec"),
     "mcp": ("supervisor.cli.daemon", "run_mcp"),
+    "service": ("supervisor.cli.systemd", "run_service_command"),
+    "doctor": ("supervisor.cli.doctor", "run_doctor"),
 }
 
 
