@@ -13,6 +13,7 @@ from tests.installed_package import ROOT, build_wheel, fresh_venv, run
 
 pytestmark = [pytest.mark.integration]
 
+
 def test_the_installed_wheel_creates_a_token_from_its_shipped_profiles(tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:

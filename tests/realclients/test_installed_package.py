@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -146,7 +147,8 @@ def test_the_newcomer_path_works_from_an_installed_package(
                 assert "wrapped 1" in shown.stdout, shown.stdout
                 hold.touch()
                 out, _ = client.communicate(timeout=_DEADLINE)
-                assert "stub" in out.decode() and "Connected" in out.decode(), out.decode()
+                listed = out.decode()
+                assert re.search(r"^stub\b.*\bConnected", listed, re.MULTILINE), listed
 
                 unwrap = _cli(installed, env, home.project, "clients", "unwrap")
                 assert unwrap.returncode == 0, unwrap.stderr
