@@ -69,7 +69,7 @@ SERVER_ENV = "FLEET_TEST_SERVER"
 
 #: The clients: ``claude``/``gemini`` list their servers (``mcp list``); ``inspector`` is
 #: inspector-cli's ``--cli`` mode; ``sdk`` is ``sdk_client.py`` from this project's venv.
-CLIENTS = ("claude", "gemini", "inspector", "sdk")
+CLIENTS = ("claude", "codex", "gemini", "inspector", "sdk")
 #: The servers: server-everything run directly (one node process) and through npx
 #: (npm exec -> sh -> node), mcp-server-time (one Python process), and the stubborn
 #: stub (a Python server ignoring EOF and SIGTERM, with a child doing the same).
@@ -80,6 +80,7 @@ OBSERVER = "observer"
 #: ``client_type`` each client registers as under the wrapper.
 CLIENT_TYPES = {
     "claude": "claude_code",
+    "codex": "codex",
     "gemini": "gemini",
     "inspector": "mcp_inspector",
     "sdk": "mcp_python_sdk",
@@ -103,6 +104,7 @@ QUIET_ENV = {
 
 _BIN = {
     "claude": "claude",
+    "codex": "codex",
     "gemini": "gemini",
     "inspector": "mcp-inspector-cli",
     "everything": "mcp-server-everything",

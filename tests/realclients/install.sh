@@ -31,7 +31,7 @@ installed() {  # the installed version of package $1, or nothing
 npm_up_to_date() {
     cmp -s "$here/package-lock.json" "$prefix/package-lock.json" || return 1
     local pkg
-    for pkg in @anthropic-ai/claude-code @google/gemini-cli \
+    for pkg in @anthropic-ai/claude-code @google/gemini-cli @openai/codex \
         @modelcontextprotocol/inspector-cli @modelcontextprotocol/server-everything; do
         [[ "$(installed "$pkg")" == "$(pinned "$pkg")" ]] || return 1
     done
@@ -69,6 +69,16 @@ if [[ $got != "$want"* ]]; then
     exit 1
 fi
 echo "claude $got"
+
+# Codex CLI's npm package is a node launcher; the real binary comes in its platform
+# package (@openai/codex-linux-*), an optional dependency the launcher finds by itself.
+want=$(pinned @openai/codex)
+got=$("$prefix/node_modules/.bin/codex" --version 2>/dev/null | head -n1 || true)
+if [[ $got != "codex-cli $want" ]]; then
+    echo "install.sh: codex --version gave '$got', expected codex-cli $want" >&2
+    exit 1
+fi
+echo "$got"
 
 if [[ -x $python ]]; then
     # requirements.txt holds one pin: mcp-server-time==VERSION.

@@ -45,7 +45,10 @@ __all__ = [
     "REAP_GRACE_SECONDS",
     "SCENARIOS",
     "ScenarioResult",
+    "Watch",
+    "rows_of",
     "run_scenario",
+    "settle",
 ]
 
 #: scenario -> (client, how it ends). ``exits``: the client exits by itself after
@@ -111,12 +114,12 @@ class ScenarioResult:
         )
 
 
-def _rows(daemon: Daemon) -> list[dict[str, Any]]:
+def rows_of(daemon: Daemon) -> list[dict[str, Any]]:
     with daemon.client() as client:
         return [dict(r) for r in client.snapshot(include_history=True)["workers"]]
 
 
-class _Watch(threading.Thread):
+class Watch(threading.Thread):
     """Samples marked processes (and new rows) until stopped; bounded by ``limit``."""
 
     def __init__(
@@ -135,7 +138,7 @@ class _Watch(threading.Thread):
     def new_rows(self) -> list[dict[str, Any]]:
         if self.daemon_ is None:
             return []
-        return [r for r in _rows(self.daemon_) if r["worker_identity"] not in self.known]
+        return [r for r in rows_of(self.daemon_) if r["worker_identity"] not in self.known]
 
     def sample(self) -> None:
         rows = self.new_rows()  # first: see the class note on ordering
@@ -145,13 +148,32 @@ class _Watch(threading.Thread):
         # A wrapper process still on its way out is not the server it wrapped.
         server = [p for p in procs if p.kind != "fleet-supervisor exec"]
         for row in rows:
-            if row["status"] == "active" or not server or row["worker_identity"] in self.violations:
+            # A row speaks for its own server's processes (its leader's entry name); a
+            # session runs several servers under one marker.
+            leader = self.seen.get(row["pid"])
+            own = [p for p in server if leader is None or self._of(p, leader)]
+            if row["status"] == "active" or not own or row["worker_identity"] in self.violations:
                 continue
             self.violations[row["worker_identity"]] = (
                 f"row {row['worker_identity']} (pid {row['pid']}) was {row['status']} while "
-                + "; ".join(p.describe() for p in server)
+                + "; ".join(p.describe() for p in own)
                 + " still ran"
             )
+
+    def _of(self, proc: Proc, leader: Proc) -> bool:
+        """Whether ``proc`` is in ``leader``'s tree: its entry, and its process group (a
+        wrapped server leads its own) or its descendant as far as the watch saw."""
+        if proc.server != leader.server:
+            return False
+        if proc.pgid == leader.pid:
+            return True
+        seen, pid = set(), proc.pid
+        while pid in self.seen and pid not in seen:
+            if pid == leader.pid:
+                return True
+            seen.add(pid)
+            pid = self.seen[pid].ppid
+        return False
 
     def run(self) -> None:
         deadline = time.monotonic() + self.limit
@@ -273,8 +295,8 @@ def _drain_one(lines: queue.Queue[str | None]) -> str | None:
         return None
 
 
-def _settle(
-    watch: _Watch,
+def settle(
+    watch: Watch,
     marker: str,
     daemon: Daemon | None,
     settle_seconds: float,
@@ -347,8 +369,8 @@ def run_scenario(
             assert daemon is not None
             entry = wrap_command(entry, config=daemon.config, client=client)
         up = daemon if daemon_starts is None else None
-        known = frozenset(r["worker_identity"] for r in (_rows(up) if up is not None else []))
-        watch = _Watch(marker, daemon, known, limit=_CLIENT_TIMEOUT + settle_seconds + 60)
+        known = frozenset(r["worker_identity"] for r in (rows_of(up) if up is not None else []))
+        watch = Watch(marker, daemon, known, limit=_CLIENT_TIMEOUT + settle_seconds + 60)
         if daemon_starts is None:
             watch.start()
         ended: _Ended | None = None
@@ -362,7 +384,7 @@ def run_scenario(
                 watch.start()
             # A daemon that was down may find nothing to register: the client is gone,
             # so what is left is only stopped, and no row needs to leave ``active``.
-            gone_after = _settle(
+            gone_after = settle(
                 watch, marker, daemon, settle_seconds, rows_expected=daemon_starts is None
             )
             left = leftovers(marker)

@@ -137,6 +137,8 @@ def _serve(log: _Log, *, polite: bool, deadline: float, hold: Path | None = None
             _sleep_out(deadline)
             return
         reply = _answer(line)
+        if b'"tools/call"' in line:
+            log.event("call")  # the session harness checks the call arrived
         if reply is not None:
             try:
                 stdout.write(reply)
