@@ -233,9 +233,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--reap", action="store_true", help="after each bare run, reap from a fresh supervisor"
     )
+    parser.add_argument(
+        "--sessions",
+        action="store_true",
+        help="whole client sessions instead (bench.sessions: per client and scenario)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.runs <= 20:
         parser.error("--runs must be within 1..20")
+    if args.sessions:
+        from bench.sessions import main as sessions_main
+
+        return sessions_main(["--runs", str(min(args.runs, 10))])
     pairs, left_out = measure(
         runs=args.runs,
         scenarios=args.scenario or list(SCENARIOS),

@@ -52,8 +52,19 @@ from tests.realclients.scenarios import REAP_GRACE_SECONDS, Watch, rows_of, sett
 from tests.sessions.clients import FAMILY, STANDIN_PORT, session_argv, session_env, write_config
 from tests.unavailable import unavailable
 
-__all__ = ["SESSION_SCENARIOS", "SESSION_SERVERS", "SessionResult", "netns_command",
-           "run_sessions"]  # fmt: skip
+__all__ = [
+    "SESSION_SCENARIOS",
+    "SESSION_SERVERS",
+    "Session",
+    "SessionResult",
+    "clients_command",
+    "held",
+    "kill_client_tree",
+    "netns_command",
+    "run_sessions",
+    "session_entries",
+    "start_session",
+]
 
 SESSION_SCENARIOS = ("ends", "killed-mid-turn", "killed-starting", "two-sessions")
 #: (server kind, entry name) of the three servers every session config lists.
@@ -79,6 +90,10 @@ class SessionResult:
     #: Marked processes stopped while their session still lived (two-sessions).
     stopped_while_live: list[str] = field(default_factory=list)
     stub_log: list[str] = field(default_factory=list)
+    #: Resident memory of ``left`` when counted, in bytes.
+    left_rss: int = 0
+    #: With ``unwrap``: whether ``clients unwrap`` gave the config file its bytes back.
+    restored: bool | None = None
 
     def describe(self) -> str:
         how = "wrapped" if self.wrapped else "bare"
@@ -110,7 +125,7 @@ def netns_command() -> list[str]:
     return command
 
 
-def _entries(marker: str, home: ClientHome, hold: Path | None) -> list[ServerEntry]:
+def session_entries(marker: str, home: ClientHome, hold: Path | None) -> list[ServerEntry]:
     entries = []
     for kind, name in SESSION_SERVERS:
         entry = server_entry(kind, name=name, marker=marker, home=home.home,
@@ -121,18 +136,19 @@ def _entries(marker: str, home: ClientHome, hold: Path | None) -> list[ServerEnt
     return entries
 
 
-def _wrap(client: str, home: ClientHome, daemon: Daemon) -> None:
+def clients_command(verb: str, client: str, home: ClientHome, daemon: Daemon) -> None:
+    """``fleet-supervisor clients wrap|unwrap`` of this client's files in ``home``."""
     done = subprocess.run(
         [sys.executable, "-m", "supervisor.cli", "--config", str(daemon.config), "clients",
-         "wrap", "--home", str(home.home), "--project", str(home.project), "--client",
+         verb, "--home", str(home.home), "--project", str(home.project), "--client",
          FAMILY[client]],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert done.returncode == 0, f"clients wrap: {done.stdout}{done.stderr}"
+    assert done.returncode == 0, f"clients {verb}: {done.stdout}{done.stderr}"
 
 
 @dataclass
-class _Session:
+class Session:
     runner: subprocess.Popen[bytes]
     directory: Path
 
@@ -157,8 +173,8 @@ class _Session:
             return ""
 
 
-def _start(client: str, home: ClientHome, index: int, entries: list[ServerEntry], *,
-           hold_final: Path | None, netns: list[str]) -> _Session:  # fmt: skip
+def start_session(client: str, home: ClientHome, index: int, entries: list[ServerEntry], *,
+           hold_final: Path | None, netns: list[str]) -> Session:  # fmt: skip
     directory = home.home / f"session-{index}"
     directory.mkdir()
     calls = [f"{e.name}={e.tool}:{json.dumps(dict(e.tool_args))}" for e in entries]
@@ -176,7 +192,7 @@ def _start(client: str, home: ClientHome, index: int, entries: list[ServerEntry]
     runner = subprocess.Popen(argv, cwd=home.project, env=env, stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               process_group=0)  # fmt: skip
-    return _Session(runner, directory)
+    return Session(runner, directory)
 
 
 def _children() -> dict[int, list[int]]:
@@ -191,6 +207,17 @@ def _children() -> dict[int, list[int]]:
         ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
         tree.setdefault(ppid, []).append(int(name))
     return tree
+
+
+def _rss(pid: int) -> int:
+    """A process's resident memory in bytes (0 once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _marked(pid: int, marker: str) -> bool:
@@ -229,7 +256,7 @@ def _wait(what: str, ready: Any, limit: float = _CLIENT_LIMIT) -> bool:
     return True
 
 
-def _answered(session: _Session, entries: list[ServerEntry]) -> set[str]:
+def _answered(session: Session, entries: list[ServerEntry]) -> set[str]:
     """Servers whose call the stand-in saw come back: it asks for the next call (or ends
     the turn) only once the previous one's result is in the conversation."""
     steps = [r.get("step") for r in session.log if "step" in r]
@@ -242,7 +269,7 @@ def _answered(session: _Session, entries: list[ServerEntry]) -> set[str]:
     return done
 
 
-def _held(session: _Session) -> bool:
+def held(session: Session) -> bool:
     return any(r.get("api") == "held" for r in session.log)
 
 
@@ -255,7 +282,7 @@ def _stub_started(home: ClientHome, sessions: int) -> bool:
 
 
 @contextmanager
-def _stopped(sessions: list[_Session]) -> Iterator[None]:
+def _stopped(sessions: list[Session]) -> Iterator[None]:
     try:
         yield
     finally:
@@ -267,7 +294,10 @@ def _stopped(sessions: list[_Session]) -> Iterator[None]:
 
 
 def run_sessions(client: str, scenario: str, *, wrapped: bool, daemon: Daemon | None,
-                 settle_seconds: float = REAP_GRACE_SECONDS + 8.0) -> SessionResult:  # fmt: skip
+                 settle_seconds: float = REAP_GRACE_SECONDS + 8.0,
+                 unwrap: bool = False) -> SessionResult:  # fmt: skip
+    """One scenario (see the module's note); with ``unwrap``, ``clients unwrap`` runs once
+    the count is done, and the result says whether the file has its original servers."""
     if wrapped and daemon is None:
         raise ValueError("a wrapped session needs the daemon its wrappers register with")
     netns = netns_command()
@@ -277,23 +307,24 @@ def run_sessions(client: str, scenario: str, *, wrapped: bool, daemon: Daemon | 
         never = home.home / "never"  # a file nobody makes: the hold lasts until the kill
         release = home.home / "release"
         hold_start = never if scenario == "killed-starting" else None
-        entries = _entries(marker, home, hold_start)
-        write_config(client, home, entries)
+        entries = session_entries(marker, home, hold_start)
+        config = write_config(client, home, entries)
+        original = config.read_bytes()
         if wrapped:
             assert daemon is not None
-            _wrap(client, home, daemon)
+            clients_command("wrap", client, home, daemon)
         known = frozenset(r["worker_identity"] for r in (rows_of(daemon) if daemon else []))
         watch = Watch(marker, daemon, known, limit=_CLIENT_LIMIT * 2 + settle_seconds)
         watch.start()
         stack.callback(kill_all, marker)
         stack.callback(watch.stop.set)
         hold_final = {"killed-mid-turn": never, "two-sessions": release}.get(scenario)
-        sessions = [_start(client, home, i, entries, hold_final=hold_final, netns=netns)
+        sessions = [start_session(client, home, i, entries, hold_final=hold_final, netns=netns)
                 for i in range(count)]  # fmt: skip
         stack.enter_context(_stopped(sessions))
         stopped_while_live: list[str] = []
         if scenario in ("killed-mid-turn", "two-sessions"):
-            _wait("every session to hold its last answer", lambda: all(map(_held, sessions)))
+            _wait("every session to hold its last answer", lambda: all(map(held, sessions)))
         if scenario == "killed-starting":
             _wait("the stub to start", lambda: _stub_started(home, count))
         if scenario == "two-sessions":
@@ -313,10 +344,16 @@ def run_sessions(client: str, scenario: str, *, wrapped: bool, daemon: Daemon | 
                 session.runner.wait(timeout=_CLIENT_LIMIT)
         settle(watch, marker, daemon, settle_seconds, rows_expected=wrapped)
         left = leftovers(marker)
+        left_rss = sum(_rss(p.pid) for p in left)
         watch.stop.set()
         watch.join(timeout=30)
         watch.sample()
         rows = watch.new_rows()
+        restored = None
+        if unwrap:
+            assert daemon is not None
+            clients_command("unwrap", client, home, daemon)
+            restored = config.read_bytes() == original
         try:
             stub_log = (home.home / "stub.log").read_text().splitlines()
         except OSError:
@@ -334,4 +371,6 @@ def run_sessions(client: str, scenario: str, *, wrapped: bool, daemon: Daemon | 
             row_violations=list(watch.violations.values()) + [f"watch: {e}" for e in watch.errors],
             stopped_while_live=stopped_while_live,
             stub_log=stub_log,
+            restored=restored,
+            left_rss=left_rss,
         )
