@@ -26,6 +26,7 @@ BENCHMARKS: tuple[str, ...] = (
     "gauges",
     "sweep",
     "discovery",
+    "activity",
     "exit_detect",
     "exit_snapshot",
     "apply",

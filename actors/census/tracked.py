@@ -63,6 +63,19 @@ class Tracked:
     written_at: float | None = None
     #: Its row has ``owner_gone_at``.
     owner_gone_written: bool = False
+    #: The tree's I/O counters at the latest read, and the monotonic time since which
+    #: they have not moved (the read that saw them move, or the first read); None
+    #: while they cannot be read.
+    io_bytes: int | None = None
+    quiet_since: float | None = None
+
+    def saw_io(self, io_bytes: int | None, now: float) -> None:
+        """Take one read of the tree's counters (``now``: the read's monotonic time)."""
+        if io_bytes is None:
+            self.quiet_since = None  # unknown again: never carried over a gap
+        elif self.io_bytes is None or io_bytes != self.io_bytes or self.quiet_since is None:
+            self.quiet_since = now
+        self.io_bytes = io_bytes
 
     @property
     def process(self) -> ProcessRef:
@@ -72,11 +85,13 @@ class Tracked:
     def provenance(self) -> str:
         return self.server.provenance
 
-    def record(self, uptime: float | None) -> ServerRecord:
-        age = None
+    def record(self, uptime: float | None, now: float | None = None) -> ServerRecord:
+        age = idle = None
         if uptime is not None and self.started_at is not None:
             age = round(max(0.0, uptime - self.started_at), 1)
-        return replace(self.server, age_seconds=age)
+        if now is not None and self.quiet_since is not None:
+            idle = round(max(0.0, now - self.quiet_since), 1)
+        return replace(self.server, age_seconds=age, idle_seconds=idle)
 
 
 def wrapped_owner(full: FullRead) -> tuple[ProcessRef | None, str | None]:

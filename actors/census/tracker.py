@@ -105,6 +105,8 @@ class Tracker:
         self.recorded: dict[tuple[int, str], Mapping[str, Any]] = {}
         self.peers = UnixPeers()
         self.uptime: float | None = None
+        #: The monotonic time of the latest sweep (servers' idle times are told from it).
+        self.swept_at: float | None = None
         #: Processes looked at anew by the latest sweep (the rest cost a lookup).
         self.first_sights = 0
 
@@ -148,6 +150,7 @@ class Tracker:
         for pid in [p for p in seen if p not in listed]:
             self._forget(pid)
         self.uptime = uptime_seconds()
+        self.swept_at = now
         self.first_sights = len(fresh)
         pending: list[tuple[int, FullRead]] = []
         quiet: list[_Quiet] = []
@@ -332,6 +335,7 @@ class Tracker:
             usage = replace(tree.usage, pss_bytes=server.pss)
             server.server = replace(server.server, usage=usage)
             server.cpu_ticks, server.read_at = tree.cpu_ticks, now
+            server.saw_io(tree.usage.io_bytes, now)
             self._judge_owner(server, stamp, owner_ends)
             await pause()
 
@@ -372,7 +376,9 @@ class Tracker:
         return seen[1] if seen is not None else None
 
     def records(self) -> tuple[ServerRecord, ...]:
-        return tuple(self.servers[pid].record(self.uptime) for pid in sorted(self.servers))
+        return tuple(
+            self.servers[pid].record(self.uptime, self.swept_at) for pid in sorted(self.servers)
+        )
 
     def forget_recorded(self) -> list[Mapping[str, Any]]:
         """Rows of an earlier run whose process was not found again: gone."""

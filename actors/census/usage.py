@@ -65,6 +65,7 @@ def read_tree(
             kept.append(member)
     ticks = sum(r.stat.cpu_ticks for r in reads)
     fds = [r.open_fds for r in reads]
+    io = [r.io_bytes for r in reads]
     per_second = clock_ticks()
     before = previous_ticks / per_second if previous_ticks is not None else None
     usage = Usage(
@@ -74,6 +75,7 @@ def read_tree(
         cpu_percent=cpu_percent(before, ticks / per_second, elapsed),
         open_fds=sum(f for f in fds if f is not None) if None not in fds else None,
         children=tuple(kept),
+        io_bytes=sum(b for b in io if b is not None) if None not in io else None,
     )
     return TreeRead(usage=usage, cpu_ticks=ticks, leader_ppid=head.stat.ppid)
 

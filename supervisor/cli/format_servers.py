@@ -10,6 +10,8 @@ from supervisor.cli.table import table
 __all__ = ["server_lines", "status_line"]
 
 _MIB = 1 << 20
+#: Servers named on the status line's idle list (``snapshot`` shows every one).
+_IDLE_SHOWN = 8
 
 
 def _mib(value: object) -> str:
@@ -33,7 +35,25 @@ def status_line(servers: Mapping[str, Any]) -> str | None:
     )
     if not servers.get("enabled", True):
         line += "  (discovery sweeps off)"
+    idle = servers.get("idle") or []
+    if idle:
+        shown = ", ".join(
+            f"{s.get('pid')} {s.get('command', '').split(' ')[0].rsplit('/', 1)[-1]} "
+            f"{_seconds(s.get('idle_seconds'))}"
+            for s in idle[:_IDLE_SHOWN]
+        )
+        more = f" (+{len(idle) - _IDLE_SHOWN} more)" if len(idle) > _IDLE_SHOWN else ""
+        line += f"\nidle, longest first: {shown}{more}"
     return line
+
+
+def _seconds(value: object) -> str:
+    """An idle time: ``?`` when the kernel's counters could not be read."""
+    if not isinstance(value, int | float):
+        return "?"
+    if value >= 3600:
+        return f"{value / 3600:.1f}h"
+    return f"{value / 60:.1f}m" if value >= 60 else f"{value:.0f}s"
 
 
 def _owner(server: Mapping[str, Any]) -> str:
@@ -62,13 +82,14 @@ def server_lines(result: Mapping[str, Any]) -> list[str]:
                 _owner(s),
                 _mib(s.get("memory_bytes")),
                 (s.get("usage") or {}).get("cpu_percent"),
+                _seconds(s.get("idle_seconds")),
                 len((s.get("usage") or {}).get("children") or ()),
                 " ".join(s.get("command") or ())[:60],
             )
             for s in servers
         ]
         lines.append(
-            table(["pid", "provenance", "owner", "memory", "cpu%", "kids", "command"], rows)
+            table(["pid", "provenance", "owner", "memory", "cpu%", "idle", "kids", "command"], rows)
         )
     for group in result.get("mcp_server_duplicates") or []:
         pids = ", ".join(str(ref.get("pid")) for ref in group.get("servers") or [])

@@ -131,6 +131,13 @@ class PrometheusMetrics(Metrics):
             ["client"],
             registry=registry,
         )
+        self._server_idle = Gauge(
+            "fleet_mcp_server_idle_seconds",
+            "Seconds since each MCP server's tree last did I/O, at least (the kernel's I/O "
+            "counters); a server whose counters cannot be read has no sample.",
+            ["pid", "client", "command"],
+            registry=registry,
+        )
 
     def accept_heartbeats(self, count: int) -> None:
         """``count`` beats answered ``ok``: the common case, one counter update."""
@@ -156,6 +163,11 @@ class PrometheusMetrics(Metrics):
         self._server_memory.clear()
         for client, size in summary.memory_by_client.items():
             self._server_memory.labels(client).set(size)
+        self._server_idle.clear()  # a server gone, or unreadable now, has no sample
+        for server in summary.idle:
+            if server.idle_seconds is not None:
+                labels = (str(server.pid), server.client, server.command)
+                self._server_idle.labels(*labels).set(server.idle_seconds)
 
     def render(self, fleet: FleetGauges) -> bytes:
         """The text exposition format, with ``fleet`` as this scrape's gauges."""

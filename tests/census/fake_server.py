@@ -5,13 +5,15 @@ more of itself under PYTHON (a tree), sharing its stdio as an npx or a shell wra
 With ``--move-stdio`` it does what the MCP Python SDK's stdio server does: keeps its stdin
 and stdout on private copies above fd 2, then points fd 0 at /dev/null and fd 1 at a copy
 of stderr. ``--move-stdio-one`` keeps only stdin's copy: one descriptor to the client,
-as a control channel (node's IPC) is.
+as a control channel (node's IPC) is. ``--io-on-usr1`` writes one line to /dev/null on
+each SIGUSR1: the kernel's I/O counters of the process move only then.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +34,9 @@ if __name__ == "__main__":
     wire = move_stdio() if "--move-stdio" in sys.argv[1:] else []
     if "--move-stdio-one" in sys.argv[1:]:
         wire = move_stdio((0,))
+    if "--io-on-usr1" in sys.argv[1:]:
+        sink = os.open(os.devnull, os.O_WRONLY)
+        signal.signal(signal.SIGUSR1, lambda *_: os.write(sink, b"activity\n"))
     child = None
     if "--child" in sys.argv[1:]:
         child = subprocess.Popen([sys.argv[sys.argv.index("--child") + 1], __file__])

@@ -85,3 +85,39 @@ async def test_the_page_charts_the_servers_and_metrics_carry_the_gauges(tmp_path
     assert re.search(r'^fleet_mcp_server_memory_bytes\{client="claude_code"\} ', metrics, re.M)
     assert "fleet_mcp_server_duplicate_groups" in metrics
     assert "fleet_mcp_servers_orphaned" in metrics
+
+
+async def test_each_servers_idle_time_shows_on_every_surface(tmp_path: Path) -> None:
+    # The counters never move: the idle time is the virtual time since first sight.
+    with processes() as spawned:
+        tree = start_tree(spawned, "claude", [child("mcp-fake-server")])
+        (pid,) = tree.children
+        async with census_harness(tmp_path) as h, page_server(h, tmp_path) as (url, _):
+            await h.handle.census(fresh=True)
+            await h.advance(125)
+            await h.handle.census(fresh=True)
+            figures = ServerFigures(
+                socket_path=tmp_path / "s.sock", active_connections=0, max_connections=1
+            )
+            status = await status_report(h.handle, None, figures)
+            snapshot = await h.handle.snapshot(READER)
+            metrics = (await get(f"{url}/metrics")).text
+            dom = await run_chromium(tmp_path, "--dump-dom", f"{url}/")
+    (idle,) = [s for s in status["servers"]["idle"] if s["pid"] == pid]
+    assert idle["idle_seconds"] >= 125
+    assert idle["client"] == "claude_code"
+    assert f"{pid} mcp-fake-server 2." in format_status(status)  # minutes
+    (server,) = [s for s in snapshot["mcp_servers"] if s["process"]["pid"] == pid]
+    assert server["idle_seconds"] >= 125
+    assert server["usage"]["io_bytes"] is not None
+    row = next(
+        line for line in format_snapshot(snapshot).splitlines() if line.startswith(f"{pid} ")
+    )
+    assert " 2." in row
+    labels = rf'client="claude_code",command="[^"]*",pid="{pid}"'
+    sample = re.search(rf"^fleet_mcp_server_idle_seconds\{{{labels}\}} (\S+)$", metrics, re.M)
+    assert sample is not None, metrics
+    assert float(sample.group(1)) >= 125
+    table = dom[dom.index('id="servers"') : dom.index('id="duplicates"')]
+    assert ">idle<" in table
+    assert re.search(rf">{pid}<.*?>2\.\d min<", table, re.S)

@@ -55,6 +55,9 @@ class Usage:
     open_fds: int | None
     #: The tree's other members (children, grandchildren), leader excluded.
     children: tuple[ProcessRef, ...] = ()
+    #: Bytes the tree's processes have read and written, summed (the kernel's rchar and
+    #: wchar); None when any member's counters could not be read.
+    io_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +85,10 @@ class ServerRecord:
     #: sockets is released: whoever started it is gone. None: not judged (an owner is
     #: recorded, or its stdio are not socket pairs the kernel can be asked about).
     stdio_abandoned: bool | None = None
+    #: Seconds since its tree last did I/O, at least: since the sweep that first saw its
+    #: counters move, or since it was first read if they never did. None: the kernel's
+    #: counters could not be read, so nothing is known (and nothing is decided on it).
+    idle_seconds: float | None = None
 
     @property
     def duplicate_key(self) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:

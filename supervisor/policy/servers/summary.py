@@ -17,12 +17,14 @@ __all__ = [
     "NO_OWNER",
     "CensusSummary",
     "HistoryPoint",
+    "IdleServer",
     "Rollup",
     "by_client_launch",
     "by_command",
     "command_label",
     "cpu_percent",
     "history_point",
+    "idle_servers",
     "is_orphaned",
     "summarize",
 ]
@@ -55,6 +57,18 @@ class CensusSummary:
     repeated_bytes: int
     memory_bytes: int
     memory_by_client: dict[str, int] = field(default_factory=dict)
+    #: Every server's idle time, longest first; those whose counters cannot be read last.
+    idle: tuple[IdleServer, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdleServer:
+    """How long one server's tree has done no I/O, at least (None: cannot be told)."""
+
+    pid: int
+    client: str
+    command: str
+    idle_seconds: float | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,7 +161,24 @@ def summarize(census: Census, groups: Sequence[DuplicateGroup] | None = None) ->
         repeated_bytes=sum(g.repeated_bytes for g in groups),
         memory_bytes=sum(memory_of(s) for s in servers),
         memory_by_client=dict(sorted(memory_by_client.items())),
+        idle=idle_servers(servers),
     )
+
+
+def idle_servers(servers: Sequence[ServerRecord]) -> tuple[IdleServer, ...]:
+    """Each server's idle time, longest first, then the unknown ones by pid."""
+    rows = [
+        IdleServer(
+            pid=s.process.pid,
+            client=_client_name(s),
+            command=command_label(s.command[:2]),
+            idle_seconds=s.idle_seconds,
+        )
+        for s in servers
+    ]
+    known = sorted((r for r in rows if r.idle_seconds is not None),
+                   key=lambda r: (-(r.idle_seconds or 0.0), r.pid))  # fmt: skip
+    return (*known, *sorted((r for r in rows if r.idle_seconds is None), key=lambda r: r.pid))
 
 
 def history_point(summary: CensusSummary, at: str) -> HistoryPoint:

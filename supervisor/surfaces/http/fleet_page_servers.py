@@ -62,6 +62,13 @@ function lines(svg, history) {
     "orphaned " + last.orphaned + ", duplicate groups " + last.duplicate_groups));
 }
 
+// An idle time from the kernel's I/O counters; "?" when they could not be read.
+function idleText(seconds) {
+  if (seconds === null || seconds === undefined) return "?";
+  if (seconds >= 3600) return (seconds / 3600).toFixed(1) + " h";
+  return seconds >= 60 ? (seconds / 60).toFixed(1) + " min" : Math.round(seconds) + " s";
+}
+
 function renderServers(view) {
   const kinds = Object.entries(view.by_provenance || {}).map(([k, v]) => k + " " + v).join(", ");
   const summary = document.getElementById("servers-summary");
@@ -80,13 +87,14 @@ function renderServers(view) {
        (view.by_command || []).map(r => ({label: r.key, value: r.memory_bytes})));
   lines(document.getElementById("chart-history"), view.history || []);
   fill(document.getElementById("servers"),
-    ["pid", "provenance", "owner", "owner alive", "memory", "cpu %", "children", "command",
-     "evidence"],
+    ["pid", "provenance", "owner", "owner alive", "memory", "cpu %", "idle", "children",
+     "command", "evidence"],
     view.servers.map(s => [s.process.pid, s.provenance,
       s.owner ? s.owner.name + " " + s.owner.process.pid : "-",
       el("td", s.owner ? String(s.owner.alive) : "-", s.orphaned ? "bad" : ""),
       mib(s.memory_bytes), s.usage.cpu_percent === null ? "-" : s.usage.cpu_percent,
-      s.usage.children.length, s.command.join(" ").slice(0, 80), s.evidence.join(", ")]));
+      idleText(s.idle_seconds), s.usage.children.length, s.command.join(" ").slice(0, 80),
+      s.evidence.join(", ")]));
   fill(document.getElementById("duplicates"), ["command", "directory", "servers", "clients",
                                                "repeating"],
     view.duplicates.map(g => [g.command.join(" ").slice(0, 80), g.cwd,

@@ -1,0 +1,160 @@
+"""What reading each server tree's I/O counters costs a census sweep: 200 tracked servers.
+
+A stand-in client (named ``claude``) starts 200 servers over pipes (``sleep`` under an MCP
+name, so they cost the host little). Once the census knows them, sweeps alternate between
+the daemon as it is and the same daemon with the activity read taken out (``/proc/<pid>/io``
+answers None, as for an unreadable process), in one run; the figure is the difference of
+the medians, in CPU milliseconds per sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from actors.census.actor import CensusActor, CensusSettings
+from actors.census.inbox import CensusInbox
+from actors.writer.actor import RegistryWriter
+from actors.writer.inbox import WriterInbox
+from bench.fixtures import make_db
+from bench.processes import short_tempdir
+from bench.report import Figure
+from supervisor.clock import MonotonicWall, SystemClock
+from supervisor.store.sqlite.open import open_sqlite_store
+from supervisor.system import proc_census
+from supervisor.system.probes import LocalProbes
+
+__all__ = ["run"]
+
+SERVERS = 200
+_CLIENT = """
+import shutil, subprocess, sys, time
+sleep = shutil.which("sleep")
+kids = [subprocess.Popen(["mcp-activity-server", "900"], executable=sleep,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        for _ in range(int(sys.argv[1]))]
+print(" ".join(str(k.pid) for k in kids), flush=True)
+time.sleep(900)
+"""
+
+
+@contextlib.contextmanager
+def _client(servers: int) -> Iterator[list[int]]:
+    """The stand-in client and its servers, each killed by pid on exit."""
+    proc = subprocess.Popen(
+        ["claude", "-c", _CLIENT, str(servers)],
+        executable=sys.executable,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    try:
+        yield pids
+    finally:
+        for pid in [*pids, proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+@contextlib.contextmanager
+def _without_activity() -> Iterator[None]:
+    read = proc_census.read_io_bytes
+    proc_census.read_io_bytes = lambda pid: None
+    try:
+        yield
+    finally:
+        proc_census.read_io_bytes = read
+
+
+async def _measure(db: Path, rounds: int, home: Path) -> dict[str, Any]:
+    store = await open_sqlite_store(db)
+    clock = MonotonicWall(SystemClock())
+    probes = LocalProbes()
+    try:
+        writer_tx, writer_rx = anyio.create_memory_object_stream[WriterInbox](64)
+        _c_tx, census_rx = anyio.create_memory_object_stream[CensusInbox](16)
+        writer = RegistryWriter(store=store, inbox=writer_rx, clock=clock, probes=probes)
+        census = CensusActor(
+            inbox=census_rx,
+            writer=writer_tx,
+            store=store,
+            clock=clock,
+            probes=probes,
+            settings=CensusSettings(home=home, settle_seconds=0.0),
+        )
+        got: dict[str, Any] = {"with": [], "without": []}
+        async with anyio.create_task_group() as tg:
+            await tg.start(writer.run)
+            await census.sweep()  # first sights: every process read once
+            for index in range(rounds):
+                order = ("with", "without") if index % 2 == 0 else ("without", "with")
+                for mode in order:
+                    with _without_activity() if mode == "without" else contextlib.nullcontext():
+                        began = time.process_time()
+                        await census.sweep()
+                        got[mode].append(time.process_time() - began)
+                    await anyio.sleep(0.02)
+            view = census.view().census.servers
+            got["servers"] = len(view)
+            got["idle_known"] = sum(s.idle_seconds is not None for s in view)
+            writer_tx.close()
+            tg.cancel_scope.cancel()
+        return got
+    finally:
+        await store.close()
+
+
+def run(quick: bool) -> list[Figure]:
+    rounds = 6 if quick else 20
+    with short_tempdir("fsb-ac-") as work, _client(SERVERS) as pids:
+        anyio.run(make_db, work / "registry.sqlite3", [])
+        got = anyio.run(_measure, work / "registry.sqlite3", rounds, work)
+    with_ms = statistics.median(got["with"]) * 1000
+    without_ms = statistics.median(got["without"]) * 1000
+    detail = {
+        "servers_started": len(pids),
+        "servers_found": got["servers"],
+        "idle_known": got["idle_known"],
+        "rounds": rounds,
+        "with_ms_per_sweep": [x * 1000 for x in got["with"]],
+        "without_ms_per_sweep": [x * 1000 for x in got["without"]],
+    }
+    return [
+        Figure(
+            name="activity.added_ms",
+            label=f"census sweep CPU added by reading I/O counters, {SERVERS} servers (median)",
+            value=with_ms - without_ms,
+            unit="ms",
+            goal=2.0,
+            op="<=",
+            judged=not quick,
+            detail=detail,
+        ),
+        Figure(
+            name="activity.sweep_ms",
+            label=f"census sweep CPU with activity, {SERVERS} servers (median)",
+            value=with_ms,
+            unit="ms",
+            judged=not quick,
+        ),
+        Figure(
+            name="activity.sweep_without_ms",
+            label=f"census sweep CPU without activity, {SERVERS} servers (median)",
+            value=without_ms,
+            unit="ms",
+            judged=not quick,
+        ),
+    ]

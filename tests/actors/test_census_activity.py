@@ -1,0 +1,101 @@
+"""A server's idle time from the kernel's I/O counters: FakeClock, real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from actors.census.tracked import NO_USAGE, Tracked
+from supervisor.policy.servers.census import ProcessRef, ServerRecord
+from supervisor.system.proc_census import read_io_bytes
+from tests.actors.test_census import census_harness, ours
+from tests.census.trees import child, processes, start_tree
+
+pytestmark = pytest.mark.anyio
+
+
+def _moved(pid: int, before: int | None) -> bool:
+    """Wait (bounded) until the process's own counters moved past ``before``."""
+    for _ in range(500):
+        now = read_io_bytes(pid)
+        if now is not None and before is not None and now > before:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+async def test_idle_time_counts_from_the_last_sweep_that_saw_the_tree_do_io(
+    tmp_path: Path,
+) -> None:
+    with processes() as spawned:
+        tree = start_tree(spawned, "claude", [child("mcp-fake-server", args=["--io-on-usr1"])])
+        (pid,) = tree.children
+        async with census_harness(tmp_path) as h:
+            first = ours((await h.handle.census(fresh=True)).servers, {pid})[pid]
+            await h.advance(300)
+            quiet = ours((await h.handle.census(fresh=True)).servers, {pid})[pid]
+            before = read_io_bytes(pid)
+            os.kill(pid, signal.SIGUSR1)
+            assert _moved(pid, before), "the fake server did no I/O on SIGUSR1"
+            busy = ours((await h.handle.census(fresh=True)).servers, {pid})[pid]
+            await h.advance(60)
+            later = ours((await h.handle.census(fresh=True)).servers, {pid})[pid]
+    # First sight: idle since then, at least; the counters never moved in 300 s.
+    assert first.idle_seconds == 0.0
+    assert first.usage.io_bytes is not None
+    assert quiet.idle_seconds is not None
+    assert quiet.idle_seconds >= 300
+    assert quiet.usage.io_bytes == first.usage.io_bytes
+    # The sweep that saw them move starts the idle clock again.
+    assert busy.idle_seconds == 0.0
+    assert busy.usage.io_bytes is not None
+    assert busy.usage.io_bytes > (quiet.usage.io_bytes or 0)
+    assert later.idle_seconds is not None
+    assert 60 <= later.idle_seconds < 300
+
+
+def _tracked() -> Tracked:
+    record = ServerRecord(
+        process=ProcessRef(pid=10, start="ticks-1"),
+        provenance="observed",
+        command=("mcp-x",),
+        cwd=None,
+        env_keys=(),
+        uid=None,
+        owner=None,
+        evidence=(),
+        first_seen="t",
+        age_seconds=None,
+        usage=NO_USAGE,
+    )
+    return Tracked(server=record, stdio=("pipe:[1]", "pipe:[2]"))
+
+
+def test_counters_that_cannot_be_read_make_the_idle_time_unknown_never_zero() -> None:
+    tracked = _tracked()
+    tracked.saw_io(None, 100.0)
+    assert tracked.record(None, 200.0).idle_seconds is None
+    tracked.saw_io(5_000, 200.0)
+    assert tracked.record(None, 260.0).idle_seconds == 60.0
+    # A gap in the reads: whatever happened meanwhile is unknown, so the clock restarts
+    # from the next read that sees the counters, never from before the gap.
+    tracked.saw_io(None, 300.0)
+    assert tracked.record(None, 310.0).idle_seconds is None
+    tracked.saw_io(5_000, 320.0)
+    assert tracked.record(None, 400.0).idle_seconds == 80.0
+
+
+def test_the_io_counter_of_a_process_moves_only_with_its_own_io() -> None:
+    mine = read_io_bytes(os.getpid())
+    assert mine is not None
+    with open(os.devnull, "wb") as sink:
+        sink.write(b"x" * 4096)
+        sink.flush()
+    after = read_io_bytes(os.getpid())
+    assert after is not None
+    assert after >= mine + 4096
+    assert read_io_bytes(2**22 + 12345) is None  # no such process
