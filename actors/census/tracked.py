@@ -10,6 +10,7 @@ from actors.census.sighting import Wire, stdio_wire
 from supervisor.policy.identity.exec_marker import parse_marker
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
+    PROVENANCE_WRAPPED,
     OwnerClient,
     ProcessRef,
     ServerRecord,
@@ -68,13 +69,17 @@ class Tracked:
     #: while they cannot be read.
     io_bytes: int | None = None
     quiet_since: float | None = None
+    #: ``quiet_since`` in seconds after boot (None when the boot clock was not read).
+    quiet_since_boot: float | None = None
 
-    def saw_io(self, io_bytes: int | None, now: float) -> None:
-        """Take one read of the tree's counters (``now``: the read's monotonic time)."""
+    def saw_io(self, io_bytes: int | None, now: float, uptime: float | None = None) -> None:
+        """Take one read of the tree's counters (``now``: the read's monotonic time,
+        ``uptime``: the same moment in seconds after boot)."""
         if io_bytes is None:
-            self.quiet_since = None  # unknown again: never carried over a gap
+            # Unknown again: never carried over a gap.
+            self.quiet_since = self.quiet_since_boot = None
         elif self.io_bytes is None or io_bytes != self.io_bytes or self.quiet_since is None:
-            self.quiet_since = now
+            self.quiet_since, self.quiet_since_boot = now, uptime
         self.io_bytes = io_bytes
 
     @property
@@ -91,7 +96,13 @@ class Tracked:
             age = round(max(0.0, uptime - self.started_at), 1)
         if now is not None and self.quiet_since is not None:
             idle = round(max(0.0, now - self.quiet_since), 1)
-        return replace(self.server, age_seconds=age, idle_seconds=idle)
+        return replace(
+            self.server,
+            age_seconds=age,
+            idle_seconds=idle,
+            started_since_boot=self.started_at,
+            quiet_since_boot=self.quiet_since_boot if idle is not None else None,
+        )
 
 
 def wrapped_owner(full: FullRead) -> tuple[ProcessRef | None, str | None]:
@@ -173,7 +184,13 @@ def first_record(
         first_seen=stamp,
         age_seconds=None,
         usage=NO_USAGE,
+        label=_label(full) if provenance == PROVENANCE_WRAPPED else None,
     )
+
+
+def _label(full: FullRead) -> str | None:
+    marker = parse_marker(full.marker) if full.marker is not None else None
+    return marker.name if marker is not None and marker.name else None
 
 
 def survivor(

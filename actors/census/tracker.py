@@ -335,7 +335,7 @@ class Tracker:
             usage = replace(tree.usage, pss_bytes=server.pss)
             server.server = replace(server.server, usage=usage)
             server.cpu_ticks, server.read_at = tree.cpu_ticks, now
-            server.saw_io(tree.usage.io_bytes, now)
+            server.saw_io(tree.usage.io_bytes, now, self.uptime)
             self._judge_owner(server, stamp, owner_ends)
             await pause()
 

@@ -33,6 +33,8 @@ def status_line(servers: Mapping[str, Any]) -> str | None:
         f"(repeating {_mib(servers.get('repeated_bytes'))})  "
         f"memory {_mib(servers.get('memory_bytes'))}"
     )
+    if servers.get("superseded"):
+        line += f"  superseded {servers['superseded']} (reap plan --include superseded)"
     if not servers.get("enabled", True):
         line += "  (discovery sweeps off)"
     idle = servers.get("idle") or []
@@ -90,6 +92,13 @@ def server_lines(result: Mapping[str, Any]) -> list[str]:
         ]
         lines.append(
             table(["pid", "provenance", "owner", "memory", "cpu%", "idle", "kids", "command"], rows)
+        )
+    for item in result.get("mcp_server_superseded") or []:
+        newer = item.get("newer") or {}
+        lines.append(
+            f"superseded: pid {item.get('pid')} {' '.join(item.get('command') or ())[:60]} "
+            f"idle {_seconds(item.get('idle_seconds'))}, {_mib(item.get('memory_bytes'))}; "
+            f"its owner runs a newer copy, pid {newer.get('pid')} ({newer.get('start')})"
         )
     for group in result.get("mcp_server_duplicates") or []:
         pids = ", ".join(str(ref.get("pid")) for ref in group.get("servers") or [])

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import selectors
 import signal
 import time
 from pathlib import Path
+from typing import IO
 
+import anyio
 import pytest
 
 from actors.census.tracked import NO_USAGE, Tracked
@@ -99,3 +103,47 @@ def test_the_io_counter_of_a_process_moves_only_with_its_own_io() -> None:
     assert after is not None
     assert after >= mine + 4096
     assert read_io_bytes(2**22 + 12345) is None  # no such process
+
+
+def _next_child(client_stdout: IO[bytes]) -> int:
+    with selectors.DefaultSelector() as selector:
+        selector.register(client_stdout, selectors.EVENT_READ)
+        assert selector.select(timeout=30), "the fake client started no new copy"
+    (pid,) = json.loads(client_stdout.readline())["children"]
+    return int(pid)
+
+
+async def test_an_older_copy_idle_since_its_client_started_a_newer_one_is_superseded(
+    tmp_path: Path,
+) -> None:
+    # A reconnect as Claude Code #79740 describes: the client starts a new copy of the
+    # server and keeps the old one's pipes open without using them.
+    with processes() as spawned:
+        tree = start_tree(spawned, "claude", [child("mcp-fake-server", args=["--io-on-usr1"])])
+        (old,) = tree.children
+        client = spawned.procs[0]
+        assert client.stdout is not None
+        async with census_harness(tmp_path) as h:
+            await h.handle.census(fresh=True)  # the old copy's counters, first read
+            # Not protocol time: the kernel stamps starts in 10 ms ticks, and the newer copy
+            # must start a few ticks after that read, as it would in use.
+            await anyio.sleep(0.05)
+            os.kill(tree.client, signal.SIGUSR2)
+            new = _next_child(client.stdout)
+            spawned.track(new)
+            await h.handle.census(fresh=True)
+            await h.advance(30)
+            replaced = await h.handle.census_report(fresh=True)
+            # The old copy is used again: from now on it is no longer superseded.
+            before = read_io_bytes(old)
+            os.kill(old, signal.SIGUSR1)
+            assert _moved(old, before)
+            used = await h.handle.census_report(fresh=True)
+    ours_now = [s for s in replaced.superseded if s.server.process.pid in (old, new)]
+    (found,) = ours_now
+    assert found.server.process.pid == old
+    assert found.newer.pid == new
+    assert found.idle_seconds >= 30
+    assert found.quiet_since_boot <= found.newer_started_since_boot
+    assert replaced.summary.superseded >= 1
+    assert [s for s in used.superseded if s.server.process.pid in (old, new)] == []

@@ -5,7 +5,9 @@
 (``argv[0]`` is only its name, so a test can make it look like any program), with stdin
 and stdout as pipes, socket-pair halves or /dev/null. The client keeps its ends open, prints
 ``{"children": [pid, ...]}`` and sleeps, bounded by ``LIFETIME_SECONDS``. SIGUSR1 makes
-it close its ends of every child's stdio and keep running.
+it close its ends of every child's stdio and keep running. SIGUSR2 makes it start one more
+copy of its first child over pipes (a reconnect that leaves the old copy running) and
+print ``{"children": [pid]}`` for it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,19 @@ def main() -> int:
             elif isinstance(item, socket.socket):
                 item.close()
 
+    def start_again(_signal: int, _frame: object) -> None:
+        first = spec[0]
+        process = subprocess.Popen(
+            first["argv"],
+            executable=first["executable"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        kept.append(process)
+        print(json.dumps({"children": [process.pid]}), flush=True)
+
     signal.signal(signal.SIGUSR1, close_ends)
+    signal.signal(signal.SIGUSR2, start_again)
     print(json.dumps({"children": children}), flush=True)
     time.sleep(LIFETIME_SECONDS)
     return 0

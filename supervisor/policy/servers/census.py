@@ -89,6 +89,12 @@ class ServerRecord:
     #: counters move, or since it was first read if they never did. None: the kernel's
     #: counters could not be read, so nothing is known (and nothing is decided on it).
     idle_seconds: float | None = None
+    #: When the server started, and since when its tree's counters have not moved, in
+    #: seconds after boot (the clock process start times count in); None: unknown.
+    started_since_boot: float | None = None
+    quiet_since_boot: float | None = None
+    #: The name a wrapped server registered under (``exec --name``); None when observed.
+    label: str | None = None
 
     @property
     def duplicate_key(self) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:

@@ -59,6 +59,8 @@ class CensusSummary:
     memory_by_client: dict[str, int] = field(default_factory=dict)
     #: Every server's idle time, longest first; those whose counters cannot be read last.
     idle: tuple[IdleServer, ...] = ()
+    #: Older copies a live client replaced and no longer uses (policy.servers.superseded).
+    superseded: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

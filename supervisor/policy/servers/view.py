@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from supervisor.policy.servers.census import Census
@@ -17,8 +17,16 @@ from supervisor.policy.servers.summary import (
     is_orphaned,
     summarize,
 )
+from supervisor.policy.servers.superseded import Superseded, superseded
 
-__all__ = ["CensusView", "census_view", "snapshot_part", "summary_dict", "view_dict"]
+__all__ = [
+    "CensusView",
+    "census_view",
+    "snapshot_part",
+    "summary_dict",
+    "superseded_dict",
+    "view_dict",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,21 +41,26 @@ class CensusView:
     by_client: tuple[Rollup, ...]
     by_command: tuple[Rollup, ...]
     history: tuple[HistoryPoint, ...]
+    #: Older copies a live client replaced and no longer uses (reported, never stopped
+    #: by default).
+    superseded: tuple[Superseded, ...] = ()
 
 
 def census_view(
     census: Census, *, enabled: bool, sweeps: int, history: Sequence[HistoryPoint] = ()
 ) -> CensusView:
     groups = duplicate_groups(census.servers)
+    replaced = superseded(census.servers)
     return CensusView(
         enabled=enabled,
         sweeps=sweeps,
         census=census,
-        summary=summarize(census, groups),
+        summary=replace(summarize(census, groups), superseded=len(replaced)),
         duplicates=groups,
         by_client=tuple(by_client_launch(census.servers)),
         by_command=tuple(by_command(census.servers)),
         history=tuple(history),
+        superseded=replaced,
     )
 
 
@@ -57,13 +70,30 @@ def summary_dict(view: CensusView) -> dict[str, Any]:
 
 
 def _servers(view: CensusView) -> list[dict[str, Any]]:
+    replaced = {s.server.process.pid: s for s in view.superseded}
     servers = []
     for server in view.census.servers:
         row = asdict(server)
         row["memory_bytes"] = memory_of(server)
         row["orphaned"] = is_orphaned(server)
+        found = replaced.get(server.process.pid)
+        row["superseded_by"] = None if found is None else superseded_dict(found)["newer"]
         servers.append(row)
     return servers
+
+
+def superseded_dict(found: Superseded) -> dict[str, Any]:
+    """One superseded server's evidence as JSON values."""
+    return {
+        "pid": found.server.process.pid,
+        "start": found.server.process.start,
+        "command": list(found.server.command),
+        "owner": asdict(found.server.owner) if found.server.owner is not None else None,
+        "newer": {**asdict(found.newer), "started_since_boot": found.newer_started_since_boot},
+        "quiet_since_boot": found.quiet_since_boot,
+        "idle_seconds": found.idle_seconds,
+        "memory_bytes": found.memory_bytes,
+    }
 
 
 def view_dict(view: CensusView) -> dict[str, Any]:
@@ -72,6 +102,7 @@ def view_dict(view: CensusView) -> dict[str, Any]:
         **summary_dict(view),
         "servers": _servers(view),
         "duplicates": [asdict(g) for g in view.duplicates],
+        "superseded": [superseded_dict(s) for s in view.superseded],
         "by_client": [asdict(r) for r in view.by_client],
         "by_command": [asdict(r) for r in view.by_command],
         "history": [asdict(p) for p in view.history],
@@ -85,4 +116,5 @@ def snapshot_part(view: CensusView) -> dict[str, Any]:
         "mcp_server_summary": summary_dict(view),
         "mcp_servers": _servers(view),
         "mcp_server_duplicates": [asdict(g) for g in view.duplicates],
+        "mcp_server_superseded": [superseded_dict(s) for s in view.superseded],
     }

@@ -87,11 +87,12 @@ function renderServers(view) {
        (view.by_command || []).map(r => ({label: r.key, value: r.memory_bytes})));
   lines(document.getElementById("chart-history"), view.history || []);
   fill(document.getElementById("servers"),
-    ["pid", "provenance", "owner", "owner alive", "memory", "cpu %", "idle", "children",
-     "command", "evidence"],
+    ["pid", "provenance", "owner", "owner alive", "replaced", "memory", "cpu %", "idle",
+     "children", "command", "evidence"],
     view.servers.map(s => [s.process.pid, s.provenance,
       s.owner ? s.owner.name + " " + s.owner.process.pid : "-",
       el("td", s.owner ? String(s.owner.alive) : "-", s.orphaned ? "bad" : ""),
+      s.superseded_by ? "superseded by " + s.superseded_by.pid : "-",
       mib(s.memory_bytes), s.usage.cpu_percent === null ? "-" : s.usage.cpu_percent,
       idleText(s.idle_seconds), s.usage.children.length, s.command.join(" ").slice(0, 80),
       s.evidence.join(", ")]));
