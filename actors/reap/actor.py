@@ -42,7 +42,12 @@ from supervisor.policy.retirement.apply_rules import (
     DEFAULT_MASS_GUARD_SHARE,
 )
 from supervisor.policy.servers.census import Census
-from supervisor.policy.servers.reap_plan import ReapEntry, ReapPlan, plan_reap
+from supervisor.policy.servers.reap_plan import (
+    ReapEntry,
+    ReapPlan,
+    plan_reap,
+    token_includes_superseded,
+)
 from supervisor.policy.servers.reap_rules import (
     CODE_CENSUS_UNAVAILABLE,
     CODE_MASS_GUARD,
@@ -138,13 +143,16 @@ class ReapActor(Actor[ReapInbox]):
 
     async def plan(self, request: ReapPlanRequest) -> Mapping[str, Any]:
         """The plan of a census taken now (the caller's read grant was checked before)."""
-        plan = await self._plan(request.profile)
+        plan = await self._plan(request.profile, include_superseded=request.include_superseded)
         answer = reap_plan_dict(plan)
         answer["profile"] = request.profile.name if request.profile else None
         return answer
 
-    async def _plan(self, profile: Profile | None) -> ReapPlan:
-        return plan_reap(await self._take_census(profile), protected=self._protected)
+    async def _plan(self, profile: Profile | None, *, include_superseded: bool) -> ReapPlan:
+        census = await self._take_census(profile)
+        return plan_reap(
+            census, protected=self._protected, include_superseded=include_superseded
+        )
 
     async def _take_census(self, profile: Profile | None) -> Census:
         if self.census is None:
@@ -178,7 +186,8 @@ class ReapActor(Actor[ReapInbox]):
     async def _apply(
         self, profile: Profile | None, token: str, *, override: bool
     ) -> Mapping[str, Any]:
-        plan = await self._plan(profile)
+        # The token says whether its plan included superseded servers: the same plan again.
+        plan = await self._plan(profile, include_superseded=token_includes_superseded(token))
         moved = plan_changed_reasons(token, plan)
         if moved is not None:
             refused = reap_refusal(
@@ -273,7 +282,8 @@ class ReapActor(Actor[ReapInbox]):
         compare-and-swap, guard and grant check as an operator's apply, never overridden."""
         profile = self.profiles.get(self._settings.auto_profile)
         async with self._applying:
-            plan = await self._plan(profile)
+            # Never the superseded: stopping those on its own is the guard's opt-in.
+            plan = await self._plan(profile, include_superseded=False)
             if not plan.targets:
                 return _nothing_to_reap(plan)
             return await self._apply(profile, plan.plan_token, override=False)

@@ -17,6 +17,8 @@ class ReapPlanRequest:
     """The reap plan of a census taken now; signals nothing, writes nothing."""
 
     profile: Profile | None
+    #: Also target the copies a live owner replaced (the user's word, never a default).
+    include_superseded: bool = False
     reply: Reply[Mapping[str, Any]]
 
 

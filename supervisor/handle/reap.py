@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.mailbox import Reply, ask
 from actors.reap.inbox import ReapApplyRequest, ReapInbox, ReapPlanRequest
+from supervisor.errors import ProtocolError
 from supervisor.handle.checks import WriterCalls
 from supervisor.operations.registry import operation
 from supervisor.policy.control.permissions import Profile
 
-__all__ = ["ReapCalls"]
+__all__ = ["REAP_INCLUDE", "ReapCalls"]
+
+#: What ``reap plan --include`` may name: kept servers the user may ask to plan too.
+REAP_INCLUDE = ("superseded",)
 
 _Answer = Mapping[str, Any]
 
@@ -36,9 +40,21 @@ class ReapCalls(WriterCalls):
             return denied
         return await ask(self._reap, build, actor="reap")
 
-    async def reap_plan(self, profile: Profile | None) -> _Answer:
+    async def reap_plan(
+        self, profile: Profile | None, *, include: Sequence[str] | None = None
+    ) -> _Answer:
+        """``include``: kinds of kept servers to plan too; ``superseded`` is the one kind."""
+        include = include or ()
+        unknown = sorted(set(include) - set(REAP_INCLUDE))
+        if unknown:
+            raise ProtocolError(f"args.include may name only {list(REAP_INCLUDE)}, got {unknown}")
+        with_superseded = "superseded" in include
         return await self._ask_reap(
-            "reap_plan", profile, lambda reply: ReapPlanRequest(profile=profile, reply=reply)
+            "reap_plan",
+            profile,
+            lambda reply: ReapPlanRequest(
+                profile=profile, include_superseded=with_superseded, reply=reply
+            ),
         )
 
     async def reap_apply(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from supervisor.operations.fleet import APPLY, PLAN
-from supervisor.operations.spec import TEXT, Arg, Command, Flag, Operation, Tool
+from supervisor.operations.spec import TEXT, TEXTS, Arg, Command, Flag, Operation, Tool
 
 __all__ = ["REAP_OPERATIONS"]
 
@@ -15,6 +15,13 @@ REAP_PLAN = Operation(
     "reap_plan",
     "reap_plan",
     PLAN.tasks,
+    args=(
+        Arg(
+            "include",
+            TEXTS,
+            cli=Flag.comma("--include", "kept servers to plan too: superseded"),
+        ),
+    ),
     tool=Tool(
         "fleet_plan_server_reap",
         "reap_plan_tool",
@@ -25,9 +32,18 @@ A server is a target only when its owner client is gone (by pid and start
 time) or closed its end of the server's stdio; a server whose owner cannot
 be judged is kept, and so is every server launched through exec. Each
 target lists its evidence, its processes and the memory it holds; live
-clients' duplicate servers are listed apart and never reaped. Signals
-nothing. Needs gitea.read and a controller or reconciler role.""",
-        (),
+clients' duplicate servers are listed apart and never reaped. With
+include=["superseded"], also the older copies a live client replaced and
+has not used since the newer copy started (superseded_by_newer_instance).
+Signals nothing. Needs gitea.read and a controller or reconciler role.""",
+        (
+            (
+                "include",
+                """\
+Kept servers to plan too: ["superseded"] for the older
+copies a live client replaced (only on your word).""",
+            ),
+        ),
         "",
         read_only=True,
     ),

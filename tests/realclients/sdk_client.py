@@ -5,6 +5,10 @@
 # ``close-stdin``: the same exchange written by hand over a pipe (the SDK offers no way
 # to close a server's stdin and leave it running), then stdin is closed, ``closed`` is
 # printed and the client waits alive, never reaping the server, until it is killed.
+# ``reconnect``: as ``hold``, then once a line comes on stdin, a second connection to a new
+# copy of the server (its tools listed and one tool called: ``--call TOOL=JSON``) while
+# the first stays open and unused, as Claude Code's /mcp reconnect does (#79740); then
+# ``reconnected OLD NEW`` (the two servers' pids) and the wait.
 # Either way the wait is bounded by ``LIFETIME_SECONDS``. The server's environment is
 # the SDK's default one (HOME, PATH, ...) plus every ``--env KEY=VALUE``.
 
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -38,6 +43,37 @@ async def _hold(command: str, args: Sequence[str], env: Mapping[str, str]) -> in
             tools = (await client.list_tools()).tools
         print(f"ready {len(tools)}", flush=True)
         await anyio.sleep(LIFETIME_SECONDS)
+    return 0
+
+
+def _children() -> set[int]:
+    """This process's children now: the SDK does not say which pid its server got."""
+    me = os.getpid()
+    with open(f"/proc/{me}/task/{me}/children", encoding="ascii") as handle:
+        return {int(p) for p in handle.read().split()}
+
+
+async def _reconnect(
+    command: str, args: Sequence[str], env: Mapping[str, str], call: tuple[str, dict[str, Any]]
+) -> int:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=command, args=list(args), env=dict(env))
+    async with Client(params) as first:
+        with anyio.fail_after(_HANDSHAKE_SECONDS):
+            await first.list_tools()
+        (old,) = _children()
+        print(f"ready {old}", flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.readline)
+        before = _children()
+        async with Client(params) as second:
+            with anyio.fail_after(_HANDSHAKE_SECONDS):
+                await second.list_tools()
+                await second.call_tool(call[0], call[1])
+            (new,) = _children() - before
+            print(f"reconnected {old} {new}", flush=True)
+            await anyio.sleep(LIFETIME_SECONDS)
     return 0
 
 
@@ -109,7 +145,8 @@ def _close_stdin(command: str, args: Sequence[str], env: Mapping[str, str]) -> i
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("mode", choices=("hold", "close-stdin"))
+    parser.add_argument("mode", choices=("hold", "close-stdin", "reconnect"))
+    parser.add_argument("--call", help="reconnect: TOOL=JSON, the call on the new copy")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     args = parser.parse_args(argv)
@@ -119,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = dict(item.split("=", 1) for item in args.env)
     if args.mode == "hold":
         return anyio.run(_hold, command[0], command[1:], env)
+    if args.mode == "reconnect":
+        tool, _, arguments = (args.call or "").partition("=")
+        call = (tool, json.loads(arguments or "{}"))
+        return anyio.run(_reconnect, command[0], command[1:], env, call)
     return _close_stdin(command[0], command[1:], env)
 
 

@@ -24,6 +24,7 @@ from supervisor.policy.servers.census import (
 )
 from supervisor.policy.servers.discovery import STDIO_ABANDONED
 from supervisor.policy.servers.duplicates import DuplicateGroup, duplicate_groups
+from supervisor.policy.servers.superseded import SUPERSEDED, Superseded, superseded
 
 __all__ = [
     "KEEP_NO_OWNER",
@@ -34,11 +35,13 @@ __all__ = [
     "REAP_OWNER_GONE",
     "REAP_STDIO_ABANDONED",
     "REAP_STDIO_CLOSED",
+    "REAP_SUPERSEDED",
     "ReapEntry",
     "ReapPlan",
     "members_of",
     "plan_reap",
     "plan_token",
+    "token_includes_superseded",
 ]
 
 #: The owner client's recorded incarnation is gone.
@@ -48,6 +51,9 @@ REAP_STDIO_CLOSED = "owner_stdio_closed"
 #: No owner was recorded, but the other end of each of its stdio sockets is released
 #: (discovery's evidence word, so the reason names what was seen).
 REAP_STDIO_ABANDONED = STDIO_ABANDONED
+#: Only with ``include_superseded`` (the user's word): an older copy its live owner
+#: replaced, idle since the newer copy started (policy.servers.superseded).
+REAP_SUPERSEDED = SUPERSEDED
 #: The owner client runs and (as far as can be told) still talks to the server.
 KEEP_OWNER_LIVE = "owner_client_live"
 #: Whether the owner runs cannot be told: unknown evidence never makes a target.
@@ -61,6 +67,9 @@ KEEP_PROTECTED = "protected_process"
 
 #: The token's format version: a token of another version never matches.
 _TOKEN_VERSION = "reap-v1"
+#: A plan that includes superseded servers says so in its token, so that an apply
+#: recomputes the same plan from the token alone.
+_WITH_SUPERSEDED = "+superseded"
 
 
 def members_of(server: ServerRecord) -> tuple[ProcessRef, ...]:
@@ -72,16 +81,23 @@ def _ref(process: ProcessRef) -> str:
     return f"{process.pid}:{process.start}"
 
 
-def plan_token(targets: Iterable[ReapEntry]) -> str:
-    """A digest over each target's leader and members (pid and start token), in any order:
-    the same targets give the same token; any target, member or incarnation more, less or
-    different moves it."""
+def plan_token(targets: Iterable[ReapEntry], *, include_superseded: bool = False) -> str:
+    """A digest over each target's leader and members (pid and start token) and reason, in
+    any order: the same targets give the same token; any target, member, incarnation or
+    reason more, less or different moves it."""
     units = sorted(
         "/".join([_ref(t.server.process), *sorted(_ref(m) for m in t.server.usage.children)])
+        + ("" if t.reason_code != REAP_SUPERSEDED else f"#{REAP_SUPERSEDED}")
         for t in targets
     )
-    body = "\n".join([_TOKEN_VERSION, *units]).encode()
-    return f"{_TOKEN_VERSION}-{hashlib.sha256(body).hexdigest()}"
+    version = _TOKEN_VERSION + (_WITH_SUPERSEDED if include_superseded else "")
+    body = "\n".join([version, *units]).encode()
+    return f"{version}-{hashlib.sha256(body).hexdigest()}"
+
+
+def token_includes_superseded(token: str) -> bool:
+    """Whether a plan token is of a plan made with ``include_superseded``."""
+    return token.startswith(f"{_TOKEN_VERSION}{_WITH_SUPERSEDED}-")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,16 +157,36 @@ def _total(values: Sequence[int | None]) -> int | None:
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
-def plan_reap(census: Census, *, protected: frozenset[int] = frozenset()) -> ReapPlan:
+def _superseded_detail(found: Superseded) -> str:
+    newer = found.newer
+    return (
+        f"its owner runs a newer copy, pid {newer.pid} ({newer.start}), and its tree has done "
+        f"no I/O since that copy started (idle {found.idle_seconds:.0f} s at least)"
+    )
+
+
+def plan_reap(
+    census: Census,
+    *,
+    protected: frozenset[int] = frozenset(),
+    include_superseded: bool = False,
+) -> ReapPlan:
     """Every server of ``census`` as a target or kept, with its reason; the live clients'
-    duplicates; the plan token. Deterministic for one census."""
+    duplicates; the plan token. Deterministic for one census. ``include_superseded`` (the
+    user's word, never a default) also targets the copies a live owner replaced."""
+    replaced = (
+        {s.server.process.pid: s for s in superseded(census.servers)} if include_superseded else {}
+    )
     targets: list[ReapEntry] = []
     kept: list[ReapEntry] = []
     live: list[ServerRecord] = []
     for server in sorted(census.servers, key=lambda s: s.process.pid):
         code, detail = _verdict(server, protected)
+        found = replaced.get(server.process.pid)
+        if found is not None and code in (KEEP_OWNER_LIVE, KEEP_WRAPPED):
+            code, detail = REAP_SUPERSEDED, _superseded_detail(found)
         entry = ReapEntry(server=server, reason_code=code, detail=detail)
-        reaped = code in (REAP_OWNER_GONE, REAP_STDIO_CLOSED, REAP_STDIO_ABANDONED)
+        reaped = code in (REAP_OWNER_GONE, REAP_STDIO_CLOSED, REAP_STDIO_ABANDONED, REAP_SUPERSEDED)
         (targets if reaped else kept).append(entry)
         # Wrapped or observed: any server a running client still holds may repeat another.
         if not reaped and server.owner is not None and server.owner.alive is True:
@@ -159,7 +195,7 @@ def plan_reap(census: Census, *, protected: frozenset[int] = frozenset()) -> Rea
         targets=tuple(targets),
         kept=tuple(kept),
         duplicates=duplicate_groups(live),
-        plan_token=plan_token(targets),
+        plan_token=plan_token(targets, include_superseded=include_superseded),
         server_count=len(census.servers),
         target_rss_bytes=_total([t.server.usage.rss_bytes for t in targets]),
     )

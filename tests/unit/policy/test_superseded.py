@@ -13,10 +13,18 @@ from hypothesis import strategies as st
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
     PROVENANCE_WRAPPED,
+    Census,
     OwnerClient,
     ProcessRef,
     ServerRecord,
     Usage,
+)
+from supervisor.policy.servers.reap_plan import (
+    KEEP_OWNER_LIVE,
+    KEEP_PROTECTED,
+    REAP_SUPERSEDED,
+    plan_reap,
+    token_includes_superseded,
 )
 from supervisor.policy.servers.superseded import superseded
 
@@ -187,3 +195,30 @@ def test_unknown_io_never_makes_a_server_superseded(
     blinded = [replace(s, quiet_since_boot=None, idle_seconds=None) if s is target else s
                for s in fleet]  # fmt: skip
     assert target.process.pid not in {s.server.process.pid for s in superseded(blinded)}
+
+
+def test_the_reap_plans_a_superseded_copy_only_when_asked() -> None:
+    old = server(1, started=100.0, quiet=150.0, idle=90.0)
+    new = server(2, started=160.0, quiet=200.0)
+    census = Census(servers=(old, new), taken_at=0.0)
+    plain = plan_reap(census)
+    asked = plan_reap(census, include_superseded=True)
+    assert plain.targets == ()
+    assert {e.reason_code for e in plain.kept} == {KEEP_OWNER_LIVE}
+    (target,) = asked.targets
+    assert (target.server.process.pid, target.reason_code) == (1, REAP_SUPERSEDED)
+    assert "pid 2" in target.detail
+    assert [e.server.process.pid for e in asked.kept] == [2]
+    # The token says the plan included them, so an apply recomputes the same plan.
+    assert token_includes_superseded(asked.plan_token)
+    assert not token_includes_superseded(plain.plan_token)
+    assert plan_reap(census, include_superseded=True).plan_token == asked.plan_token
+
+
+def test_a_protected_or_orphaned_server_keeps_its_own_verdict() -> None:
+    old = server(1, started=100.0, quiet=150.0)
+    new = server(2, started=160.0, quiet=200.0)
+    census = Census(servers=(old, new), taken_at=0.0)
+    protected = plan_reap(census, protected=frozenset({1}), include_superseded=True)
+    assert protected.targets == ()
+    assert protected.kept[0].reason_code == KEEP_PROTECTED
