@@ -14,7 +14,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.mailbox import ask
 from actors.reap import ReapActor, ReapApplyRequest, ReapInbox, ReapPlanRequest, ReapSettings
-from actors.reap.inbox import ReapTick
+from actors.reap.inbox import ReapTick, SupersededTick
 from actors.reap.trees import ProcessOps
 from supervisor.clock import Clock
 from supervisor.policy.control.permissions import Profile
@@ -54,6 +54,9 @@ class ReapRig:
 
     async def tick(self) -> _Answer:
         return await ask(self.inbox, lambda reply: ReapTick(reply=reply), actor="reap")
+
+    async def superseded_tick(self) -> _Answer:
+        return await ask(self.inbox, lambda reply: SupersededTick(reply=reply), actor="reap")
 
     async def audit(self) -> list[dict[str, Any]]:
         return [dict(e) for e in await self.store.read_audit(limit=10_000)]

@@ -11,7 +11,7 @@ the supervisor's own profile, never past the mass guard.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import InitVar, dataclass
 from typing import Any, assert_never
 
@@ -21,7 +21,13 @@ from anyio.abc import TaskGroup
 from actors.audit import audit_refusal, mark_unrecorded, write_audit
 from actors.census.inbox import CensusInbox, TakeCensus
 from actors.mailbox import Actor, Inbox, Outbox, Reply, post, reply_with
-from actors.reap.inbox import ReapApplyRequest, ReapInbox, ReapPlanRequest, ReapTick
+from actors.reap.inbox import (
+    ReapApplyRequest,
+    ReapInbox,
+    ReapPlanRequest,
+    ReapTick,
+    SupersededTick,
+)
 from actors.reap.records import (
     REAP_ACTION,
     applied_answer,
@@ -46,6 +52,7 @@ from supervisor.policy.servers.reap_plan import (
     ReapEntry,
     ReapPlan,
     plan_reap,
+    plan_superseded_stop,
     token_includes_superseded,
 )
 from supervisor.policy.servers.reap_rules import (
@@ -83,6 +90,11 @@ class ReapSettings:
     #: How long a census may take before the plan or apply is refused (a hang guard: a
     #: census that never answers must not wedge the reap).
     census_timeout_seconds: float = 60.0
+    #: ``[servers] stop_superseded_after_seconds``: stop a superseded copy once it has been
+    #: idle this long since its newer copy started (0: off, only reported).
+    stop_superseded_after_seconds: float = 0.0
+    #: How often the opt-in looks for superseded copies that are due.
+    superseded_check_seconds: float = 30.0
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -115,6 +127,8 @@ class ReapActor(Actor[ReapInbox]):
         # The periodic round is a task of its own: a plan asked meanwhile is still answered.
         if self._settings.auto_enabled:
             tg.start_soon(self._auto_timer)
+        if self._settings.stop_superseded_after_seconds > 0:
+            tg.start_soon(self._superseded_timer)
 
     async def on_receive(self, message: ReapInbox, tg: TaskGroup) -> None:
         match message:
@@ -124,6 +138,8 @@ class ReapActor(Actor[ReapInbox]):
                 work = self.apply(message)
             case ReapTick():
                 work = self.auto_reap()
+            case SupersededTick():
+                work = self.stop_superseded()
             case _:
                 assert_never(message)
         if message.reply is None:
@@ -150,9 +166,7 @@ class ReapActor(Actor[ReapInbox]):
 
     async def _plan(self, profile: Profile | None, *, include_superseded: bool) -> ReapPlan:
         census = await self._take_census(profile)
-        return plan_reap(
-            census, protected=self._protected, include_superseded=include_superseded
-        )
+        return plan_reap(census, protected=self._protected, include_superseded=include_superseded)
 
     async def _take_census(self, profile: Profile | None) -> Census:
         if self.census is None:
@@ -184,10 +198,14 @@ class ReapActor(Actor[ReapInbox]):
             )
 
     async def _apply(
-        self, profile: Profile | None, token: str, *, override: bool
+        self, profile: Profile | None, token: str, *, override: bool, planner: _Planner = None
     ) -> Mapping[str, Any]:
-        # The token says whether its plan included superseded servers: the same plan again.
-        plan = await self._plan(profile, include_superseded=token_includes_superseded(token))
+        # The token says whether its plan included superseded servers: the same plan again
+        # (the opt-in stop passes its own planner: the same plan as its round's).
+        if planner is None:
+            plan = await self._plan(profile, include_superseded=token_includes_superseded(token))
+        else:
+            plan = await planner(profile)
         moved = plan_changed_reasons(token, plan)
         if moved is not None:
             refused = reap_refusal(
@@ -287,6 +305,33 @@ class ReapActor(Actor[ReapInbox]):
             if not plan.targets:
                 return _nothing_to_reap(plan)
             return await self._apply(profile, plan.plan_token, override=False)
+
+    async def _superseded_timer(self) -> None:
+        while True:
+            await self.clock.sleep(self._settings.superseded_check_seconds)
+            await self._refused_as_answer(self.stop_superseded())
+
+    async def stop_superseded(self) -> Mapping[str, Any]:
+        """The opt-in stop: plan the superseded copies idle past the configured time since
+        their newer copy started, then apply that plan under the supervisor's own profile,
+        with the same compare-and-swap, guard and grant check as any apply."""
+        after = self._settings.stop_superseded_after_seconds
+        if after <= 0:  # off: the copies are only reported
+            return _nothing_to_reap(plan_reap(Census(servers=(), taken_at=0.0)))
+
+        async def planner(profile: Profile | None) -> ReapPlan:
+            census = await self._take_census(profile)
+            return plan_superseded_stop(census, after_seconds=after, protected=self._protected)
+
+        profile = self.profiles.get(self._settings.auto_profile)
+        async with self._applying:
+            plan = await planner(profile)
+            if not plan.targets:
+                return _nothing_to_reap(plan)
+            return await self._apply(profile, plan.plan_token, override=False, planner=planner)
+
+
+_Planner = Callable[[Profile | None], Awaitable[ReapPlan]] | None
 
 
 def _nothing_to_reap(plan: ReapPlan) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 from actors.mailbox import Reply
 from supervisor.policy.control.permissions import Profile
 
-__all__ = ["ReapApplyRequest", "ReapInbox", "ReapPlanRequest", "ReapTick"]
+__all__ = ["ReapApplyRequest", "ReapInbox", "ReapPlanRequest", "ReapTick", "SupersededTick"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,4 +42,12 @@ class ReapTick:
     reply: Reply[Mapping[str, Any]] | None = None
 
 
-ReapInbox = ReapPlanRequest | ReapApplyRequest | ReapTick
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SupersededTick:
+    """Stop the superseded servers idle past ``stop_superseded_after_seconds`` now (the
+    opt-in's timer sends it; tests too)."""
+
+    reply: Reply[Mapping[str, Any]] | None = None
+
+
+ReapInbox = ReapPlanRequest | ReapApplyRequest | ReapTick | SupersededTick

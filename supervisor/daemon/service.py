@@ -59,7 +59,10 @@ def app_settings(settings: Settings) -> AppSettings:
         hosts=settings.hosts.to_actor(shared=settings.database.url is not None),
         servers=settings.exec.to_actor(exec_socket=exec_socket_of(settings)),
         census=settings.discovery.to_actor(),
-        reap=settings.reap.to_actor(),
+        reap=replace(
+            settings.reap.to_actor(),
+            stop_superseded_after_seconds=settings.servers.stop_superseded_after_seconds,
+        ),
         max_restarts=settings.restart.max_restarts,
         restart_window_seconds=settings.restart.window_seconds,
     )

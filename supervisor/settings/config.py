@@ -45,6 +45,7 @@ from supervisor.settings.config_checks import (
 )
 from supervisor.settings.discovery import DiscoveryConfig
 from supervisor.settings.reap_config import ReapConfig
+from supervisor.settings.servers_config import ServersConfig
 
 if TYPE_CHECKING:
     pass
@@ -284,6 +285,7 @@ class Settings:
     exec: ExecConfig = field(default_factory=ExecConfig)
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     reap: ReapConfig = field(default_factory=ReapConfig)
+    servers: ServersConfig = field(default_factory=ServersConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
 
 

@@ -19,6 +19,7 @@ _TABLES = {
     "hosts": "hosts",
     "discovery": "census",
     "reap": "reap",
+    "servers": "reap",
     "retirement": "retirement",
 }
 
@@ -37,7 +38,7 @@ def _other(value: Any) -> Any:
     if isinstance(value, int):
         return value + 1
     if isinstance(value, float):
-        return value / 2 if value > 1 else value / 4
+        return value / 2 if value > 1 else (value / 4 if value else 1.0)
     assert isinstance(value, str), value
     return value + "-other"
 

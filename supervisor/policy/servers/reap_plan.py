@@ -40,6 +40,7 @@ __all__ = [
     "ReapPlan",
     "members_of",
     "plan_reap",
+    "plan_superseded_stop",
     "plan_token",
     "token_includes_superseded",
 ]
@@ -196,6 +197,42 @@ def plan_reap(
         kept=tuple(kept),
         duplicates=duplicate_groups(live),
         plan_token=plan_token(targets, include_superseded=include_superseded),
+        server_count=len(census.servers),
+        target_rss_bytes=_total([t.server.usage.rss_bytes for t in targets]),
+    )
+
+
+def plan_superseded_stop(
+    census: Census, *, after_seconds: float, protected: frozenset[int] = frozenset()
+) -> ReapPlan:
+    """The opt-in stop of superseded servers (``[servers] stop_superseded_after_seconds``):
+    targets only the copies idle at least ``after_seconds`` since their newer copy started;
+    every other server is kept with its plain verdict and nothing else is a target."""
+    if after_seconds <= 0:
+        raise ValueError("the superseded stop needs a time > 0 (0 turns it off)")
+    due = {
+        s.server.process.pid: s
+        for s in superseded(census.servers)
+        if s.since_newer_seconds >= after_seconds
+    }
+    targets: list[ReapEntry] = []
+    kept: list[ReapEntry] = []
+    for server in sorted(census.servers, key=lambda s: s.process.pid):
+        code, detail = _verdict(server, protected)
+        found = due.get(server.process.pid)
+        if found is not None and code in (KEEP_OWNER_LIVE, KEEP_WRAPPED):
+            targets.append(
+                ReapEntry(
+                    server=server, reason_code=REAP_SUPERSEDED, detail=_superseded_detail(found)
+                )
+            )
+        else:
+            kept.append(ReapEntry(server=server, reason_code=code, detail=detail))
+    return ReapPlan(
+        targets=tuple(targets),
+        kept=tuple(kept),
+        duplicates=(),
+        plan_token=plan_token(targets, include_superseded=True),
         server_count=len(census.servers),
         target_rss_bytes=_total([t.server.usage.rss_bytes for t in targets]),
     )

@@ -44,6 +44,12 @@ class Superseded:
     idle_seconds: float
     memory_bytes: int
 
+    @property
+    def since_newer_seconds(self) -> float:
+        """How long it has been idle since the newer copy started: now (its quiet read plus
+        its idle time, in seconds after boot) less the newer copy's start."""
+        return self.quiet_since_boot + self.idle_seconds - self.newer_started_since_boot
+
 
 def entry_key(server: ServerRecord) -> _EntryKey | None:
     """Which configured entry ``server`` runs, as far as the census can tell; None when it
