@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -95,7 +96,8 @@ class Tracked:
         if uptime is not None and self.started_at is not None:
             age = round(max(0.0, uptime - self.started_at), 1)
         if now is not None and self.quiet_since is not None:
-            idle = round(max(0.0, now - self.quiet_since), 1)
+            # Down to a tenth, never up: an idle time is a lower bound, decisions use it.
+            idle = math.floor(max(0.0, now - self.quiet_since) * 10) / 10
         return replace(
             self.server,
             age_seconds=age,

@@ -17,7 +17,7 @@ from actors.census.tracked import NO_USAGE, Tracked
 from supervisor.policy.servers.census import ProcessRef, ServerRecord
 from supervisor.system.proc_census import read_io_bytes
 from tests.actors.test_census import census_harness, ours
-from tests.census.trees import child, processes, start_tree
+from tests.census.trees import child, io_quiet, processes, start_tree
 
 pytestmark = pytest.mark.anyio
 
@@ -38,6 +38,7 @@ async def test_idle_time_counts_from_the_last_sweep_that_saw_the_tree_do_io(
     with processes() as spawned:
         tree = start_tree(spawned, "claude", [child("mcp-fake-server", args=["--io-on-usr1"])])
         (pid,) = tree.children
+        io_quiet(pid)
         async with census_harness(tmp_path) as h:
             first = ours((await h.handle.census(fresh=True)).servers, {pid})[pid]
             await h.advance(300)
@@ -123,6 +124,7 @@ async def test_an_older_copy_idle_since_its_client_started_a_newer_one_is_supers
         (old,) = tree.children
         client = spawned.procs[0]
         assert client.stdout is not None
+        io_quiet(old)  # its imports read: from here it is idle until used
         async with census_harness(tmp_path) as h:
             await h.handle.census(fresh=True)  # the old copy's counters, first read
             # Not protocol time: the kernel stamps starts in 10 ms ticks, and the newer copy

@@ -15,7 +15,7 @@ from supervisor.cli.format import format_snapshot, format_status
 from supervisor.surfaces.socket.status import ServerFigures, status_report
 from tests.actors.harness import READER, default_settings
 from tests.actors.helpers_app import SettledHarness, harness
-from tests.census.trees import Tree, child, processes, start_tree
+from tests.census.trees import Tree, child, io_quiet, processes, start_tree
 from tests.integration.test_fleet_page import get, page_server, run_chromium
 from tests.spawned import Spawned
 
@@ -92,6 +92,7 @@ async def test_each_servers_idle_time_shows_on_every_surface(tmp_path: Path) -> 
     with processes() as spawned:
         tree = start_tree(spawned, "claude", [child("mcp-fake-server")])
         (pid,) = tree.children
+        io_quiet(pid)
         async with census_harness(tmp_path) as h, page_server(h, tmp_path) as (url, _):
             await h.handle.census(fresh=True)
             await h.advance(125)

@@ -14,16 +14,15 @@ import json
 import selectors
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import IO
 
 import anyio
 import pytest
 
-from supervisor.system.proc_census import read_io_bytes
 from tests.actors.harness import RETIRER
 from tests.census.marked import marked_supervisor
+from tests.census.trees import io_quiet
 from tests.realclients.harness import (
     SDK_CLIENT,
     client_env,
@@ -54,18 +53,6 @@ def _line(stream: IO[bytes], prefix: str) -> list[str]:
     raise AssertionError(f"the SDK client never printed {prefix!r}")
 
 
-def _quiet(pid: int) -> None:
-    """Wait (bounded) until ``pid``'s I/O counters stop moving for a quarter second."""
-    last = read_io_bytes(pid)
-    for _ in range(40):
-        time.sleep(0.25)
-        now = read_io_bytes(pid)
-        if now == last:
-            return
-        last = now
-    raise AssertionError(f"pid {pid} never went quiet")
-
-
 async def test_a_replaced_copy_is_reported_planned_on_request_and_reaped(tmp_path: Path) -> None:
     require("sdk", "time")
     marker = new_marker()
@@ -87,7 +74,7 @@ async def test_a_replaced_copy_is_reported_planned_on_request_and_reaped(tmp_pat
         assert client.stdout is not None
         try:
             old = int(_line(client.stdout, "ready")[1])
-            _quiet(old)  # its answer's last log line written: from here it is idle
+            io_quiet(old)  # its answer's last log line written: from here it is idle
             async with marked_supervisor(tmp_path, marker, home.home) as supervisor:
                 # The old copy's I/O counters, first read (the census looks at a process
                 # only once it is older than its settle time: real process age, bounded).

@@ -26,6 +26,9 @@ __all__ = ["SUPERSEDED", "Superseded", "entry_key", "superseded"]
 
 #: The reason code of a superseded server in a reap plan (and in the guard's audit).
 SUPERSEDED = "superseded_by_newer_instance"
+#: /proc stamps a start in clock ticks (USER_HZ, 100 a second on Linux) and truncates:
+#: a process stamped ``s`` started at ``s`` or up to one tick later.
+_START_TICK = 0.01
 
 _EntryKey = tuple[object, ...]
 
@@ -46,9 +49,11 @@ class Superseded:
 
     @property
     def since_newer_seconds(self) -> float:
-        """How long it has been idle since the newer copy started: now (its quiet read plus
-        its idle time, in seconds after boot) less the newer copy's start."""
-        return self.quiet_since_boot + self.idle_seconds - self.newer_started_since_boot
+        """How long it has been idle since the newer copy started, at least: now (its quiet
+        read plus its idle time, in seconds after boot) less the latest the newer copy
+        can have started (its stamp plus one clock tick)."""
+        now = self.quiet_since_boot + self.idle_seconds
+        return max(0.0, now - (self.newer_started_since_boot + _START_TICK))
 
 
 def entry_key(server: ServerRecord) -> _EntryKey | None:
