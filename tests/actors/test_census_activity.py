@@ -22,7 +22,7 @@ from tests.census.trees import child, io_quiet, processes, start_tree
 pytestmark = pytest.mark.anyio
 
 
-def _moved(pid: int, before: int | None) -> bool:
+def io_moved(pid: int, before: int | None) -> bool:
     """Wait (bounded) until the process's own counters moved past ``before``."""
     for _ in range(500):
         now = read_io_bytes(pid)
@@ -45,7 +45,7 @@ async def test_idle_time_counts_from_the_last_sweep_that_saw_the_tree_do_io(
             quiet = ours((await h.handle.census(fresh=True)).servers, {pid})[pid]
             before = read_io_bytes(pid)
             os.kill(pid, signal.SIGUSR1)
-            assert _moved(pid, before), "the fake server did no I/O on SIGUSR1"
+            assert io_moved(pid, before), "the fake server did no I/O on SIGUSR1"
             busy = ours((await h.handle.census(fresh=True)).servers, {pid})[pid]
             await h.advance(60)
             later = ours((await h.handle.census(fresh=True)).servers, {pid})[pid]
@@ -106,7 +106,7 @@ def test_the_io_counter_of_a_process_moves_only_with_its_own_io() -> None:
     assert read_io_bytes(2**22 + 12345) is None  # no such process
 
 
-def _next_child(client_stdout: IO[bytes]) -> int:
+def next_child(client_stdout: IO[bytes]) -> int:
     with selectors.DefaultSelector() as selector:
         selector.register(client_stdout, selectors.EVENT_READ)
         assert selector.select(timeout=30), "the fake client started no new copy"
@@ -131,7 +131,7 @@ async def test_an_older_copy_idle_since_its_client_started_a_newer_one_is_supers
             # must start a few ticks after that read, as it would in use.
             await anyio.sleep(0.05)
             os.kill(tree.client, signal.SIGUSR2)
-            new = _next_child(client.stdout)
+            new = next_child(client.stdout)
             spawned.track(new)
             await h.handle.census(fresh=True)
             await h.advance(30)
@@ -139,7 +139,7 @@ async def test_an_older_copy_idle_since_its_client_started_a_newer_one_is_supers
             # The old copy is used again: from now on it is no longer superseded.
             before = read_io_bytes(old)
             os.kill(old, signal.SIGUSR1)
-            assert _moved(old, before)
+            assert io_moved(old, before)
             used = await h.handle.census_report(fresh=True)
     ours_now = [s for s in replaced.superseded if s.server.process.pid in (old, new)]
     (found,) = ours_now
