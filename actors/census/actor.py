@@ -17,7 +17,8 @@ from actors.census.inbox import CensusInbox, ReportCensus, TakeCensus
 from actors.census.rows import decoded, gone_row, observed_row
 from actors.census.tracked import Tracked
 from actors.census.tracker import Tracker
-from actors.mailbox import Actor, Inbox, Outbox, let_others_run
+from actors.mailbox import Actor, Inbox, Outbox, let_others_run, post
+from actors.servers.inbox import ServerGuardInbox, StopForBudget
 from actors.writer.inbox import WriterInbox, ask_writer
 from actors.writer.observed import RecordObservedServers
 from supervisor.clock import Clock
@@ -26,7 +27,13 @@ from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.policy.canonical import canon
 from supervisor.policy.incarnation import same_incarnation
-from supervisor.policy.servers.census import PROVENANCE_OBSERVED, PROVENANCE_WRAPPED, Census
+from supervisor.policy.servers.budgets import Budget, BudgetState, judge_budgets
+from supervisor.policy.servers.census import (
+    PROVENANCE_OBSERVED,
+    PROVENANCE_WRAPPED,
+    Census,
+    ProcessRef,
+)
 from supervisor.policy.servers.discovery import ConfiguredServer
 from supervisor.policy.servers.rules import DEFAULT_RULES, DiscoveryRules
 from supervisor.policy.servers.summary import HistoryPoint, history_point
@@ -64,6 +71,8 @@ class CensusSettings:
     rules: DiscoveryRules = DEFAULT_RULES
     #: Whose client config files are read (None: the daemon user's home).
     home: Path | None = None
+    #: ``[servers.budgets]``: wrapped servers past theirs are stopped by the server guard.
+    budgets: tuple[Budget, ...] = ()
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -77,6 +86,8 @@ class CensusActor(Actor[CensusInbox]):
     probes: ProbeBackend
     settings: CensusSettings = field(default_factory=CensusSettings)
     metrics: Metrics = field(default_factory=Metrics)
+    #: Where a wrapped server past its budget is sent to be stopped (None: only shown).
+    guard: Outbox[ServerGuardInbox] | None = None
     #: Wall seconds of the latest sweep (for the benchmark and the logs).
     last_sweep_seconds: float = field(default=0.0, init=False)
     #: How a sweep yields to the event loop between chunks (a benchmark times them).
@@ -102,6 +113,8 @@ class CensusActor(Actor[CensusInbox]):
         self._loaded = False
         self._census = Census(servers=(), taken_at=self.clock.monotonic())
         self._history: deque[HistoryPoint] = deque(maxlen=max(1, s.history_length))
+        self._over_since: dict[ProcessRef, float] = {}
+        self._budgets: tuple[BudgetState, ...] = ()
 
     @property
     def sweeps_completed(self) -> int:
@@ -139,7 +152,25 @@ class CensusActor(Actor[CensusInbox]):
             enabled=self.settings.enabled,
             sweeps=self._sweeps,
             history=self._history,
+            budgets=self._budgets,
         )
+
+    async def _judge_budgets(self, now: float) -> None:
+        """Each wrapped server against its budget; the due ones go to the server guard,
+        which stops them as it stops any wrapped server (and ignores a repeat)."""
+        if not self.settings.budgets:
+            return
+        self._budgets, self._over_since = judge_budgets(
+            self._census.servers, self.settings.budgets, self._over_since, now
+        )
+        if self.guard is None:
+            return
+        for state in self._budgets:
+            if state.due is not None:
+                _log.warning("server_over_budget", pid=state.process.pid, name=state.name,
+                             reason=state.due, detail=state.detail)  # fmt: skip
+                stop = StopForBudget(process=state.process, reason=state.due, detail=state.detail)
+                await post(self.guard, stop, actor="server_guard")
 
     async def _sweeper(self) -> None:
         while True:
@@ -164,6 +195,7 @@ class CensusActor(Actor[CensusInbox]):
             await self._record(stamp, now)
             self._census = Census(servers=tracker.records(), taken_at=now)
             self._sweeps += 1
+            await self._judge_budgets(now)
             summary = self.view().summary
             self._history.append(history_point(summary, stamp))
             self.metrics.set_census(summary)

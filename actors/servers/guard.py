@@ -26,7 +26,7 @@ from actors.replies import AdoptResult, RegisterResult
 from actors.servers.adoption import Found, inspect_found, unwatched
 from actors.servers.beats import BeatSchedule
 from actors.servers.identity import ServerFacts, derive_claims
-from actors.servers.inbox import AdoptServer, ServerGuardInbox
+from actors.servers.inbox import AdoptServer, ServerGuardInbox, StopForBudget
 from actors.servers.records import release_exited
 from actors.servers.stopping import LocalTree, StopOutcome, TreeOps, stop_tree
 from actors.servers.watches import (
@@ -42,6 +42,7 @@ from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
+from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Store
 from supervisor.system.pidfd import close_pidfd, pidfd_open
@@ -123,6 +124,8 @@ class ServerGuard(Actor[ServerGuardInbox]):
         match message:
             case AdoptServer():
                 tg.start_soon(self._adopt_request, message)
+            case StopForBudget():
+                self._stop_for_budget(message)
             case _:
                 assert_never(message)
 
@@ -230,10 +233,22 @@ class ServerGuard(Actor[ServerGuardInbox]):
         if not server.stopping and server.key in self._servers:
             self._begin_stop(server, EXIT_STDIN)
 
-    def _begin_stop(self, server: Watched, reason: str) -> None:
+    def _stop_for_budget(self, message: StopForBudget) -> None:
+        """A budget the user set: the named incarnation's tree is stopped (a server not
+        watched, or another process under that pid now, is left alone)."""
+        ref = message.process
+        for server in self._servers.values():
+            if server.pid == ref.pid and same_incarnation(server.start, ref.start):
+                _log.warning("server_budget_stop", pid=server.pid, name=server.name,
+                             reason=message.reason, detail=message.detail)  # fmt: skip
+                self._begin_stop(server, message.reason, asked=True)
+                return
+
+    def _begin_stop(self, server: Watched, reason: str, *, asked: bool = False) -> None:
+        """``asked``: the user's own rule (a budget) asks for it, whatever ``reap`` says."""
         if server.stopping:
             return
-        if not self.settings.reap and reason != EXIT_SERVER:
+        if not self.settings.reap and reason != EXIT_SERVER and not asked:
             # Reported once; the row is released only when the server's tree is gone.
             _log.warning(
                 "server_orphaned",

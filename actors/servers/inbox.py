@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from actors.mailbox import Reply
 from actors.replies import AdoptResult
+from supervisor.policy.servers.census import ProcessRef
 
-__all__ = ["AdoptServer", "ServerGuardInbox"]
+__all__ = ["AdoptServer", "ServerGuardInbox", "StopForBudget"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,4 +28,15 @@ class AdoptServer:
     reply: Reply[AdoptResult]
 
 
-ServerGuardInbox = AdoptServer
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopForBudget:
+    """The census found this wrapped server past its ``[servers.budgets]`` budget: stop its
+    tree as any wrapped server is stopped (only the incarnation named, only if watched)."""
+
+    process: ProcessRef
+    #: ``memory_budget`` or ``idle_budget``: the audit's outcome of its exit.
+    reason: str
+    detail: str
+
+
+ServerGuardInbox = AdoptServer | StopForBudget

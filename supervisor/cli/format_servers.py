@@ -37,6 +37,8 @@ def status_line(servers: Mapping[str, Any]) -> str | None:
         line += f"  superseded {servers['superseded']} (reap plan --include superseded)"
     if not servers.get("enabled", True):
         line += "  (discovery sweeps off)"
+    for state in (servers.get("budgets") or [])[:_IDLE_SHOWN]:
+        line += "\n" + _budget_line(state)
     idle = servers.get("idle") or []
     if idle:
         shown = ", ".join(
@@ -47,6 +49,24 @@ def status_line(servers: Mapping[str, Any]) -> str | None:
         more = f" (+{len(idle) - _IDLE_SHOWN} more)" if len(idle) > _IDLE_SHOWN else ""
         line += f"\nidle, longest first: {shown}{more}"
     return line
+
+
+def _budget_line(state: Mapping[str, Any]) -> str:
+    """``budget mcp-*: pid 12 time 120.0 MiB of 500.0 MiB, idle 30s of 1.0h``."""
+    budget = state.get("budget") or {}
+    parts = []
+    if budget.get("memory_bytes") is not None:
+        over = state.get("over_seconds")
+        held = f" (over for {_seconds(over)} of {_seconds(budget.get('memory_hold_seconds'))})"
+        parts.append(f"{_mib(state.get('memory_bytes'))} of {_mib(budget['memory_bytes'])}"
+                     + (held if over is not None else ""))  # fmt: skip
+    if budget.get("idle_seconds") is not None:
+        limit = _seconds(budget["idle_seconds"])
+        parts.append(f"idle {_seconds(state.get('idle_seconds'))} of {limit}")
+    due = f"  DUE: {state['due']}" if state.get("due") else ""
+    pid = (state.get("process") or {}).get("pid")
+    head = f"budget {budget.get('pattern')}: pid {pid} {state.get('name')}"
+    return f"{head} " + ", ".join(parts) + due
 
 
 def _seconds(value: object) -> str:

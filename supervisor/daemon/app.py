@@ -233,7 +233,13 @@ class Supervisor:
             inbox=self._servers_rx,
             heartbeat=self._heartbeat_tx.clone(),
         )
-        await start("census", CensusActor, keep="census", inbox=self._census_rx)
+        await start(
+            "census",
+            CensusActor,
+            keep="census",
+            inbox=self._census_rx,
+            guard=self._servers_tx.clone(),
+        )
         await start("reap", ReapActor, inbox=self._reap_rx, census=self._reap_census.clone())
 
     async def _start(

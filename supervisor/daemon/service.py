@@ -58,7 +58,7 @@ def app_settings(settings: Settings) -> AppSettings:
         ),
         hosts=settings.hosts.to_actor(shared=settings.database.url is not None),
         servers=settings.exec.to_actor(exec_socket=exec_socket_of(settings)),
-        census=settings.discovery.to_actor(),
+        census=replace(settings.discovery.to_actor(), budgets=settings.servers.budgets),
         reap=replace(
             settings.reap.to_actor(),
             stop_superseded_after_seconds=settings.servers.stop_superseded_after_seconds,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from supervisor.policy.servers.budgets import BudgetState
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
     PROVENANCE_WRAPPED,
@@ -61,6 +62,8 @@ class CensusSummary:
     idle: tuple[IdleServer, ...] = ()
     #: Older copies a live client replaced and no longer uses (policy.servers.superseded).
     superseded: int = 0
+    #: Each wrapped server under a ``[servers.budgets]`` budget, and how close it is.
+    budgets: tuple[BudgetState, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

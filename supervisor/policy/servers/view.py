@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from supervisor.policy.servers.budgets import BudgetState
 from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.duplicates import DuplicateGroup, duplicate_groups, memory_of
 from supervisor.policy.servers.summary import (
@@ -47,7 +48,12 @@ class CensusView:
 
 
 def census_view(
-    census: Census, *, enabled: bool, sweeps: int, history: Sequence[HistoryPoint] = ()
+    census: Census,
+    *,
+    enabled: bool,
+    sweeps: int,
+    history: Sequence[HistoryPoint] = (),
+    budgets: Sequence[BudgetState] = (),
 ) -> CensusView:
     groups = duplicate_groups(census.servers)
     replaced = superseded(census.servers)
@@ -55,7 +61,9 @@ def census_view(
         enabled=enabled,
         sweeps=sweeps,
         census=census,
-        summary=replace(summarize(census, groups), superseded=len(replaced)),
+        summary=replace(
+            summarize(census, groups), superseded=len(replaced), budgets=tuple(budgets)
+        ),
         duplicates=groups,
         by_client=tuple(by_client_launch(census.servers)),
         by_command=tuple(by_command(census.servers)),

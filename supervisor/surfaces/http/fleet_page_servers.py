@@ -15,6 +15,8 @@ SERVERS_HTML = """<h2>MCP servers on this host</h2>
 <table id="servers"></table>
 <h3>Duplicate servers</h3>
 <table id="duplicates"></table>
+<h3>Budgets</h3>
+<table id="budgets"></table>
 """
 
 SERVERS_SCRIPT = r"""
@@ -101,6 +103,16 @@ function renderServers(view) {
     view.duplicates.map(g => [g.command.join(" ").slice(0, 80), g.cwd,
       g.servers.map(s => s.pid).join(", "), g.clients.map(c => c || "-").join(", "),
       mib(g.repeated_bytes)]));
+  fill(document.getElementById("budgets"),
+    ["budget", "pid", "name", "memory", "cap", "over the cap for", "idle", "idle limit", "due"],
+    (view.budgets || []).map(b => [b.budget.pattern, b.process.pid, b.name,
+      b.memory_bytes === null ? "?" : mib(b.memory_bytes),
+      b.budget.memory_bytes === null ? "-" : mib(b.budget.memory_bytes),
+      b.over_seconds === null ? "-" :
+        idleText(b.over_seconds) + " of " + idleText(b.budget.memory_hold_seconds),
+      idleText(b.idle_seconds),
+      b.budget.idle_seconds === null ? "-" : idleText(b.budget.idle_seconds),
+      el("td", b.due || "-", b.due ? "bad" : "")]));
   document.body.dataset.serversLoaded = "1";
 }
 
