@@ -98,7 +98,15 @@ def session_env(client: str, home: ClientHome) -> dict[str, str]:
     return env
 
 
-def session_argv(client: str, binary: Path, entries: Sequence[ServerEntry]) -> list[str]:
+def session_argv(
+    client: str, binary: Path, entries: Sequence[ServerEntry], *, interactive: bool = False
+) -> list[str]:
+    """The client's command line: a headless session with the prompt, or (``interactive``)
+    the interactive one, which waits for what is typed on its terminal."""
+    if interactive:
+        if client != "gemini":
+            raise ValueError(f"no interactive session of {client} is driven here yet")
+        return [str(binary), "--skip-trust", "--yolo"]
     if client == "claude":
         allowed = ",".join(f"mcp__{e.name}" for e in entries)
         return [str(binary), "-p", _PROMPT, "--allowedTools", allowed]

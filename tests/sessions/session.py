@@ -166,6 +166,11 @@ class Session:
         except (OSError, ValueError):
             return None
 
+    def type(self, keys: str) -> None:
+        """Type ``keys`` into an interactive session's terminal."""
+        with (self.directory / "typed").open("ab") as typed:
+            typed.write(keys.encode())
+
     def output(self) -> str:
         try:
             return (self.directory / "output").read_text(errors="replace")
@@ -174,7 +179,10 @@ class Session:
 
 
 def start_session(client: str, home: ClientHome, index: int, entries: list[ServerEntry], *,
-           hold_final: Path | None, netns: list[str]) -> Session:  # fmt: skip
+                  hold_final: Path | None, netns: list[str],
+                  interactive: bool = False) -> Session:  # fmt: skip
+    """One session in its own namespace; ``interactive``: the client on a pseudo-terminal,
+    with no prompt, typing what ``Session.type`` is given (its screen is the output)."""
     directory = home.home / f"session-{index}"
     directory.mkdir()
     calls = [f"{e.name}={e.tool}:{json.dumps(dict(e.tool_args))}" for e in entries]
@@ -185,7 +193,9 @@ def start_session(client: str, home: ClientHome, index: int, entries: list[Serve
         *(f"--call={c}" for c in calls),
         *(["--hold-final", str(hold_final)] if hold_final is not None else []),
         "--pidfile", str(directory / "client.pid"), "--output", str(directory / "output"),
-        "--timeout", str(_CLIENT_LIMIT), "--", *session_argv(client, binary, entries),
+        "--timeout", str(_CLIENT_LIMIT),
+        *(["--pty-input", str(directory / "typed")] if interactive else []),
+        "--", *session_argv(client, binary, entries, interactive=interactive),
     ]  # fmt: skip
     env = {**session_env(client, home), "PYTHONPATH": str(REPO)}
     # A process group of its own, as a terminal's job control would give it.
