@@ -50,6 +50,7 @@ from supervisor.policy.servers.discovery import (
     plain_argv,
 )
 from supervisor.policy.servers.rules import DiscoveryRules, mcp_word
+from supervisor.system.io_counters import IoCounters
 from supervisor.system.proc_census import (
     NULL_DEVICE,
     FullRead,
@@ -104,6 +105,8 @@ class Tracker:
         #: (pid, start) -> a row recorded by an earlier run: its first sight stands.
         self.recorded: dict[tuple[int, str], Mapping[str, Any]] = {}
         self.peers = UnixPeers()
+        #: The I/O counters of every tree member, each through a descriptor kept open.
+        self.io = IoCounters()
         self.uptime: float | None = None
         #: The monotonic time of the latest sweep (servers' idle times are told from it).
         self.swept_at: float | None = None
@@ -112,6 +115,7 @@ class Tracker:
 
     def close(self) -> None:
         self.peers.close()
+        self.io.close()
 
     def _forget(self, pid: int, *, same_process: bool = False) -> None:
         """``same_process``: the pid is looked at again (young, it may have exec'd since),
@@ -323,7 +327,11 @@ class Tracker:
             ]
             elapsed = now - server.read_at if server.read_at is not None else 0.0
             tree = read_tree(
-                server.process, members, previous_ticks=server.cpu_ticks, elapsed=elapsed
+                server.process,
+                members,
+                previous_ticks=server.cpu_ticks,
+                elapsed=elapsed,
+                read_io=self.io.read,
             )
             if tree is None:
                 self._forget(pid)
@@ -338,6 +346,14 @@ class Tracker:
             server.saw_io(tree.usage.io_bytes, now, self.uptime)
             self._judge_owner(server, stamp, owner_ends)
             await pause()
+        # The descriptors of processes no tree holds any more (gone, or left a tree).
+        self.io.keep_only(
+            {
+                (ref.pid, ref.start)
+                for server in self.servers.values()
+                for ref in (server.process, *server.server.usage.children)
+            }
+        )
 
     def _judge_owner(
         self, tracked: Tracked, stamp: str, ends: dict[ProcessRef, frozenset[str] | None]

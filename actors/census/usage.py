@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from supervisor.policy.incarnation import same_incarnation
@@ -47,6 +47,7 @@ def read_tree(
     *,
     previous_ticks: int | None,
     elapsed: float,
+    read_io: Callable[[int, str], int | None] | None = None,
 ) -> TreeRead | None:
     """The tree's usage now; None when the leader is gone (or another process has its pid).
 
@@ -65,7 +66,7 @@ def read_tree(
             kept.append(member)
     ticks = sum(r.stat.cpu_ticks for r in reads)
     fds = [r.open_fds for r in reads]
-    io = [r.io_bytes for r in reads]
+    io = [read_io(ref.pid, ref.start) for ref in (leader, *kept)] if read_io else [None]
     per_second = clock_ticks()
     before = previous_ticks / per_second if previous_ticks is not None else None
     usage = Usage(

@@ -27,7 +27,6 @@ __all__ = [
     "read_argv",
     "read_cwd",
     "read_full",
-    "read_io_bytes",
     "read_stat_facts",
     "read_usage",
     "stdio_link",
@@ -91,9 +90,6 @@ class UsageRead:
 
     stat: StatRead
     open_fds: int | None
-    #: Bytes it has read and written through any descriptor, ever (``/proc/<pid>/io``
-    #: rchar + wchar); None when the kernel would not say (another user's process).
-    io_bytes: int | None = None
 
 
 def proc_entries() -> Iterator[tuple[int, int]]:
@@ -261,37 +257,7 @@ def read_usage(pid: int) -> UsageRead | None:
         fds: int | None = len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         fds = None
-    return UsageRead(stat=stat, open_fds=fds, io_bytes=read_io_bytes(pid))
-
-
-def read_io_bytes(pid: int) -> int | None:
-    """``rchar + wchar`` of ``/proc/<pid>/io``: every byte the process moved through a
-    read or write call (pipes, sockets, files alike), or None when it cannot be read.
-
-    The counters only grow, and only by the process's own calls (reading its /proc files
-    moves nothing of its own), so an unchanged sum means it has done no I/O since.
-    """
-    # os.open and one read: this runs for every member of every server tree each sweep,
-    # and a file object's set-up would cost more than the read itself.
-    try:
-        fd = os.open(f"/proc/{pid}/io", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, 512)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    # The kernel writes rchar and wchar first, one per line ("rchar: 123").
-    rchar, _, rest = data.partition(b"\n")
-    wchar, _, _ = rest.partition(b"\n")
-    if not (rchar.startswith(b"rchar: ") and wchar.startswith(b"wchar: ")):
-        return None
-    try:
-        return int(rchar[7:]) + int(wchar[7:])
-    except ValueError:
-        return None
+    return UsageRead(stat=stat, open_fds=fds)
 
 
 def uptime_seconds() -> float | None:

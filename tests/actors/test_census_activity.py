@@ -15,7 +15,7 @@ import pytest
 
 from actors.census.tracked import NO_USAGE, Tracked
 from supervisor.policy.servers.census import ProcessRef, ServerRecord
-from supervisor.system.proc_census import read_io_bytes
+from supervisor.system.io_counters import read_io_bytes
 from tests.actors.test_census import census_harness, ours
 from tests.census.trees import child, io_quiet, processes, start_tree
 
@@ -149,3 +149,40 @@ async def test_an_older_copy_idle_since_its_client_started_a_newer_one_is_supers
     assert found.quiet_since_boot <= found.newer_started_since_boot
     assert replaced.summary.superseded >= 1
     assert [s for s in used.superseded if s.server.process.pid in (old, new)] == []
+
+
+def test_a_kept_descriptor_reads_its_own_incarnation_only() -> None:
+    import subprocess
+
+    from supervisor.system.io_counters import IoCounters
+    from supervisor.system.proc_census import read_stat_facts
+
+    counters = IoCounters()
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        facts = read_stat_facts(child.pid)
+        assert facts is not None
+        first = counters.read(child.pid, facts.start)
+        assert first is not None
+        assert len(counters) == 1
+        assert counters.read(child.pid, facts.start) == first  # one pread on the kept fd
+        # Another incarnation under that pid is never read through it, nor opened.
+        assert counters.read(child.pid, "ticks-1") is None
+    finally:
+        child.kill()
+        child.wait()
+    assert counters.read(child.pid, facts.start) is None  # gone: the read fails, closes
+    assert len(counters) == 0
+    counters.keep_only(set())
+    counters.close()
+
+
+def test_past_its_limit_a_read_is_a_one_off_that_keeps_no_descriptor() -> None:
+    from supervisor.system.io_counters import IoCounters
+    from supervisor.system.proc_census import read_stat_facts
+
+    facts = read_stat_facts(os.getpid())
+    assert facts is not None
+    counters = IoCounters(limit=0)
+    assert counters.read(os.getpid(), facts.start) is not None
+    assert len(counters) == 0

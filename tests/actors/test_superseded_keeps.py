@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from supervisor.policy.servers.reap_plan import plan_superseded_stop
-from supervisor.system.proc_census import read_io_bytes
+from supervisor.system.io_counters import read_io_bytes
 from tests.actors.helpers_app import SettledHarness
 from tests.actors.test_census import census_harness
 from tests.actors.test_census_activity import io_moved, next_child

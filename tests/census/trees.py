@@ -144,7 +144,7 @@ def io_quiet(pid: int) -> None:
     """Wait (bounded in count) until ``pid``'s I/O counters stop moving for a tenth of a
     second: a new process reads its modules first, and a test that measures idle time
     must start from a quiet process. Real process time, never protocol time."""
-    from supervisor.system.proc_census import read_io_bytes
+    from supervisor.system.io_counters import read_io_bytes
 
     last = read_io_bytes(pid)
     for _ in range(100):
