@@ -29,6 +29,7 @@ from tests.realclients.scenarios import DAEMON_EXEC_CONFIG
 from tests.realclients.test_leftovers import require
 from tests.sessions.clients import write_config
 from tests.sessions.session import (
+    Session,
     clients_command,
     kill_client_tree,
     netns_command,
@@ -63,6 +64,18 @@ def _leaders(marker: str) -> list[int]:
     return [p.pid for p in sorted(found, key=lambda p: (p.start_time, p.pid))]
 
 
+def _stop(session: Session, marker: str) -> None:
+    """Every process the session started, by pid: the client's own tree, its runner (the
+    namespace and the stand-in), then whatever carries the marker."""
+    pid = session.client_pid()
+    if pid is not None:
+        kill_client_tree(pid, marker)
+    if session.runner.poll() is None:
+        session.runner.kill()
+    session.runner.wait(timeout=30)
+    kill_all(marker)
+
+
 def _until(check: Callable[[], bool], what: str, limit: float = _LIMIT) -> None:
     deadline = time.monotonic() + limit
     while not check():
@@ -95,13 +108,7 @@ def _refresh(home: ClientHome, marker: str) -> tuple[int, int, set[int], bool]:
         left = {p.pid for p in leftovers(marker)}
         return old, new, left, session.runner.poll() is None
     finally:
-        pid = session.client_pid()
-        if pid is not None:
-            kill_client_tree(pid, marker)
-        if session.runner.poll() is None:
-            session.runner.kill()
-        session.runner.wait(timeout=30)
-        kill_all(marker)
+        _stop(session, marker)
 
 
 def test_bare_a_refresh_leaves_the_old_copy_running(tmp_path: Path) -> None:
@@ -160,13 +167,7 @@ async def test_wrapped_the_copy_a_refresh_let_go_is_superseded_and_reaped_on_req
                 left = {p.pid for p in leftovers(marker)}
             client_alive = session.runner.poll() is None
         finally:
-            pid = session.client_pid()
-            if pid is not None:
-                kill_client_tree(pid, marker)
-            if session.runner.poll() is None:
-                session.runner.kill()
-            session.runner.wait(timeout=30)
-            kill_all(marker)
+            _stop(session, marker)
     (found,) = [s for s in report.superseded if s.server.process.pid == old]
     assert found.newer.pid == new
     assert found.server.label == "stub"

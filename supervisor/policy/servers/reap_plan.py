@@ -12,7 +12,7 @@ stops those. Live clients' duplicate servers are reported, never targeted.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from supervisor.policy.servers.census import (
@@ -166,6 +166,45 @@ def _superseded_detail(found: Superseded) -> str:
     )
 
 
+_REAPED = (REAP_OWNER_GONE, REAP_STDIO_CLOSED, REAP_STDIO_ABANDONED, REAP_SUPERSEDED)
+
+
+def _entries(
+    census: Census, protected: frozenset[int], replaced: Mapping[int, Superseded]
+) -> list[ReapEntry]:
+    """Every server with its verdict, in pid order; a server of a live owner that is in
+    ``replaced`` gets ``superseded_by_newer_instance`` instead of its keep."""
+    entries = []
+    for server in sorted(census.servers, key=lambda s: s.process.pid):
+        code, detail = _verdict(server, protected)
+        found = replaced.get(server.process.pid)
+        if found is not None and code in (KEEP_OWNER_LIVE, KEEP_WRAPPED):
+            code, detail = REAP_SUPERSEDED, _superseded_detail(found)
+        entries.append(ReapEntry(server=server, reason_code=code, detail=detail))
+    return entries
+
+
+def _plan(
+    census: Census,
+    entries: Sequence[ReapEntry],
+    targeted: Callable[[ReapEntry], bool],
+    *,
+    include_superseded: bool,
+) -> ReapPlan:
+    targets = [e for e in entries if targeted(e)]
+    kept = [e for e in entries if not targeted(e)]
+    # Wrapped or observed: any server a running client still holds may repeat another.
+    live = [e.server for e in kept if e.server.owner is not None and e.server.owner.alive is True]
+    return ReapPlan(
+        targets=tuple(targets),
+        kept=tuple(kept),
+        duplicates=duplicate_groups(live),
+        plan_token=plan_token(targets, include_superseded=include_superseded),
+        server_count=len(census.servers),
+        target_rss_bytes=_total([t.server.usage.rss_bytes for t in targets]),
+    )
+
+
 def plan_reap(
     census: Census,
     *,
@@ -178,27 +217,12 @@ def plan_reap(
     replaced = (
         {s.server.process.pid: s for s in superseded(census.servers)} if include_superseded else {}
     )
-    targets: list[ReapEntry] = []
-    kept: list[ReapEntry] = []
-    live: list[ServerRecord] = []
-    for server in sorted(census.servers, key=lambda s: s.process.pid):
-        code, detail = _verdict(server, protected)
-        found = replaced.get(server.process.pid)
-        if found is not None and code in (KEEP_OWNER_LIVE, KEEP_WRAPPED):
-            code, detail = REAP_SUPERSEDED, _superseded_detail(found)
-        entry = ReapEntry(server=server, reason_code=code, detail=detail)
-        reaped = code in (REAP_OWNER_GONE, REAP_STDIO_CLOSED, REAP_STDIO_ABANDONED, REAP_SUPERSEDED)
-        (targets if reaped else kept).append(entry)
-        # Wrapped or observed: any server a running client still holds may repeat another.
-        if not reaped and server.owner is not None and server.owner.alive is True:
-            live.append(server)
-    return ReapPlan(
-        targets=tuple(targets),
-        kept=tuple(kept),
-        duplicates=duplicate_groups(live),
-        plan_token=plan_token(targets, include_superseded=include_superseded),
-        server_count=len(census.servers),
-        target_rss_bytes=_total([t.server.usage.rss_bytes for t in targets]),
+    entries = _entries(census, protected, replaced)
+    return _plan(
+        census,
+        entries,
+        lambda e: e.reason_code in _REAPED,
+        include_superseded=include_superseded,
     )
 
 
@@ -215,24 +239,7 @@ def plan_superseded_stop(
         for s in superseded(census.servers)
         if s.since_newer_seconds >= after_seconds
     }
-    targets: list[ReapEntry] = []
-    kept: list[ReapEntry] = []
-    for server in sorted(census.servers, key=lambda s: s.process.pid):
-        code, detail = _verdict(server, protected)
-        found = due.get(server.process.pid)
-        if found is not None and code in (KEEP_OWNER_LIVE, KEEP_WRAPPED):
-            targets.append(
-                ReapEntry(
-                    server=server, reason_code=REAP_SUPERSEDED, detail=_superseded_detail(found)
-                )
-            )
-        else:
-            kept.append(ReapEntry(server=server, reason_code=code, detail=detail))
-    return ReapPlan(
-        targets=tuple(targets),
-        kept=tuple(kept),
-        duplicates=(),
-        plan_token=plan_token(targets, include_superseded=True),
-        server_count=len(census.servers),
-        target_rss_bytes=_total([t.server.usage.rss_bytes for t in targets]),
+    entries = _entries(census, protected, due)
+    return _plan(
+        census, entries, lambda e: e.reason_code == REAP_SUPERSEDED, include_superseded=True
     )
