@@ -95,8 +95,11 @@ def _interactive(client: list[str], env: dict[str, str], args: argparse.Namespac
     """The client on a pseudo-terminal: its screen to ``--output``, and every byte appended
     to ``--pty-input`` typed into it, until it exits or the limit passes."""
     pid, terminal = pty.fork()
-    if pid == 0:  # the child: becomes the client on the terminal
-        os.execvpe(client[0], client, {**env, "TERM": "xterm-256color"})
+    if pid == 0:  # the child: becomes the client on the terminal, or ends here
+        try:
+            os.execvpe(client[0], client, {**env, "TERM": "xterm-256color"})
+        finally:
+            os._exit(127)
     # A terminal of a usual size: a terminal UI draws nothing useful on a 0x0 one.
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     args.pidfile.write_text(f"{pid}\n")
