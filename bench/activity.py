@@ -10,11 +10,8 @@ difference of the medians, in CPU milliseconds per sweep.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
+import shutil
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +19,7 @@ from typing import Any
 
 import anyio
 
-from actors.census.actor import CensusActor, CensusSettings
-from actors.census.inbox import CensusInbox
-from actors.writer.actor import RegistryWriter
-from actors.writer.inbox import WriterInbox
+from bench.census_rig import StandInClient, census_and_writer
 from bench.fixtures import make_db
 from bench.processes import short_tempdir
 from bench.report import Figure
@@ -37,36 +31,18 @@ from supervisor.system.probes import LocalProbes
 __all__ = ["run"]
 
 SERVERS = 200
-_CLIENT = """
-import shutil, subprocess, sys, time
-sleep = shutil.which("sleep")
-kids = [subprocess.Popen(["mcp-activity-server", "900"], executable=sleep,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        for _ in range(int(sys.argv[1]))]
-print(" ".join(str(k.pid) for k in kids), flush=True)
-time.sleep(900)
-"""
 
 
 @contextlib.contextmanager
 def _client(servers: int) -> Iterator[list[int]]:
-    """The stand-in client and its servers, each killed by pid on exit."""
-    proc = subprocess.Popen(
-        ["claude", "-c", _CLIENT, str(servers)],
-        executable=sys.executable,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    pids = [int(p) for p in proc.stdout.readline().split()]
+    """The stand-in client with ``servers`` ``sleep`` servers, each killed by pid on exit."""
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    client = StandInClient(servers, name="mcp-activity-server", program=[sleep, "900"])
     try:
-        yield pids
+        yield client.servers
     finally:
-        for pid in [*pids, proc.pid]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        proc.stdout.close()
+        client.close()
 
 
 @contextlib.contextmanager
@@ -85,17 +61,7 @@ async def _measure(db: Path, rounds: int, home: Path) -> dict[str, Any]:
     clock = MonotonicWall(SystemClock())
     probes = LocalProbes()
     try:
-        writer_tx, writer_rx = anyio.create_memory_object_stream[WriterInbox](64)
-        _c_tx, census_rx = anyio.create_memory_object_stream[CensusInbox](16)
-        writer = RegistryWriter(store=store, inbox=writer_rx, clock=clock, probes=probes)
-        census = CensusActor(
-            inbox=census_rx,
-            writer=writer_tx,
-            store=store,
-            clock=clock,
-            probes=probes,
-            settings=CensusSettings(home=home, settle_seconds=0.0),
-        )
+        census, writer, writer_tx = census_and_writer(store, clock, probes, home)
         got: dict[str, Any] = {"with": [], "without": []}
         async with anyio.create_task_group() as tg:
             await tg.start(writer.run)

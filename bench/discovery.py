@@ -9,12 +9,8 @@ stall while the census sweeps.
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,13 +18,10 @@ from typing import Any
 
 import anyio
 
-from actors.census.actor import CensusActor, CensusSettings
-from actors.census.inbox import CensusInbox
 from actors.liveness.actor import LivenessActor, LivenessSettings
 from actors.liveness.inbox import LivenessInbox
 from actors.mailbox import let_others_run
-from actors.writer.actor import RegistryWriter
-from actors.writer.inbox import WriterInbox
+from bench.census_rig import StandInClient, census_and_writer
 from bench.fixtures import StallMeter, host_rows, make_db
 from bench.processes import Sleepers, short_tempdir
 from bench.report import Figure
@@ -37,38 +30,6 @@ from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]
-
-#: The stand-in client (named ``claude``): its servers sleep, their stdio pipes to it.
-_CLIENT = """
-import subprocess, sys, time
-kids = [subprocess.Popen(["mcp-bench-server", "-c", "import time; time.sleep(900)"],
-                         executable=sys.argv[2], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE) for _ in range(int(sys.argv[1]))]
-print(" ".join(str(k.pid) for k in kids), flush=True)
-time.sleep(900)
-"""
-
-
-class _Client:
-    """The stand-in client and its servers, each killed by pid on exit."""
-
-    def __init__(self, servers: int) -> None:
-        self.proc = subprocess.Popen(
-            ["claude", "-c", _CLIENT, str(servers), sys.executable],
-            executable=sys.executable,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-        )
-        assert self.proc.stdout is not None
-        self.servers = [int(p) for p in self.proc.stdout.readline().split()]
-
-    def close(self) -> None:
-        for pid in [*self.servers, self.proc.pid]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 class _Chunks:
@@ -104,24 +65,14 @@ async def _measure(db: Path, sweeps: int, home: Path) -> dict[str, Any]:
     clock = MonotonicWall(SystemClock())
     probes = LocalProbes()
     try:
-        writer_tx, writer_rx = anyio.create_memory_object_stream[WriterInbox](64)
+        census, writer, writer_tx = census_and_writer(store, clock, probes, home)
         _l_tx, liveness_rx = anyio.create_memory_object_stream[LivenessInbox](16)
-        _c_tx, census_rx = anyio.create_memory_object_stream[CensusInbox](16)
-        writer = RegistryWriter(store=store, inbox=writer_rx, clock=clock, probes=probes)
         liveness = LivenessActor(
             inbox=liveness_rx,
             store=store,
             clock=clock,
             probes=probes,
             settings=LivenessSettings(sweep_interval_seconds=3600.0),
-        )
-        census = CensusActor(
-            inbox=census_rx,
-            writer=writer_tx,
-            store=store,
-            clock=clock,
-            probes=probes,
-            settings=CensusSettings(home=home, settle_seconds=0.0),
         )
         meter = StallMeter()
         chunks = _Chunks()
@@ -170,7 +121,11 @@ def run(quick: bool) -> list[Figure]:
         short_tempdir("fsb-dc-") as work,
         Sleepers(count) as sleepers,
     ):
-        client = _Client(4)
+        client = StandInClient(
+            4,
+            name="mcp-bench-server",
+            program=[sys.executable, "-c", "import time; time.sleep(900)"],
+        )
         try:
             anyio.run(make_db, work / "registry.sqlite3", host_rows(count, sleepers))
             got = anyio.run(_measure, work / "registry.sqlite3", sweeps, work)
