@@ -21,17 +21,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import anyio
-
 from bench.report import Figure
 from tests.census.marked import reap_leftovers
-from tests.integration.daemon import Daemon, running_daemon, wait_ready
+from tests.integration.daemon import Daemon
 from tests.realclients.harness import OBSERVER, SERVERS, missing
 from tests.realclients.scenarios import (
-    DAEMON_EXEC_CONFIG,
     REAP_GRACE_SECONDS,
     SCENARIOS,
     ScenarioResult,
+    exec_daemon,
     run_scenario,
 )
 
@@ -93,8 +91,7 @@ def _daemon(needed: bool) -> Iterator[Daemon | None]:
     if not needed:
         yield None
         return
-    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as daemon:
-        anyio.run(wait_ready, daemon)
+    with exec_daemon() as daemon:
         yield daemon
 
 

@@ -14,15 +14,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import anyio
-
-from tests.integration.daemon import Daemon, running_daemon, wait_ready
 from tests.realclients.harness import missing
-from tests.realclients.scenarios import DAEMON_EXEC_CONFIG
+from tests.realclients.scenarios import exec_daemon
 from tests.sessions.clients import SESSION_CLIENTS
 from tests.sessions.session import SESSION_SCENARIOS, SESSION_SERVERS, run_sessions
 
@@ -46,20 +42,13 @@ class SessionPair:
     incomplete: list[str] = field(default_factory=list)
 
 
-@contextmanager
-def _daemon() -> Iterator[Daemon]:
-    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as daemon:
-        anyio.run(wait_ready, daemon)
-        yield daemon
-
-
 def measure_sessions(
     *, runs: int, clients: Sequence[str], scenarios: Sequence[str], progress: bool = True
 ) -> tuple[list[SessionPair], list[str]]:
     pairs: list[SessionPair] = []
     left_out: list[str] = []
     names = {name for _, name in SESSION_SERVERS}
-    with _daemon() as daemon:
+    with exec_daemon() as daemon:
         for client in clients:
             reasons = [r for kind, _ in SESSION_SERVERS if (r := missing(client, kind))]
             if reasons:

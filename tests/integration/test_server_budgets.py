@@ -78,8 +78,7 @@ def test_a_server_within_its_budget_runs_and_status_shows_how_close(tmp_path: Pa
 def test_a_bad_budget_stops_the_daemon_at_start_naming_the_key(tmp_path: Path) -> None:
     config = tmp_path / "supervisor.toml"
     config.write_text(
-        f'[socket]\npath = "{tmp_path / "s.sock"}"\n'
-        '[servers.budgets."mcp-*"]\nmemory_mb = "lots"\n'
+        f'[socket]\npath = "{tmp_path / "s.sock"}"\n[servers.budgets."mcp-*"]\nmemory_mb = "lots"\n'
     )
     done = subprocess.run(
         [sys.executable, "-m", "supervisor.cli", "--config", str(config), "run"],

@@ -17,12 +17,15 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.integration.daemon import Daemon
+import anyio
+
+from tests.integration.daemon import Daemon, running_daemon, wait_ready
 from tests.realclients.harness import (
     ClientHome,
     Proc,
@@ -46,6 +49,7 @@ __all__ = [
     "SCENARIOS",
     "ScenarioResult",
     "Watch",
+    "exec_daemon",
     "rows_of",
     "run_scenario",
     "settle",
@@ -71,6 +75,16 @@ DAEMON_EXEC_CONFIG = (
     "reap_orphans = true",
     f"reap_grace_seconds = {REAP_GRACE_SECONDS}",
 )
+
+
+@contextmanager
+def exec_daemon() -> Iterator[Daemon]:
+    """A daemon reaping orphaned wrapped servers with a short grace, ready for requests."""
+    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as daemon:
+        anyio.run(wait_ready, daemon)
+        yield daemon
+
+
 SERVER_NAME = "fleet-test"
 _POLL = 0.05
 #: A client (or its handshake) that takes longer is killed and the run reported.

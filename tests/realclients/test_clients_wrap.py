@@ -17,11 +17,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import pytest
 
 from supervisor.policy.identity.instance import normalize_client_name
-from tests.integration.daemon import Daemon, running_daemon, wait_ready
+from tests.integration.daemon import Daemon
 from tests.realclients.harness import (
     CLIENTS_DIR,
     ClientHome,
@@ -34,7 +33,7 @@ from tests.realclients.harness import (
     temp_home,
     wrap_command,
 )
-from tests.realclients.scenarios import DAEMON_EXEC_CONFIG
+from tests.realclients.scenarios import exec_daemon
 from tests.realclients.test_leftovers import require
 
 pytestmark = pytest.mark.integration
@@ -44,8 +43,7 @@ _CLIENT_TIMEOUT = 90.0
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as running:
-        anyio.run(wait_ready, running)
+    with exec_daemon() as running:
         yield running
 
 

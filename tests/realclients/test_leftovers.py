@@ -25,6 +25,7 @@ from tests.realclients.scenarios import (
     REAP_GRACE_SECONDS,
     SCENARIOS,
     describe,
+    exec_daemon,
     run_scenario,
 )
 
@@ -47,8 +48,7 @@ def require(client: str, server: str) -> None:
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as running:
-        anyio.run(wait_ready, running)
+    with exec_daemon() as running:
         yield running
 
 

@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 from tests.census.marked import marked_supervisor
-from tests.integration.daemon import Daemon, running_daemon, wait_ready
+from tests.integration.daemon import Daemon
 from tests.realclients.harness import CLIENTS_DIR, kill_all, leftovers, new_marker, temp_home
-from tests.realclients.scenarios import DAEMON_EXEC_CONFIG
+from tests.realclients.scenarios import exec_daemon
 from tests.realclients.test_leftovers import require
 from tests.sessions.clients import SESSION_CLIENTS, session_env, write_config
 from tests.sessions.session import (
@@ -36,8 +36,7 @@ _CODEX = CLIENTS_DIR / "node_modules" / ".bin" / "codex"
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as running:
-        anyio.run(wait_ready, running)
+    with exec_daemon() as running:
         yield running
 
 

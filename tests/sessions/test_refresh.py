@@ -23,9 +23,9 @@ import pytest
 from tests.actors.harness import RETIRER
 from tests.census.marked import marked_supervisor
 from tests.census.trees import io_quiet
-from tests.integration.daemon import Daemon, running_daemon, wait_ready
+from tests.integration.daemon import Daemon
 from tests.realclients.harness import ClientHome, kill_all, leftovers, new_marker, temp_home
-from tests.realclients.scenarios import DAEMON_EXEC_CONFIG
+from tests.realclients.scenarios import exec_daemon
 from tests.realclients.test_leftovers import require
 from tests.sessions.clients import write_config
 from tests.sessions.session import (
@@ -44,8 +44,7 @@ _LIMIT = 120.0
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as running:
-        anyio.run(wait_ready, running)
+    with exec_daemon() as running:
         yield running
 
 

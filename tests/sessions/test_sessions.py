@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import anyio
 import pytest
 
-from tests.integration.daemon import Daemon, running_daemon, wait_ready
-from tests.realclients.scenarios import DAEMON_EXEC_CONFIG
+from tests.integration.daemon import Daemon
+from tests.realclients.scenarios import exec_daemon
 from tests.realclients.test_leftovers import require
 from tests.sessions.clients import FAMILY, SESSION_CLIENTS
 from tests.sessions.session import SESSION_SCENARIOS, SESSION_SERVERS, run_sessions
@@ -19,8 +18,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    with running_daemon(extra_config=DAEMON_EXEC_CONFIG) as running:
-        anyio.run(wait_ready, running)
+    with exec_daemon() as running:
         yield running
 
 

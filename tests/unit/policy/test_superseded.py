@@ -188,9 +188,7 @@ def test_only_servers_matching_the_whole_rule_are_ever_found(fleet: list[ServerR
 
 
 @given(fleets(), st.integers(0, 6))
-def test_unknown_io_never_makes_a_server_superseded(
-    fleet: list[ServerRecord], index: int
-) -> None:
+def test_unknown_io_never_makes_a_server_superseded(fleet: list[ServerRecord], index: int) -> None:
     target = fleet[index % len(fleet)]
     blinded = [replace(s, quiet_since_boot=None, idle_seconds=None) if s is target else s
                for s in fleet]  # fmt: skip
