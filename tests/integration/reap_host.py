@@ -26,7 +26,13 @@ from supervisor.system.process_tree import stat_facts
 from tests.integration.signal_tracer import READY
 from tests.spawned import Spawned
 
-__all__ = ["Host", "Planted", "Tracer", "host"]
+__all__ = [
+    "Host",
+    "Planted",
+    "Tracer",
+    "host",
+    "rss_of",
+]
 
 TRACER = Path(__file__).with_name("signal_tracer.py")
 #: A client: starts its server (its arguments) on its own stdin and stdout, then waits.
@@ -63,7 +69,8 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _rss(pid: int) -> int | None:
+def rss_of(pid: int) -> int | None:
+    """A process's resident memory in bytes (VmRSS); None once it cannot be read."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
             for line in handle:
@@ -211,7 +218,7 @@ class Host:
         members = [planted.leader.pid, *descendants(planted.leader.pid)]
         tokens = {pid: current_incarnation(pid) for pid in members[1:]}
         children = tuple(ProcessRef(pid=p, start=t) for p, t in tokens.items() if t is not None)
-        sizes = [_rss(pid) for pid in members]
+        sizes = [rss_of(pid) for pid in members]
         return ServerRecord(
             process=planted.leader,
             provenance=PROVENANCE_OBSERVED,

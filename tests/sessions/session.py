@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.daemon import Daemon
+from tests.integration.reap_host import rss_of
 from tests.realclients.harness import (
     CLIENTS_DIR,
     REPO,
@@ -219,17 +220,6 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def _rss(pid: int) -> int:
-    """A process's resident memory in bytes (0 once it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
 def _marked(pid: int, marker: str) -> bool:
     try:
         return marker.encode() in Path(f"/proc/{pid}/environ").read_bytes()
@@ -354,7 +344,7 @@ def run_sessions(client: str, scenario: str, *, wrapped: bool, daemon: Daemon | 
                 session.runner.wait(timeout=_CLIENT_LIMIT)
         settle(watch, marker, daemon, settle_seconds, rows_expected=wrapped)
         left = leftovers(marker)
-        left_rss = sum(_rss(p.pid) for p in left)
+        left_rss = sum(rss_of(p.pid) or 0 for p in left)
         watch.stop.set()
         watch.join(timeout=30)
         watch.sample()
