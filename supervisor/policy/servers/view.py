@@ -85,9 +85,13 @@ def _servers(view: CensusView) -> list[dict[str, Any]]:
         row["memory_bytes"] = memory_of(server)
         row["orphaned"] = is_orphaned(server)
         found = replaced.get(server.process.pid)
-        row["superseded_by"] = None if found is None else superseded_dict(found)["newer"]
+        row["superseded_by"] = None if found is None else _newer(found)
         servers.append(row)
     return servers
+
+
+def _newer(found: Superseded) -> dict[str, Any]:
+    return {**asdict(found.newer), "started_since_boot": found.newer_started_since_boot}
 
 
 def superseded_dict(found: Superseded) -> dict[str, Any]:
@@ -97,7 +101,7 @@ def superseded_dict(found: Superseded) -> dict[str, Any]:
         "start": found.server.process.start,
         "command": list(found.server.command),
         "owner": asdict(found.server.owner) if found.server.owner is not None else None,
-        "newer": {**asdict(found.newer), "started_since_boot": found.newer_started_since_boot},
+        "newer": _newer(found),
         "quiet_since_boot": found.quiet_since_boot,
         "idle_seconds": found.idle_seconds,
         "memory_bytes": found.memory_bytes,
