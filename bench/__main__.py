@@ -27,6 +27,7 @@ BENCHMARKS: tuple[str, ...] = (
     "sweep",
     "discovery",
     "activity",
+    "pipes",
     "exit_detect",
     "exit_snapshot",
     "apply",
@@ -35,8 +36,9 @@ BENCHMARKS: tuple[str, ...] = (
 )
 #: Benchmarks of full runs only (or ``--only``): ``multihost`` starts its own PostgreSQL
 #: and three supervisor processes, too much for the quick smoke run's time budget;
-#: ``leftovers`` runs the real MCP clients of tests/realclients (install.sh first).
-FULL_ONLY: tuple[str, ...] = ("multihost", "leftovers")
+#: ``leftovers`` runs the real MCP clients of tests/realclients (install.sh first);
+#: ``idle_cpu`` watches two idle daemons for over a minute each.
+FULL_ONLY: tuple[str, ...] = ("multihost", "leftovers", "idle_cpu")
 
 _DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 _ROOT = Path(__file__).resolve().parent.parent

@@ -4,8 +4,10 @@
 # [--reap]`` runs every scenario of tests/realclients/scenarios.py against every server,
 # bare and wrapped (one daemon with ``[exec] reap_orphans = true``), and prints per
 # scenario and server the processes left after each run and what kinds they were (with
-# ``--reap``, also what a reap by a supervisor started after a bare run, one that never
-# saw the client, leaves of them: the leak that happened before it ran), then how each
+# ``--reap``, also what a reap leaves of a bare run's leftovers, processes and MiB, twice:
+# by a supervisor that ran throughout the run (on the daemon's sweep and first-sight
+# timers) and by one started only afterwards, which never saw the client; every process
+# a reap left is listed with why it could not be proven abandoned), then how each
 # client tried to stop the stubborn server (its log: EOF and signals, in ms from the
 # server's start). ``python -m bench --only leftovers`` runs it once per pair and reports
 # the mean per run as figures (wrapped: goal 0). Needs tests/realclients/install.sh;
@@ -22,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from bench.report import Figure
-from tests.census.marked import reap_leftovers
+from tests.census.marked import Reaper, reap_afterwards, reap_throughout
 from tests.integration.daemon import Daemon
 from tests.realclients.harness import OBSERVER, SERVERS, missing
 from tests.realclients.scenarios import (
@@ -34,6 +36,10 @@ from tests.realclients.scenarios import (
 )
 
 __all__ = ["Pair", "main", "measure", "run"]
+
+AFTERWARDS = "started afterwards"
+THROUGHOUT = "ran throughout"
+REAPERS: dict[str, Reaper] = {AFTERWARDS: reap_afterwards, THROUGHOUT: reap_throughout}
 
 #: After the client's end: the daemon's grace and then some (a bare server that is still
 #: there after this long is counted as left).
@@ -51,8 +57,12 @@ class Pair:
     #: Seconds from the client's end until nothing of the server ran (None: never).
     bare_gone: list[float | None] = field(default_factory=list)
     wrapped_gone: list[float | None] = field(default_factory=list)
-    #: Left of the bare run's leftovers by a reap from a supervisor started afterwards.
-    reaped: list[int] = field(default_factory=list)
+    #: Left of the bare run's leftovers by a reap from a supervisor started afterwards,
+    #: and from one that ran throughout the run: processes and MiB per run.
+    reaped: list[tuple[int, float]] = field(default_factory=list)
+    reaped_throughout: list[tuple[int, float]] = field(default_factory=list)
+    #: Why each process a reap left could not be reaped ("afterwards: ..." and so on).
+    left_reasons: Counter[str] = field(default_factory=Counter)
     bare_kinds: Counter[str] = field(default_factory=Counter)
     wrapped_kinds: Counter[str] = field(default_factory=Counter)
     #: Runs whose client never showed the server connected (bare, wrapped).
@@ -60,13 +70,18 @@ class Pair:
     stop_sequence: list[str] = field(default_factory=list)
     seen_kinds: list[str] = field(default_factory=list)
 
-    def add(self, result: ScenarioResult) -> None:
+    def add(self, result: ScenarioResult, reaper: str | None = None) -> None:
         counts, kinds = (
             (self.wrapped, self.wrapped_kinds) if result.wrapped else (self.bare, self.bare_kinds)
         )
         counts.append(result.leftover_count)
         if result.after is not None:
-            self.reaped.append(len(result.after))
+            mib = sum(left.rss_bytes or 0 for left in result.after) / (1 << 20)
+            column = self.reaped_throughout if reaper == THROUGHOUT else self.reaped
+            column.append((len(result.after), mib))
+            self.left_reasons.update(
+                f"{reaper}: {left.proc.kind}: {left.reason}" for left in result.after
+            )
         (self.wrapped_gone if result.wrapped else self.bare_gone).append(result.gone_after)
         kinds.update(result.leftover_kinds())
         if not result.connected:
@@ -118,17 +133,21 @@ def measure(
                     continue
                 pair = Pair(scenario, server)
                 for _ in range(runs):
-                    modes = (False, True) if wrapped else (False,)
-                    for wrap in modes:
+                    modes: list[tuple[bool, str | None]] = [(False, AFTERWARDS if reap else None)]
+                    if reap:
+                        modes.append((False, THROUGHOUT))
+                    if wrapped:
+                        modes.append((True, None))
+                    for wrap, reaper in modes:
                         result = run_scenario(
                             scenario,
                             server,
                             wrapped=wrap,
                             daemon=daemon if wrap else None,
                             settle_seconds=settle_seconds,
-                            after_count=reap_leftovers if reap and not wrap else None,
+                            reaper=REAPERS[reaper] if reaper is not None else None,
                         )
-                        pair.add(result)
+                        pair.add(result, reaper)
                         if progress:
                             print(f"[leftovers] {result.summary()}", flush=True)
                 pairs.append(pair)
@@ -139,6 +158,21 @@ def _seconds(values: Sequence[float | None]) -> str:
     return "/".join("-" if v is None else f"{v:.1f}" for v in values)
 
 
+def _reaped(runs: Sequence[tuple[int, float]]) -> str:
+    """Processes (MiB) per run."""
+    return "/".join(f"{n} ({mib:.1f})" if n else "0" for n, mib in runs)
+
+
+def format_left_reasons(pairs: Sequence[Pair]) -> str:
+    out = ["", "what each reap left, and why (count over the runs):"]
+    for p in pairs:
+        for reason, count in sorted(p.left_reasons.items()):
+            out.append(f"  {p.scenario} x {p.server}: {count}x {reason}")
+    if len(out) == 2:
+        out.append("  nothing")
+    return "\n".join(out)
+
+
 def _kinds(kinds: Counter[str]) -> str:
     return ", ".join(f"{n}x {k}" for k, n in sorted(kinds.items())) or "-"
 
@@ -146,7 +180,7 @@ def _kinds(kinds: Counter[str]) -> str:
 def format_pairs(pairs: Sequence[Pair], *, wrapped: bool, reap: bool = False) -> str:
     header = ["scenario", "server", "runs", "left bare", "gone after s", "kinds bare"]
     if reap:
-        header += ["left after reap"]
+        header += ["after reap, ran throughout", "after reap, started afterwards"]
     if wrapped:
         header += ["left wrapped", "gone after s", "kinds wrapped"]
     rows = []
@@ -160,7 +194,7 @@ def format_pairs(pairs: Sequence[Pair], *, wrapped: bool, reap: bool = False) ->
             _kinds(p.bare_kinds),
         ]
         if reap:
-            row += ["/".join(map(str, p.reaped))]
+            row += [_reaped(p.reaped_throughout), _reaped(p.reaped)]
         if wrapped:
             row += [
                 "/".join(map(str, p.wrapped)),
@@ -228,7 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bare-only", action="store_true", help="no daemon, no wrapper")
     parser.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds")
     parser.add_argument(
-        "--reap", action="store_true", help="after each bare run, reap from a fresh supervisor"
+        "--reap",
+        action="store_true",
+        help="reap each bare run's leftovers: by a supervisor that ran throughout the run, "
+        "and (in another run) by one started afterwards",
     )
     parser.add_argument(
         "--sessions",
@@ -252,6 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print()
     print(format_pairs(pairs, wrapped=not args.bare_only, reap=args.reap))
+    if args.reap:
+        print(format_left_reasons(pairs))
     print(format_trees_and_stops(pairs))
     for note in left_out:
         print(f"left out: {note}")

@@ -55,6 +55,9 @@ class CensusSettings:
     #: be asked for either way.
     enabled: bool = False
     sweep_interval_seconds: float = 10.0
+    #: Between sweeps, a pass over the processes started since (only those): a server is
+    #: seen, and its owner recorded, while a client that lives a second still runs. 0: off.
+    first_sight_interval_seconds: float = 0.5
     #: /proc entries listed between two yields to the event loop.
     sweep_chunk: int = 256
     #: Processes read in full (first sights) between two yields.
@@ -127,6 +130,8 @@ class CensusActor(Actor[CensusInbox]):
     async def on_start(self, tg: TaskGroup) -> None:
         if self.settings.enabled:
             tg.start_soon(self._sweeper)
+            if self.settings.first_sight_interval_seconds > 0:
+                tg.start_soon(self._first_sighter)
 
     async def on_stop(self) -> None:
         self._tracker.close()
@@ -179,6 +184,25 @@ class CensusActor(Actor[CensusInbox]):
             except Exception as exc:  # one failed sweep must not end discovery
                 _log.error("census_sweep_failed", error=repr(exc))
             await self.clock.sleep(self.settings.sweep_interval_seconds)
+
+    async def _first_sighter(self) -> None:
+        while True:
+            await self.clock.sleep(self.settings.first_sight_interval_seconds)
+            try:
+                await self.first_sights()
+            except Exception as exc:  # one failed pass must not end discovery
+                _log.error("census_first_sight_failed", error=repr(exc))
+
+    async def first_sights(self) -> None:
+        """Look at the processes started since the last look (not at the servers' trees):
+        the owner of a server is its parent at first sight, so it must be seen while its
+        client runs. The next sweep reads, judges and records what this found."""
+        async with self._lock:
+            if not self._loaded:
+                return  # the first sweep has not run: it looks at everything
+            stamp = format_stamp(self.clock.now())
+            now = self.clock.monotonic()
+            await self._tracker.sweep(stamp, now, self.pause, self._configured, trees=False)
 
     async def sweep(self) -> Census:
         """One census of the host now (one at a time: a fresh request waits for a sweep

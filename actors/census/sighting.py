@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from supervisor.policy.servers.abandoned import (
+    STDIO_ABANDONED,
+    Abandonment,
+    EndState,
+    judge_abandoned,
+)
 from supervisor.policy.servers.census import ProcessRef
 from supervisor.policy.servers.discovery import ParentSight, Sighting
+from supervisor.system.pipe_ends import probe_pipe
 from supervisor.system.proc_census import (
     NULL_DEVICE,
     FullRead,
@@ -102,21 +109,30 @@ def moved_wire(links: dict[int, str] | None, ends: frozenset[str] | None, peers:
     return wire if len(wire) >= 2 else ()
 
 
-def stdio_abandoned(links: Wire, peers: UnixPeers) -> bool:
-    """Every link is a socket whose other end the kernel says is released (socket pairs
-    are what node-based clients give their servers; a pipe's other end cannot be asked
-    about, so pipes are never judged abandoned)."""
-    if not links:
-        return False
-    for link in links:
+def stdio_abandoned(pid: int, links: Wire, peers: UnixPeers) -> Abandonment:
+    """Whether no process holds the other end of any of ``pid``'s stdio ``links``: a
+    socket's peer released (sock_diag), a pipe with no write end left for fd 0 and no read
+    end left for fd 1 (``system.pipe_ends``, through ``pid``'s own descriptors 0 and 1;
+    the probe checks that they still are these pipes). Anything else keeps it."""
+    ends = []
+    for fd, link in enumerate(links):
+        if link is not None and link.startswith("pipe:"):
+            probe = probe_pipe(pid, fd, link)
+            ends.append(EndState(link=link, released=probe.released, why=probe.why))
+            continue
         inode = _inode(link) if link is not None and link.startswith("socket:") else None
-        if inode is None or peers.peer_closed(inode) is not True:
-            return False
-    return True
+        closed = peers.peer_closed(inode) if inode is not None else None
+        why = {
+            True: "its peer is released",
+            False: "its peer is open",
+            None: "the kernel does not say whether its other end is held",
+        }[closed]
+        ends.append(EndState(link=link, released=closed, why=why))
+    return judge_abandoned(ends)
 
 
 def sighting(
-    pid: int, full: FullRead, wire: Wire | None = None, *, abandoned: bool = False
+    pid: int, full: FullRead, wire: Wire | None = None, *, abandoned: Abandonment | None = None
 ) -> Sighting:
     """``wire``: a moved stdio's descriptors (see ``stdio_moved``); their kinds stand for
     fd 0 and fd 1, and none found leaves the stdio at /dev/null. ``abandoned``: see
@@ -135,7 +151,8 @@ def sighting(
         stdout=link_kind(stdout),
         wrapped=marker_names_self(full.marker, pid, start),
         moved=bool(wire),
-        abandoned=abandoned,
+        abandoned=abandoned is not None and abandoned.abandoned,
+        abandoned_via=(abandoned.evidence if abandoned and abandoned.evidence else STDIO_ABANDONED),
     )
 
 

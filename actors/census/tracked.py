@@ -17,7 +17,7 @@ from supervisor.policy.servers.census import (
     ServerRecord,
     Usage,
 )
-from supervisor.policy.servers.discovery import UNKNOWN_OWNER, plain_argv
+from supervisor.policy.servers.discovery import UNKNOWN_OWNER, Judgement, plain_argv
 from supervisor.system.proc_census import (
     NULL_DEVICE,
     FullRead,
@@ -32,6 +32,7 @@ __all__ = [
     "SURVIVED_LEADER",
     "Tracked",
     "first_record",
+    "judged_server",
     "owner_client",
     "restored",
     "started_seconds",
@@ -72,6 +73,9 @@ class Tracked:
     quiet_since: float | None = None
     #: ``quiet_since`` in seconds after boot (None when the boot clock was not read).
     quiet_since_boot: float | None = None
+    #: The tree's members by the parent links discovery saw, taken when its leader went:
+    #: a child the first-sight pass saw, whose leader exited before any tree was read.
+    members_seen: tuple[ProcessRef, ...] = ()
 
     def saw_io(self, io_bytes: int | None, now: float, uptime: float | None = None) -> None:
         """Take one read of the tree's counters (``now``: the read's monotonic time,
@@ -193,6 +197,24 @@ def first_record(
 def _label(full: FullRead) -> str | None:
     marker = parse_marker(full.marker) if full.marker is not None else None
     return marker.name if marker is not None and marker.name else None
+
+
+def judged_server(
+    process: ProcessRef, full: FullRead, judged: Judgement, stamp: str, wire: Wire
+) -> Tracked:
+    """A server as discovery's verdict took it (a wrapped one owned by its marker's client)."""
+    owner, name = judged.owner, judged.owner_name
+    if judged.provenance == PROVENANCE_WRAPPED:
+        owner, name = wrapped_owner(full)
+    server = first_record(
+        process,
+        full,
+        provenance=judged.provenance,
+        owner=owner_client(owner, name),
+        evidence=judged.evidence,
+        stamp=stamp,
+    )
+    return Tracked(server=server, stdio=wire, started_at=started_seconds(process.start))
 
 
 def survivor(

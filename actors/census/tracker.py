@@ -15,36 +15,31 @@ from typing import Any
 
 import anyio.to_thread
 
+from actors.census.owners import judge_owner, judge_unowned
 from actors.census.sighting import (
     Wire,
     link_kind,
     parent_sight,
     sighting,
     stdio_abandoned,
-    stdio_connected,
     stdio_moved,
 )
 from actors.census.tracked import (
     Tracked,
-    first_record,
-    owner_client,
+    judged_server,
     restored,
     started_seconds,
     survivor,
-    wrapped_owner,
 )
-from actors.census.usage import descendants, read_tree, tree_pss
-from supervisor.policy.incarnation import same_incarnation
+from actors.census.usage import descendants, members_seen, read_tree, tree_pss
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
-    PROVENANCE_WRAPPED,
     ProcessRef,
     ServerRecord,
 )
 from supervisor.policy.servers.discovery import (
     STDIO_KINDS,
     ConfiguredServer,
-    Judgement,
     classify,
     configured_match,
     plain_argv,
@@ -54,7 +49,6 @@ from supervisor.system.io_counters import IoCounters
 from supervisor.system.proc_census import (
     NULL_DEVICE,
     FullRead,
-    fd_ends,
     proc_entries,
     read_argv,
     read_cwd,
@@ -100,6 +94,10 @@ class Tracker:
         self._kids: dict[int, set[int]] = {}
         self._listed: dict[int, int] = {}
         self.servers: dict[int, Tracked] = {}
+        #: MCP-named processes on pipes or sockets that no live parent holds, not (yet)
+        #: proven abandoned: pid -> start. Judged again every full sweep, since the
+        #: process holding their other end may exit later.
+        self.unowned: dict[int, str] = {}
         #: Servers seen gone since the caller last took them.
         self.gone: list[Tracked] = []
         #: (pid, start) -> a row recorded by an earlier run: its first sight stands.
@@ -123,10 +121,15 @@ class Tracker:
         old = self._seen.pop(pid, None)
         if old is not None:
             self._unlink(pid, old[2])
+        server = self.servers.get(pid)
+        if server is not None and not same_process:
+            starts = {p: s[1] for p, s in self._seen.items()}
+            server.members_seen = members_seen(server.process, self._kids, starts)
         if not same_process:
             # Its children are no longer below that pid: a process that takes the pid
             # next must not inherit them as members of its tree.
             self._kids.pop(pid, None)
+        self.unowned.pop(pid, None)
         server = self.servers.pop(pid, None)
         if server is not None:
             self.gone.append(server)
@@ -138,8 +141,12 @@ class Tracker:
             if not siblings:
                 del self._kids[ppid]
 
-    async def sweep(self, stamp: str, now: float, pause: Yield, configured: Configured) -> None:
-        """List, look at what is new, classify the candidates, read the servers' trees."""
+    async def sweep(
+        self, stamp: str, now: float, pause: Yield, configured: Configured, *, trees: bool = True
+    ) -> None:
+        """List, look at what is new, classify the candidates, read the servers' trees.
+        ``trees`` False is the first-sight pass: only new processes are looked at (owners
+        are recorded while the client lives), no tree is read and no owner judged."""
         listed: dict[int, int] = {}
         entries = proc_entries()
         while part := list(islice(entries, self._chunk)):
@@ -154,10 +161,13 @@ class Tracker:
         for pid in [p for p in seen if p not in listed]:
             self._forget(pid)
         self.uptime = uptime_seconds()
-        self.swept_at = now
+        if trees:
+            self.swept_at = now
         self.first_sights = len(fresh)
         pending: list[tuple[int, FullRead]] = []
         quiet: list[_Quiet] = []
+        if trees:
+            self._again(pending)
         for index in range(0, len(fresh), self._first_chunk):
             for pid in fresh[index : index + self._first_chunk]:
                 self._look(pid, listed[pid], pending, quiet, stamp)
@@ -178,10 +188,21 @@ class Tracker:
                 await pause()
         self._adopt_survivors(self.gone[gone_before:], stamp)
         self._drop_nested()
+        if not trees:
+            return
         gone_before = len(self.gone)
         await self._read_trees(stamp, now, pause)
         # A leader that exited while the trees were read: its survivors are read next time.
         self._adopt_survivors(self.gone[gone_before:], stamp)
+
+    def _again(self, pending: list[tuple[int, FullRead]]) -> None:
+        """The unowned candidates still running as the same process, to be judged anew."""
+        for pid, start in list(self.unowned.items()):
+            full = read_full(pid)
+            if full is None or full.stat.start != start or pid in self.servers:
+                del self.unowned[pid]
+                continue
+            pending.append((pid, full))
 
     def _look(
         self,
@@ -246,28 +267,15 @@ class Tracker:
             if stdio_moved(full):
                 seen = sighting(pid, full, wire)
             elif parent is None or parent.connected is not True:
-                abandoned = stdio_abandoned(wire, self.peers)
+                abandoned = stdio_abandoned(pid, wire, self.peers)
                 seen = sighting(pid, full, abandoned=abandoned)
+                if not abandoned.abandoned and seen.stdin in STDIO_KINDS:
+                    self.unowned[pid] = full.stat.start
         judgement = classify(seen, parent, configured, self._rules)
         if judgement is None:
             return
-        self.servers[pid] = self._tracked(seen.process, full, judgement, stamp, wire)
-
-    def _tracked(
-        self, process: ProcessRef, full: FullRead, judged: Judgement, stamp: str, wire: Wire
-    ) -> Tracked:
-        owner, name = judged.owner, judged.owner_name
-        if judged.provenance == PROVENANCE_WRAPPED:
-            owner, name = wrapped_owner(full)
-        server = first_record(
-            process,
-            full,
-            provenance=judged.provenance,
-            owner=owner_client(owner, name),
-            evidence=judged.evidence,
-            stamp=stamp,
-        )
-        return Tracked(server=server, stdio=wire, started_at=started_seconds(process.start))
+        self.unowned.pop(pid, None)
+        self.servers[pid] = judged_server(seen.process, full, judgement, stamp, wire)
 
     def _adopt_survivors(self, gone_servers: list[Tracked], stamp: str) -> None:
         """Each observed server whose leader is gone but whose tree is not: each topmost
@@ -279,7 +287,8 @@ class Tracker:
                 self._adopt_members(gone, stamp)
 
     def _adopt_members(self, gone: Tracked, stamp: str) -> None:
-        members = gone.server.usage.children
+        members = list(gone.server.usage.children)
+        members += [m for m in gone.members_seen if m not in members]
         running = {m.pid for m in members if self._runs(m)}
         for member in members:
             if member.pid not in running or member.pid in self.servers:
@@ -358,33 +367,17 @@ class Tracker:
     def _judge_owner(
         self, tracked: Tracked, stamp: str, ends: dict[ProcessRef, frozenset[str] | None]
     ) -> None:
-        """The owner's incarnation by pid and start (never by the server's parent pid),
-        and whether it still holds the server's stdio."""
         owner = tracked.server.owner
         if owner is None:
             if tracked.provenance == PROVENANCE_OBSERVED:
-                abandoned = stdio_abandoned(tracked.stdio, self.peers)
-                tracked.server = replace(tracked.server, stdio_abandoned=abandoned)
+                judge_unowned(tracked, self.peers)
             return
-        ref = owner.process
-        seen = self._seen.get(ref.pid)
-        if ref.pid in self._listed and seen is not None:
-            alive: bool | None = same_incarnation(seen[1], ref.start)
-        elif ref.pid not in self._listed:
-            alive = False if self._complete else None
-        else:
-            alive = None
-        stdio_open: bool | None = None
-        if alive is False:
-            stdio_open = False
-            tracked.owner_gone_at = tracked.owner_gone_at or stamp
-        elif alive:
-            if ref not in ends:
-                ends[ref] = fd_ends(ref.pid)
-            stdio_open = stdio_connected(tracked.stdio, ends[ref], self.peers)
-        tracked.server = replace(
-            tracked.server, owner=replace(owner, alive=alive, stdio_open=stdio_open)
-        )
+        pid = owner.process.pid
+        seen = self._seen.get(pid)
+        listed = pid in self._listed
+        start = seen[1] if seen is not None and listed else None
+        judge_owner(tracked, stamp, ends, self.peers, start=start, listed=listed,
+                    complete=self._complete)  # fmt: skip
 
     def start_seen(self, pid: int) -> str | None:
         """The start of the process discovery knows under ``pid``."""

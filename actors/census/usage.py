@@ -10,7 +10,7 @@ from supervisor.policy.servers.census import ProcessRef, Usage
 from supervisor.policy.servers.summary import cpu_percent
 from supervisor.system.proc_census import clock_ticks, page_size, pss_bytes, read_usage
 
-__all__ = ["TreeRead", "descendants", "read_tree", "tree_pss"]
+__all__ = ["TreeRead", "descendants", "members_seen", "read_tree", "tree_pss"]
 
 #: A tree deeper or wider than this is cut (a fork bomb must not stall the sweep).
 _MAX_MEMBERS = 512
@@ -39,6 +39,24 @@ def descendants(leader: int, kids: Mapping[int, set[int]], starts: Mapping[int, 
                 found.append(child)
                 queue.append(child)
     return found[:_MAX_MEMBERS]
+
+
+def members_seen(
+    leader: ProcessRef, kids: Mapping[int, set[int]], starts: Mapping[int, str]
+) -> tuple[ProcessRef, ...]:
+    """The processes below ``leader`` by the parent links seen, each started after it."""
+    began = _start_ticks(leader.start)
+    refs = []
+    for pid in descendants(leader.pid, kids, starts):
+        since = _start_ticks(starts[pid])
+        if began is not None and since is not None and since >= began:
+            refs.append(ProcessRef(pid=pid, start=starts[pid]))
+    return tuple(refs)
+
+
+def _start_ticks(start: str) -> int | None:
+    raw = start.removeprefix("ticks-").partition("@")[0]
+    return int(raw) if raw.isdigit() else None
 
 
 def read_tree(

@@ -9,6 +9,7 @@ from typing import Any
 from actors.census.actor import CensusSettings
 from supervisor.policy.servers.rules import parse_extra_clients, with_extras
 from supervisor.settings.config_checks import (
+    NON_NEGATIVE,
     POSITIVE,
     Invalid,
     boolean_check,
@@ -39,6 +40,7 @@ def _clients_check(value: Any, base: Path) -> tuple[str, ...]:
 class DiscoveryConfig:
     enabled: bool = setting(True, boolean_check)
     sweep_interval_seconds: float = setting(10.0, POSITIVE)
+    first_sight_interval_seconds: float = setting(0.5, NON_NEGATIVE)
     sweep_chunk: int = setting(256, integer_check(1))
     first_sight_chunk: int = setting(32, integer_check(1))
     history_length: int = setting(360, integer_check(1, 100000))

@@ -12,7 +12,6 @@ from supervisor.system.proc_census import read_stat_facts
 __all__ = ["IoCounters", "parse_io", "read_io_bytes"]
 
 
-
 def _default_limit() -> int:
     """Descriptors kept at most: a quarter of this process's open-file limit (its sockets,
     pidfds and database need the rest), at most 4096; past it a read is a one-off."""

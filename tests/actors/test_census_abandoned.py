@@ -1,9 +1,9 @@
 """Leaks from before the supervisor ran: a server whose client is gone, never seen alive.
 
 No owner was recorded, so only the server's own stdio can tell: socket-pair halves (what
-node-based clients give their servers) whose other ends the kernel says are released.
-Pipes cannot be asked about, so a server on pipes stays unlisted (fail closed). Real
-processes, real /proc, FakeClock.
+node-based clients give their servers) whose other ends the kernel says are released, or
+pipes nobody holds the other side of (tests/actors/test_census_pipes.py). Real processes,
+real /proc, FakeClock.
 """
 
 from __future__ import annotations
@@ -57,16 +57,13 @@ async def test_a_server_left_on_released_socket_pairs_is_found_and_planned(
 
 async def test_what_cannot_be_proven_abandoned_is_not_listed(tmp_path: Path) -> None:
     with processes() as spawned:
-        # On pipes: their other ends cannot be asked about.
-        piped = start_tree(spawned, "claude", [child("mcp-fake-server")])
-        _orphaned(spawned, piped)
         # Released socket pairs, but the command names no MCP server.
         unnamed = start_tree(spawned, "claude", [child("node-helper", stdio="socket")])
         _orphaned(spawned, unnamed)
         # Socket pairs still held by the client: not abandoned (and not its server: a
         # stand-in named like no client).
         held = start_tree(spawned, "myagent", [child("mcp-fake-server", stdio="socket")])
-        pids = {*piped.children, *unnamed.children, *held.children}
+        pids = {*unnamed.children, *held.children}
         async with census_harness(tmp_path) as h:
             census = await h.handle.census(fresh=True)
     assert ours(census.servers, pids) == {}

@@ -8,14 +8,16 @@ else on the machine is ever planned. The reap's grace runs on the virtual clock.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
 import anyio
+from anyio.from_thread import start_blocking_portal
 
 from actors.census.actor import CensusSettings
 from actors.reap import ReapSettings
@@ -23,10 +25,18 @@ from supervisor.handle import SupervisorHandle
 from supervisor.policy.servers.census import Census
 from tests.actors.harness import RETIRER, default_settings
 from tests.actors.helpers_app import SettledHarness, harness
+from tests.integration.reap_host import rss_of
 from tests.integration.test_fleet_page_reap import clock_running
 from tests.realclients.harness import Proc, leftovers, leftovers_of
 
-__all__ = ["Marked", "marked_supervisor", "reap_leftovers"]
+__all__ = [
+    "Left",
+    "Marked",
+    "Reaper",
+    "marked_supervisor",
+    "reap_afterwards",
+    "reap_throughout",
+]
 
 _Answer = Mapping[str, Any]
 
@@ -72,16 +82,95 @@ async def marked_supervisor(tmp_path: Path, marker: str, home: Path) -> AsyncIte
         yield marked[0]
 
 
-def reap_leftovers(marker: str, home: Path) -> list[Proc]:
-    """A supervisor started now (it never saw the clients) plans a reap of this marker's
-    processes and applies it; what is left of them afterwards."""
+@dataclass(frozen=True)
+class Left:
+    """A marked process still running after a reap, and why it was not reaped."""
 
-    async def once() -> None:
+    proc: Proc
+    reason: str
+    #: Its resident memory when the reap was done (None: unreadable).
+    rss_bytes: int | None = None
+
+
+#: Makes a reap for one run: entered before the client starts (``marker`` and the client's
+#: ``home`` known), it gives what reaps the run's leftovers and returns what is left.
+Reaper = Callable[[str, Path], AbstractContextManager[Callable[[], list[Left]]]]
+
+#: The daemon's timers, on real time, for a supervisor that runs beside the client.
+FIRST_SIGHT_SECONDS = 0.5
+SWEEP_SECONDS = 10.0
+
+
+def _links(pid: int) -> str:
+    words = []
+    for fd in (0, 1):
+        try:
+            words.append(f"fd {fd} {os.readlink(f'/proc/{pid}/fd/{fd}')}")
+        except OSError:
+            words.append(f"fd {fd} unreadable")
+    return ", ".join(words)
+
+
+def _why(proc: Proc, plan: _Answer) -> str:
+    for entry in plan["kept"]:
+        if proc.pid in {m["pid"] for m in entry["members"]}:
+            return f"kept {entry['reason_code']}: {entry['detail']}"
+    if proc.pid in {m["pid"] for t in plan["targets"] for m in t["members"]}:
+        return "planned, but still runs after the apply"
+    return f"not taken for an MCP server (parent {proc.ppid}; {_links(proc.pid)})"
+
+
+async def _reap(supervisor: Marked) -> list[Left]:
+    plan = await supervisor.plan()
+    if plan["targets"]:
+        await supervisor.apply(plan)
+    return [Left(p, _why(p, plan), rss_of(p.pid)) for p in leftovers(supervisor.marker)]
+
+
+@contextmanager
+def reap_afterwards(marker: str, home: Path) -> Iterator[Callable[[], list[Left]]]:
+    """A supervisor started only once the run is over (it never saw the client)."""
+
+    async def once() -> list[Left]:
         with TemporaryDirectory(dir="/tmp", prefix="fsv-reap-") as tmp:
             async with marked_supervisor(Path(tmp), marker, home) as supervisor:
-                plan = await supervisor.plan()
-                if plan["targets"]:
-                    await supervisor.apply(plan)
+                return await _reap(supervisor)
 
-    anyio.run(once)
-    return leftovers(marker)
+    yield lambda: anyio.run(once)
+
+
+async def _pace(supervisor: Marked) -> None:
+    """The daemon's sweep and first-sight pass, on real time."""
+    census = supervisor.h.supervisor.census
+    assert census is not None
+    next_sweep = 0.0
+    while True:
+        if anyio.current_time() >= next_sweep:
+            await census.sweep()
+            next_sweep = anyio.current_time() + SWEEP_SECONDS
+        else:
+            await census.first_sights()
+        await anyio.sleep(FIRST_SIGHT_SECONDS)
+
+
+@contextmanager
+def reap_throughout(marker: str, home: Path) -> Iterator[Callable[[], list[Left]]]:
+    """A supervisor that runs from before the client starts, sweeping and looking at new
+    processes on the daemon's timers, and reaps once the run is over."""
+    with (
+        TemporaryDirectory(dir="/tmp", prefix="fsv-reap-") as tmp,
+        start_blocking_portal() as portal,
+    ):
+        running = portal.wrap_async_context_manager(marked_supervisor(Path(tmp), marker, home))
+        with running as supervisor:
+            pacing = portal.start_task_soon(_pace, supervisor)
+            try:
+                portal.call(supervisor.h.supervisor.census.sweep)  # type: ignore[union-attr]
+
+                def reap() -> list[Left]:
+                    pacing.cancel()
+                    return portal.call(_reap, supervisor)
+
+                yield reap
+            finally:
+                pacing.cancel()

@@ -18,14 +18,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
+
+if TYPE_CHECKING:
+    from tests.census.marked import Left, Reaper
 from tests.realclients.harness import (
     ClientHome,
     Proc,
@@ -113,8 +116,8 @@ class ScenarioResult:
     #: The stubborn server's log: start, EOF and each signal it got, with times.
     server_log: list[str] = field(default_factory=list)
     client_timed_out: bool = False
-    #: What ``after_count`` left of the bare leftovers (None: not asked).
-    after: list[Proc] | None = None
+    #: What ``reaper``'s reap left of the bare leftovers, each with why (None: not asked).
+    after: list[Left] | None = None
 
     def leftover_kinds(self) -> list[str]:
         return sorted(p.kind for p in self.leftovers)
@@ -349,7 +352,7 @@ def run_scenario(
     settle_seconds: float = REAP_GRACE_SECONDS + 5.0,
     extra_env: Mapping[str, str] | None = None,
     daemon_starts: Callable[[], None] | None = None,
-    after_count: Callable[[str, Path], list[Proc]] | None = None,
+    reaper: Reaper | None = None,
 ) -> ScenarioResult:
     """Run ``scenario`` (a key of SCENARIOS) against ``server`` (harness.SERVERS), bare or
     wrapped by ``fleet-supervisor exec`` talking to ``daemon``; every marked process left
@@ -359,8 +362,9 @@ def run_scenario(
     their servers unregistered, and ``daemon_starts`` is called once the client has
     ended; the count then waits for the started daemon to finish the cleanup.
 
-    ``after_count(marker, home)``, once what was left is counted, may act on it (a reap
-    by a supervisor started then) and returns what is left after that.
+    ``reaper(marker, home)`` is entered before the client starts; once what was left is
+    counted, what it gives reaps (a supervisor started then, or one that ran alongside
+    the client) and says what is left after that, and why.
     """
     client, how = SCENARIOS[scenario]
     if wrapped and daemon is None:
@@ -388,25 +392,27 @@ def run_scenario(
         if daemon_starts is None:
             watch.start()
         ended: _Ended | None = None
+        reaping = reaper(marker, home.home) if reaper is not None else nullcontext(None)
         try:
-            if how == "exits":
-                ended = _run_exiting(client, scenario, home, entry)
-            else:
-                ended = _run_sdk(how, home, entry)
-            if daemon_starts is not None:
-                daemon_starts()
-                watch.start()
-            # A daemon that was down may find nothing to register: the client is gone,
-            # so what is left is only stopped, and no row needs to leave ``active``.
-            gone_after = settle(
-                watch, marker, daemon, settle_seconds, rows_expected=daemon_starts is None
-            )
-            left = leftovers(marker)
-            watch.stop.set()
-            watch.join(timeout=30)
-            watch.sample()  # one last ordered look, after the count
-            rows = watch.new_rows()
-            after = after_count(marker, home.home) if after_count is not None else None
+            with reaping as reap:
+                if how == "exits":
+                    ended = _run_exiting(client, scenario, home, entry)
+                else:
+                    ended = _run_sdk(how, home, entry)
+                if daemon_starts is not None:
+                    daemon_starts()
+                    watch.start()
+                # A daemon that was down may find nothing to register: the client is gone,
+                # so what is left is only stopped, and no row needs to leave ``active``.
+                gone_after = settle(
+                    watch, marker, daemon, settle_seconds, rows_expected=daemon_starts is None
+                )
+                left = leftovers(marker)
+                watch.stop.set()
+                watch.join(timeout=30)
+                watch.sample()  # one last ordered look, after the count
+                rows = watch.new_rows()
+                after = reap() if reap is not None else None
         finally:
             watch.stop.set()
             if ended is not None and ended.alive is not None:

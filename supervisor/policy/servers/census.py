@@ -81,10 +81,11 @@ class ServerRecord:
     usage: Usage
     #: The wrapped server's registry row, None for an observed one.
     worker_identity: str | None = None
-    #: No owner was recorded, and the kernel says the other end of each of its stdio
-    #: sockets is released: whoever started it is gone. None: not judged (an owner is
-    #: recorded, or its stdio are not socket pairs the kernel can be asked about).
+    #: No owner was recorded, and the kernel says no process holds the other end of any
+    #: of its stdio sockets or pipes: whoever started it is gone. None: not judged (an
+    #: owner is recorded). ``stdio_detail`` says why, end by end, in words.
     stdio_abandoned: bool | None = None
+    stdio_detail: str | None = None
     #: Seconds since its tree last did I/O, at least: since the sweep that first saw its
     #: counters move, or since it was first read if they never did. None: the kernel's
     #: counters could not be read, so nothing is known (and nothing is decided on it).

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from supervisor.policy.commands import command_name
+from supervisor.policy.servers.abandoned import STDIO_ABANDONED
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
     PROVENANCE_WRAPPED,
@@ -35,8 +36,6 @@ __all__ = [
 STDIO_KINDS = frozenset({"pipe", "socket"})
 #: The owner's name when the process its stdio is connected to is no client we know.
 UNKNOWN_OWNER = "unknown"
-#: Evidence: the other end of each of its stdio sockets is released (its client is gone).
-STDIO_ABANDONED = "stdio_abandoned"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,10 +56,11 @@ class Sighting:
     #: fd 2 that the parent holds the other ends of: the stdio the MCP Python SDK moves
     #: there so that a stray print cannot corrupt the protocol.
     moved: bool = False
-    #: Its stdio are socket-pair halves whose other ends the kernel says are released:
-    #: whoever started it closed them or exited, wherever it was (its parent now is
-    #: whoever adopted it).
+    #: Its stdio are socket-pair halves or pipes whose other ends the kernel says no
+    #: process holds: whoever started it closed them or exited, wherever it was (its
+    #: parent now is whoever adopted it). ``abandoned_via`` is the evidence word.
     abandoned: bool = False
+    abandoned_via: str = STDIO_ABANDONED
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,8 +146,8 @@ def classify(
       server configured in a client's config file, or its parent is a known MCP client
       holding the other ends of that stdio and its command names an MCP server, or
     * its command names an MCP server, it is no client itself, and its stdio are socket
-      pairs whose other ends are released (``Sighting.abandoned``: a leak from before
-      this supervisor ran, with no owner to record).
+      pairs or pipes whose other ends no process holds (``Sighting.abandoned``: a leak
+      from before this supervisor ran, with no owner to record).
 
     The owner is the parent holding the other ends of its stdio, whatever that parent is.
     A client's own process under it (Gemini CLI relaunches itself) is never its server.
@@ -177,7 +177,7 @@ def classify(
         return None  # the client's own process (Gemini CLI relaunches itself), not a server
     evidence = [_stdio_evidence(seen, connected)]
     if seen.abandoned and not connected:
-        evidence.append(STDIO_ABANDONED)
+        evidence.append(seen.abandoned_via)
     if client is not None:
         evidence.append(f"parent_known_client:{client}")
     if entry is not None:

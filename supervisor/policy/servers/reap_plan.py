@@ -3,8 +3,8 @@
 A census in, a frozen plan out. A server is a target only on positive evidence that its
 owner is gone: the owner client's incarnation is recorded dead (``alive is False``; the
 census judges it by pid and start token, never by ``PPID == 1``), the owner's end of
-the server's stdio is recorded closed, or, with no owner recorded, the kernel says the
-other end of each of its stdio sockets is released. Evidence that cannot be read
+the server's stdio is recorded closed, or, with no owner recorded, the kernel says no
+process holds the other end of any of its stdio sockets or pipes. Evidence that cannot be read
 (None) keeps the server. Servers launched through ``exec`` are kept: the server guard
 stops those. Live clients' duplicate servers are reported, never targeted.
 """
@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from supervisor.policy.servers.abandoned import STDIO_ABANDONED
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
     Census,
@@ -22,7 +23,6 @@ from supervisor.policy.servers.census import (
     ProcessRef,
     ServerRecord,
 )
-from supervisor.policy.servers.discovery import STDIO_ABANDONED
 from supervisor.policy.servers.duplicates import DuplicateGroup, duplicate_groups
 from supervisor.policy.servers.superseded import SUPERSEDED, Superseded, superseded
 
@@ -49,8 +49,8 @@ __all__ = [
 REAP_OWNER_GONE = "owner_client_gone"
 #: The owner still runs, but its end of the server's stdio is closed.
 REAP_STDIO_CLOSED = "owner_stdio_closed"
-#: No owner was recorded, but the other end of each of its stdio sockets is released
-#: (discovery's evidence word, so the reason names what was seen).
+#: No owner was recorded, but no process holds the other end of any of its stdio sockets
+#: or pipes (discovery's evidence word, so the reason names what was seen).
 REAP_STDIO_ABANDONED = STDIO_ABANDONED
 #: Only with ``include_superseded`` (the user's word): an older copy its live owner
 #: replaced, idle since the newer copy started (policy.servers.superseded).
@@ -142,9 +142,10 @@ def _verdict(server: ServerRecord, protected: frozenset[int]) -> tuple[str, str]
     if server.provenance != PROVENANCE_OBSERVED:
         return KEEP_WRAPPED, f"provenance {server.provenance!r}: the server guard stops it"
     if owner is None:
+        said = f": {server.stdio_detail}" if server.stdio_detail else ""
         if server.stdio_abandoned is True:
-            return REAP_STDIO_ABANDONED, "the other end of each of its stdio sockets is released"
-        return KEEP_NO_OWNER, "no owner client was recorded when it was first seen"
+            return REAP_STDIO_ABANDONED, f"no process holds the other end of its stdio{said}"
+        return KEEP_NO_OWNER, f"no owner client was recorded when it was first seen{said}"
     if owner.alive is None:
         return KEEP_OWNER_UNKNOWN, f"whether {_owner_text(owner)} runs cannot be told"
     if owner.alive is False:
