@@ -41,11 +41,15 @@ from supervisor.policy.servers.view import CensusView, census_view
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import Store
 from supervisor.system.probes import ProbeBackend
+from supervisor.system.proc_events import ProcEvents
 from supervisor.system.proc_listing import listing_is_complete
 
 __all__ = ["CensusActor", "CensusSettings"]
 
 _log = get_logger()
+
+#: How long the kernel's exec events gather before they are looked at together.
+_EVENT_BATCH_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +62,9 @@ class CensusSettings:
     #: Between sweeps, a pass over the processes started since (only those): a server is
     #: seen, and its owner recorded, while a client that lives a second still runs. 0: off.
     first_sight_interval_seconds: float = 0.5
+    #: Where the kernel lets the daemon subscribe (root), each exec is looked at as the
+    #: kernel reports it, instead of by that pass (which costs CPU on a quiet host).
+    process_events: bool = True
     #: /proc entries listed between two yields to the event loop.
     sweep_chunk: int = 256
     #: Processes read in full (first sights) between two yields.
@@ -131,7 +138,13 @@ class CensusActor(Actor[CensusInbox]):
         if self.settings.enabled:
             tg.start_soon(self._sweeper)
             if self.settings.first_sight_interval_seconds > 0:
-                tg.start_soon(self._first_sighter)
+                events = ProcEvents.open() if self.settings.process_events else None
+                source = "process_events" if events is not None else "proc_listing"
+                _log.info("census_first_sights", source=source)
+                if events is not None:
+                    tg.start_soon(self._event_sighter, events)
+                else:
+                    tg.start_soon(self._first_sighter)
 
     async def on_stop(self) -> None:
         self._tracker.close()
@@ -192,6 +205,31 @@ class CensusActor(Actor[CensusInbox]):
                 await self.first_sights()
             except Exception as exc:  # one failed pass must not end discovery
                 _log.error("census_first_sight_failed", error=repr(exc))
+
+    async def _event_sighter(self, events: ProcEvents) -> None:
+        try:
+            while True:
+                await anyio.wait_readable(events.socket)
+                # A burst of execs (a shell's pipeline, npx's chain) is looked at at once.
+                await self.clock.sleep(_EVENT_BATCH_SECONDS)
+                got = events.read()
+                try:
+                    if got.lost:
+                        await self.first_sights()  # events were dropped: look at all
+                    elif got.execs:
+                        await self.looks_at(got.execs)
+                except Exception as exc:  # one failed look must not end discovery
+                    _log.error("census_first_sight_failed", error=repr(exc))
+        finally:
+            events.close()
+
+    async def looks_at(self, pids: frozenset[int]) -> None:
+        """Look at processes that just exec'd (the kernel's process events)."""
+        async with self._lock:
+            if not self._loaded:
+                return  # the first sweep has not run: it looks at everything
+            stamp = format_stamp(self.clock.now())
+            await self._tracker.look_at(pids, stamp, self.pause, self._configured)
 
     async def first_sights(self) -> None:
         """Look at the processes started since the last look (not at the servers' trees):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import replace
 
 from actors.census.sighting import stdio_abandoned, stdio_connected
+from actors.census.survivors import Seen
 from actors.census.tracked import Tracked
 from supervisor.policy.incarnation import same_incarnation
-from supervisor.policy.servers.census import ProcessRef
+from supervisor.policy.servers.census import PROVENANCE_OBSERVED, ProcessRef
 from supervisor.system.proc_census import fd_ends
 from supervisor.system.unix_diag import UnixPeers
 
@@ -29,23 +31,26 @@ def judge_owner(
     ends: dict[ProcessRef, frozenset[str] | None],
     peers: UnixPeers,
     *,
-    start: str | None,
-    listed: bool,
+    seen: Seen,
+    listed: Container[int],
     complete: bool,
 ) -> None:
     """The owner's incarnation by pid and start (never by the server's parent pid), and
-    whether it still holds the server's stdio. ``start``: the start of the process the
-    sweep listed under the owner's pid (None: none, or not read); ``listed``: the pid was
-    listed; ``complete``: the listing shows every process (a missing pid is gone).
-    ``ends`` caches each live owner's descriptors for the sweep."""
+    whether it still holds the server's stdio; with no owner recorded, whether its stdio
+    is abandoned (observed servers only). ``seen``: discovery's processes; ``listed``:
+    the pids the sweep listed; ``complete``: the listing shows every process (a missing
+    pid is gone). ``ends`` caches each live owner's descriptors for the sweep."""
     owner = tracked.server.owner
     if owner is None:
+        if tracked.provenance == PROVENANCE_OBSERVED:
+            judge_unowned(tracked, peers)
         return
     ref = owner.process
+    entry = seen.get(ref.pid)
     alive: bool | None
-    if listed and start is not None:
-        alive = same_incarnation(start, ref.start)
-    elif not listed:
+    if ref.pid in listed and entry is not None:
+        alive = same_incarnation(entry[1], ref.start)
+    elif ref.pid not in listed:
         alive = False if complete else None
     else:
         alive = None

@@ -8,6 +8,7 @@ at again at the next sweep. Servers (and their trees) are read every sweep for u
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from itertools import islice
@@ -15,7 +16,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from actors.census.owners import judge_owner, judge_unowned
+from actors.census.owners import judge_owner
 from actors.census.sighting import (
     Wire,
     link_kind,
@@ -24,6 +25,7 @@ from actors.census.sighting import (
     stdio_abandoned,
     stdio_moved,
 )
+from actors.census.survivors import nested_servers, topmost_survivors
 from actors.census.tracked import (
     Tracked,
     judged_server,
@@ -65,7 +67,6 @@ __all__ = ["Tracker"]
 #: and working directory, enough to tell whether it could be a server at all.
 _Quiet = tuple[int, str, tuple[str, ...], str | None]
 
-_MAX_DEPTH = 64
 
 Yield = Callable[[], Awaitable[None]]
 Configured = Callable[[list[str | None]], Awaitable[tuple[ConfiguredServer, ...]]]
@@ -165,9 +166,51 @@ class Tracker:
             self.swept_at = now
         self.first_sights = len(fresh)
         pending: list[tuple[int, FullRead]] = []
-        quiet: list[_Quiet] = []
         if trees:
             self._again(pending)
+        await self._first_look(fresh, listed, pending, stamp, pause=pause, configured=configured)
+        self._adopt_survivors(self.gone[gone_before:], stamp)
+        self._drop_nested()
+        if not trees:
+            return
+        gone_before = len(self.gone)
+        await self._read_trees(stamp, now, pause)
+        # A leader that exited while the trees were read: its survivors are read next time.
+        self._adopt_survivors(self.gone[gone_before:], stamp)
+
+    async def look_at(
+        self, pids: frozenset[int], stamp: str, pause: Yield, configured: Configured
+    ) -> None:
+        """Processes the kernel says just exec'd, looked at now: one seen before under the
+        same start is looked at again (its exec changed what it runs), a server is not."""
+        listed: dict[int, int] = {}
+        for pid in sorted(pids - self.servers.keys()):
+            try:
+                listed[pid] = os.stat(f"/proc/{pid}").st_ino
+            except OSError:
+                continue
+            old = self._seen.get(pid)
+            if old is not None:
+                self._seen[pid] = (old[0], old[1], old[2], True)  # as young: read again
+        self.uptime = uptime_seconds()
+        gone_before = len(self.gone)
+        await self._first_look(list(listed), listed, [], stamp, pause=pause, configured=configured)
+        self._adopt_survivors(self.gone[gone_before:], stamp)
+        self._drop_nested()
+
+    async def _first_look(
+        self,
+        fresh: list[int],
+        listed: dict[int, int],
+        pending: list[tuple[int, FullRead]],
+        stamp: str,
+        *,
+        pause: Yield,
+        configured: Configured,
+    ) -> None:
+        """Look at each of ``fresh`` (a pid of ``listed``, with its /proc inode) and judge
+        the candidates among them and in ``pending``, a chunk between two yields."""
+        quiet: list[_Quiet] = []
         for index in range(0, len(fresh), self._first_chunk):
             for pid in fresh[index : index + self._first_chunk]:
                 self._look(pid, listed[pid], pending, quiet, stamp)
@@ -186,14 +229,6 @@ class Tracker:
                 for pid, full in pending[index : index + self._first_chunk]:
                     self._judge(pid, full, entries_, stamp)
                 await pause()
-        self._adopt_survivors(self.gone[gone_before:], stamp)
-        self._drop_nested()
-        if not trees:
-            return
-        gone_before = len(self.gone)
-        await self._read_trees(stamp, now, pause)
-        # A leader that exited while the trees were read: its survivors are read next time.
-        self._adopt_survivors(self.gone[gone_before:], stamp)
 
     def _again(self, pending: list[tuple[int, FullRead]]) -> None:
         """The unowned candidates still running as the same process, to be judged anew."""
@@ -283,27 +318,14 @@ class Tracker:
         This is the ``node`` an ``npx`` started, left running when the client stopped
         ``npx`` itself, or when the client died and only the leader exited."""
         for gone in gone_servers:
-            if gone.provenance == PROVENANCE_OBSERVED:
-                self._adopt_members(gone, stamp)
-
-    def _adopt_members(self, gone: Tracked, stamp: str) -> None:
-        members = list(gone.server.usage.children)
-        members += [m for m in gone.members_seen if m not in members]
-        running = {m.pid for m in members if self._runs(m)}
-        for member in members:
-            if member.pid not in running or member.pid in self.servers:
+            if gone.provenance != PROVENANCE_OBSERVED:
                 continue
-            if self._seen[member.pid][2] in running:
-                continue  # inside another survivor's tree
-            full = read_full(member.pid)
-            if full is None or full.stat.start != member.start:
-                continue
-            self._reparent(member.pid, full.stat.ppid)
-            self.servers[member.pid] = survivor(member, full, gone, stamp, self.peers)
-
-    def _runs(self, process: ProcessRef) -> bool:
-        seen = self._seen.get(process.pid)
-        return process.pid in self._listed and seen is not None and seen[1] == process.start
+            for member in topmost_survivors(gone, self._seen, self._listed, self.servers):
+                full = read_full(member.pid)
+                if full is None or full.stat.start != member.start:
+                    continue
+                self._reparent(member.pid, full.stat.ppid)
+                self.servers[member.pid] = survivor(member, full, gone, stamp, self.peers)
 
     def _reparent(self, pid: int, ppid: int) -> None:
         """Record the parent a process has now (one that outlived its parent was adopted)."""
@@ -315,14 +337,8 @@ class Tracker:
 
     def _drop_nested(self) -> None:
         """A server inside another server's tree is one of its members, not a server."""
-        for pid in list(self.servers):
-            ancestor, depth = self._seen.get(pid, (0, "", 0, False))[2], 0
-            while ancestor > 1 and depth < _MAX_DEPTH:
-                if ancestor in self.servers and ancestor != pid:
-                    del self.servers[pid]
-                    break
-                ancestor = self._seen.get(ancestor, (0, "", 0, False))[2]
-                depth += 1
+        for pid in nested_servers(self.servers, self._seen):
+            del self.servers[pid]
 
     async def _read_trees(self, stamp: str, now: float, pause: Yield) -> None:
         """Each server's tree: its usage every sweep (PSS now and then, off the event
@@ -353,7 +369,8 @@ class Tracker:
             server.server = replace(server.server, usage=usage)
             server.cpu_ticks, server.read_at = tree.cpu_ticks, now
             server.saw_io(tree.usage.io_bytes, now, self.uptime)
-            self._judge_owner(server, stamp, owner_ends)
+            judge_owner(server, stamp, owner_ends, self.peers, seen=self._seen,
+                        listed=self._listed, complete=self._complete)  # fmt: skip
             await pause()
         # The descriptors of processes no tree holds any more (gone, or left a tree).
         self.io.keep_only(
@@ -363,21 +380,6 @@ class Tracker:
                 for ref in (server.process, *server.server.usage.children)
             }
         )
-
-    def _judge_owner(
-        self, tracked: Tracked, stamp: str, ends: dict[ProcessRef, frozenset[str] | None]
-    ) -> None:
-        owner = tracked.server.owner
-        if owner is None:
-            if tracked.provenance == PROVENANCE_OBSERVED:
-                judge_unowned(tracked, self.peers)
-            return
-        pid = owner.process.pid
-        seen = self._seen.get(pid)
-        listed = pid in self._listed
-        start = seen[1] if seen is not None and listed else None
-        judge_owner(tracked, stamp, ends, self.peers, start=start, listed=listed,
-                    complete=self._complete)  # fmt: skip
 
     def start_seen(self, pid: int) -> str | None:
         """The start of the process discovery knows under ``pid``."""

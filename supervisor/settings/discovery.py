@@ -41,6 +41,7 @@ class DiscoveryConfig:
     enabled: bool = setting(True, boolean_check)
     sweep_interval_seconds: float = setting(10.0, POSITIVE)
     first_sight_interval_seconds: float = setting(0.5, NON_NEGATIVE)
+    process_events: bool = setting(True, boolean_check)
     sweep_chunk: int = setting(256, integer_check(1))
     first_sight_chunk: int = setting(32, integer_check(1))
     history_length: int = setting(360, integer_check(1, 100000))

@@ -23,6 +23,7 @@ from actors.census.actor import CensusSettings
 from actors.reap import ReapSettings
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.servers.census import Census
+from supervisor.system.proc_events import ProcEvents
 from tests.actors.harness import RETIRER, default_settings
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.integration.reap_host import rss_of
@@ -99,6 +100,7 @@ Reaper = Callable[[str, Path], AbstractContextManager[Callable[[], list[Left]]]]
 #: The daemon's timers, on real time, for a supervisor that runs beside the client.
 FIRST_SIGHT_SECONDS = 0.5
 SWEEP_SECONDS = 10.0
+EVENT_BATCH_SECONDS = 0.1
 
 
 def _links(pid: int) -> str:
@@ -140,17 +142,32 @@ def reap_afterwards(marker: str, home: Path) -> Iterator[Callable[[], list[Left]
 
 
 async def _pace(supervisor: Marked) -> None:
-    """The daemon's sweep and first-sight pass, on real time."""
+    """The daemon's sweep and its look at new processes, on real time: each exec the
+    kernel reports (root), else a listing of /proc every half second."""
     census = supervisor.h.supervisor.census
     assert census is not None
+    events = ProcEvents.open()
     next_sweep = 0.0
-    while True:
-        if anyio.current_time() >= next_sweep:
-            await census.sweep()
-            next_sweep = anyio.current_time() + SWEEP_SECONDS
-        else:
-            await census.first_sights()
-        await anyio.sleep(FIRST_SIGHT_SECONDS)
+    try:
+        while True:
+            if anyio.current_time() >= next_sweep:
+                await census.sweep()
+                next_sweep = anyio.current_time() + SWEEP_SECONDS
+            if events is None:
+                await anyio.sleep(FIRST_SIGHT_SECONDS)
+                await census.first_sights()
+                continue
+            with anyio.move_on_after(FIRST_SIGHT_SECONDS):
+                await anyio.wait_readable(events.socket)
+                await anyio.sleep(EVENT_BATCH_SECONDS)
+            got = events.read()
+            if got.lost:
+                await census.first_sights()
+            elif got.execs:
+                await census.looks_at(got.execs)
+    finally:
+        if events is not None:
+            events.close()
 
 
 @contextmanager

@@ -1,10 +1,11 @@
 """A client that lives one second: the daemon records it as its server's owner, and plans the reap.
 
-The census sweeps every 10 s; between sweeps the first-sight pass looks at the processes
-started since. A fake client starts a server over socket pairs, lives one second and is
-SIGKILLed: the server's owner (the client's pid and start) was recorded while it ran, so
-the plan names it gone. With the pass off, the same run leaves no owner recorded.
-The plan is only read: nothing on the shared host is reaped.
+The census sweeps every 10 s; between sweeps it looks at each process that exec'd, as the
+kernel's process events report it (root), or by listing /proc every 0.5 s (elsewhere). A
+fake client starts a server over socket pairs, lives one second and is SIGKILLed: the
+server's owner (the client's pid and start) was recorded while it ran, so the plan names
+it gone. With neither, the same run leaves no owner recorded. The plan is only read:
+nothing on the shared host is reaped.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 import anyio
 import pytest
 
+from supervisor.system.proc_events import ProcEvents
 from tests.census.trees import child, processes, start_tree
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
 from tests.spawned import Spawned
+from tests.unavailable import unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -58,9 +61,17 @@ def _short_lived_client(spawned: Spawned) -> tuple[int, int]:
     return tree.client, server
 
 
-@pytest.fixture
-def daemon() -> Iterator[Daemon]:
-    with running_daemon() as running:
+@pytest.fixture(params=["process_events", "proc_listing"])
+def daemon(request: pytest.FixtureRequest) -> Iterator[Daemon]:
+    """The daemon as shipped (the kernel's exec events where root) and with the listing
+    of /proc every 0.5 s that a daemon which is not root uses."""
+    if request.param == "process_events":
+        events = ProcEvents.open()
+        if events is None:
+            unavailable("the kernel's process events need root (CAP_NET_ADMIN)")
+        events.close()
+    choice = "true" if request.param == "process_events" else "false"
+    with running_daemon(extra_config=["[discovery]", f"process_events = {choice}"]) as running:
         yield running
 
 
