@@ -68,9 +68,10 @@ def _held(count: int) -> Iterator[list[int]]:
     pids: list[int] = []
     try:
         for _ in range(count):
+            # stderr is not captured: the server and its holder inherit it and keep it open.
             out = subprocess.run(
                 [sys.executable, str(_LAUNCHER), json.dumps(spec)],
-                capture_output=True, check=True, timeout=60,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True, timeout=60,
             ).stdout  # fmt: skip
             told = json.loads(out)
             pids += [int(told["server"]), *(int(p) for p in told["holders"])]
@@ -172,3 +173,5 @@ def run(quick: bool) -> list[Figure]:
 if __name__ == "__main__":
     for figure in run(quick="--quick" in sys.argv[1:]):
         print(f"{figure.label}: {figure.value:.3f} {figure.unit}")
+        if figure.detail:
+            print(f"  {dict(figure.detail)}")

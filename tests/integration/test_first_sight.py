@@ -71,7 +71,10 @@ def daemon(request: pytest.FixtureRequest) -> Iterator[Daemon]:
             unavailable("the kernel's process events need root (CAP_NET_ADMIN)")
         events.close()
     choice = "true" if request.param == "process_events" else "false"
-    with running_daemon(extra_config=["[discovery]", f"process_events = {choice}"]) as running:
+    # A sweep a minute apart: none falls inside the client's second, so only the look
+    # at new processes can record the owner.
+    config = ["[discovery]", f"process_events = {choice}", "sweep_interval_seconds = 60"]
+    with running_daemon(extra_config=config) as running:
         yield running
 
 
