@@ -19,12 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 from bench.report import Figure
-from tests.census.marked import Reaper, reap_afterwards, reap_throughout
+from tests.census.marked import Left, reap_afterwards, reap_throughout
 from tests.integration.daemon import Daemon
 from tests.realclients.harness import OBSERVER, SERVERS, missing
 from tests.realclients.scenarios import (
@@ -39,7 +40,10 @@ __all__ = ["Pair", "main", "measure", "run"]
 
 AFTERWARDS = "started afterwards"
 THROUGHOUT = "ran throughout"
-REAPERS: dict[str, Reaper] = {AFTERWARDS: reap_afterwards, THROUGHOUT: reap_throughout}
+REAPERS: dict[str, Callable[..., AbstractContextManager[Callable[[], list[Left]]]]] = {
+    AFTERWARDS: reap_afterwards,
+    THROUGHOUT: reap_throughout,
+}
 
 #: After the client's end: the daemon's grace and then some (a bare server that is still
 #: there after this long is counted as left).
@@ -119,6 +123,7 @@ def measure(
     settle_seconds: float = SETTLE_SECONDS,
     progress: bool = True,
     reap: bool = False,
+    server_words: tuple[str, ...] = (),
 ) -> tuple[list[Pair], list[str]]:
     """Every pair, ``runs`` times bare (and wrapped); the pairs and what was left out."""
     pairs: list[Pair] = []
@@ -139,13 +144,16 @@ def measure(
                     if wrapped:
                         modes.append((True, None))
                     for wrap, reaper in modes:
+                        made = None
+                        if reaper is not None:
+                            made = partial(REAPERS[reaper], server_words=server_words)
                         result = run_scenario(
                             scenario,
                             server,
                             wrapped=wrap,
                             daemon=daemon if wrap else None,
                             settle_seconds=settle_seconds,
-                            reaper=REAPERS[reaper] if reaper is not None else None,
+                            reaper=made,
                         )
                         pair.add(result, reaper)
                         if progress:
@@ -268,6 +276,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "and (in another run) by one started afterwards",
     )
     parser.add_argument(
+        "--server-word",
+        action="append",
+        default=[],
+        help="with --reap: a [discovery] server_words entry for the reaping supervisor "
+        "(e.g. stubborn_server, so that the stub counts as an MCP server)",
+    )
+    parser.add_argument(
         "--sessions",
         action="store_true",
         help="whole client sessions instead (bench.sessions: per client and scenario)",
@@ -286,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         wrapped=not args.bare_only,
         settle_seconds=args.settle,
         reap=args.reap,
+        server_words=tuple(args.server_word),
     )
     print()
     print(format_pairs(pairs, wrapped=not args.bare_only, reap=args.reap))

@@ -239,8 +239,7 @@ class CensusActor(Actor[CensusInbox]):
             if not self._loaded:
                 return  # the first sweep has not run: it looks at everything
             stamp = format_stamp(self.clock.now())
-            now = self.clock.monotonic()
-            await self._tracker.sweep(stamp, now, self.pause, self._configured, trees=False)
+            await self._tracker.glance(stamp, self.pause, self._configured)
 
     async def sweep(self) -> Census:
         """One census of the host now (one at a time: a fresh request waits for a sweep

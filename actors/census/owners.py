@@ -10,10 +10,23 @@ from actors.census.survivors import Seen
 from actors.census.tracked import Tracked
 from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.servers.census import PROVENANCE_OBSERVED, ProcessRef
-from supervisor.system.proc_census import fd_ends
+from supervisor.system.proc_census import FullRead, fd_ends, read_full
 from supervisor.system.unix_diag import UnixPeers
 
-__all__ = ["judge_owner", "judge_unowned"]
+__all__ = ["judge_owner", "judge_unowned", "still_unowned"]
+
+
+def still_unowned(unowned: dict[int, str], servers: Container[int]) -> list[tuple[int, FullRead]]:
+    """The unowned candidates (pid -> start) still running as the same process and not
+    servers, read in full to be judged anew; the rest are dropped from ``unowned``."""
+    again = []
+    for pid, start in list(unowned.items()):
+        full = read_full(pid)
+        if full is None or full.stat.start != start or pid in servers:
+            del unowned[pid]
+            continue
+        again.append((pid, full))
+    return again
 
 
 def judge_unowned(tracked: Tracked, peers: UnixPeers) -> None:

@@ -4,6 +4,8 @@ A sweep lists ``/proc`` (with each entry's inode, which a new process under an o
 never shares) and reads in full only the processes it has not seen: the rest cost a
 dictionary lookup. A process young enough to be between its fork and its exec is looked
 at again at the next sweep. Servers (and their trees) are read every sweep for usage.
+Between sweeps, the processes that exec'd (``look_at``, from the kernel's events) or
+appeared in a listing (``glance``) are looked at: an owner is recorded while it runs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from actors.census.owners import judge_owner
+from actors.census.owners import judge_owner, still_unowned
 from actors.census.sighting import (
     Wire,
     link_kind,
@@ -52,6 +54,7 @@ from supervisor.system.proc_census import (
     NULL_DEVICE,
     FullRead,
     proc_entries,
+    proc_names,
     read_argv,
     read_cwd,
     read_full,
@@ -94,6 +97,8 @@ class Tracker:
         self._seen: dict[int, tuple[int, str, int, bool]] = {}
         self._kids: dict[int, set[int]] = {}
         self._listed: dict[int, int] = {}
+        #: The /proc names the latest glance listed.
+        self._names: frozenset[str] = frozenset()
         self.servers: dict[int, Tracked] = {}
         #: MCP-named processes on pipes or sockets that no live parent holds, not (yet)
         #: proven abandoned: pid -> start. Judged again every full sweep, since the
@@ -142,12 +147,8 @@ class Tracker:
             if not siblings:
                 del self._kids[ppid]
 
-    async def sweep(
-        self, stamp: str, now: float, pause: Yield, configured: Configured, *, trees: bool = True
-    ) -> None:
-        """List, look at what is new, classify the candidates, read the servers' trees.
-        ``trees`` False is the first-sight pass: only new processes are looked at (owners
-        are recorded while the client lives), no tree is read and no owner judged."""
+    async def sweep(self, stamp: str, now: float, pause: Yield, configured: Configured) -> None:
+        """List, look at what is new, classify the candidates, read the servers' trees."""
         listed: dict[int, int] = {}
         entries = proc_entries()
         while part := list(islice(entries, self._chunk)):
@@ -162,21 +163,27 @@ class Tracker:
         for pid in [p for p in seen if p not in listed]:
             self._forget(pid)
         self.uptime = uptime_seconds()
-        if trees:
-            self.swept_at = now
+        self.swept_at = now
         self.first_sights = len(fresh)
-        pending: list[tuple[int, FullRead]] = []
-        if trees:
-            self._again(pending)
+        pending = still_unowned(self.unowned, self.servers)
         await self._first_look(fresh, listed, pending, stamp, pause=pause, configured=configured)
         self._adopt_survivors(self.gone[gone_before:], stamp)
         self._drop_nested()
-        if not trees:
-            return
         gone_before = len(self.gone)
         await self._read_trees(stamp, now, pause)
         # A leader that exited while the trees were read: its survivors are read next time.
         self._adopt_survivors(self.gone[gone_before:], stamp)
+
+    async def glance(self, stamp: str, pause: Yield, configured: Configured) -> None:
+        """The listing pass between sweeps: the pids listed since the last glance (names
+        only, one ``listdir``: a pid reused meanwhile waits for the sweep) and the young
+        processes, looked at as ``look_at`` does."""
+        names = proc_names()
+        new, self._names = names - self._names, names
+        young = {pid for pid, entry in self._seen.items() if entry[3]}
+        pids = {int(name) for name in new if name.isdigit()} | young
+        if pids:
+            await self.look_at(frozenset(pids), stamp, pause, configured)
 
     async def look_at(
         self, pids: frozenset[int], stamp: str, pause: Yield, configured: Configured
@@ -229,15 +236,6 @@ class Tracker:
                 for pid, full in pending[index : index + self._first_chunk]:
                     self._judge(pid, full, entries_, stamp)
                 await pause()
-
-    def _again(self, pending: list[tuple[int, FullRead]]) -> None:
-        """The unowned candidates still running as the same process, to be judged anew."""
-        for pid, start in list(self.unowned.items()):
-            full = read_full(pid)
-            if full is None or full.stat.start != start or pid in self.servers:
-                del self.unowned[pid]
-                continue
-            pending.append((pid, full))
 
     def _look(
         self,

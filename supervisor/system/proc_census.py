@@ -23,6 +23,7 @@ __all__ = [
     "marker_names_self",
     "page_size",
     "proc_entries",
+    "proc_names",
     "pss_bytes",
     "read_argv",
     "read_cwd",
@@ -104,6 +105,14 @@ def proc_entries() -> Iterator[tuple[int, int]]:
                     yield int(name), entry.inode()
     except OSError:
         return
+
+
+def proc_names() -> frozenset[str]:
+    """The names in ``/proc`` (one ``listdir``: the cheapest look at which pids exist)."""
+    try:
+        return frozenset(os.listdir("/proc"))
+    except OSError:
+        return frozenset()
 
 
 def read_stat_facts(pid: int) -> StatRead | None:

@@ -23,6 +23,7 @@ from actors.census.actor import CensusSettings
 from actors.reap import ReapSettings
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.servers.census import Census
+from supervisor.policy.servers.rules import mcp_word, with_extras
 from supervisor.system.proc_events import ProcEvents
 from tests.actors.harness import RETIRER, default_settings
 from tests.actors.helpers_app import SettledHarness, harness
@@ -66,11 +67,14 @@ class Marked:
 
 
 @asynccontextmanager
-async def marked_supervisor(tmp_path: Path, marker: str, home: Path) -> AsyncIterator[Marked]:
-    """``home``: whose client config files the census reads (the client's own)."""
+async def marked_supervisor(
+    tmp_path: Path, marker: str, home: Path, *, server_words: tuple[str, ...] = ()
+) -> AsyncIterator[Marked]:
+    """``home``: whose client config files the census reads (the client's own);
+    ``server_words``: ``[discovery] server_words``, names the census takes for servers."""
     settings = dataclasses.replace(
         default_settings(),
-        census=CensusSettings(home=home),
+        census=CensusSettings(home=home, rules=with_extras((), server_words)),
         reap=ReapSettings(grace_seconds=1.0, kill_wait_seconds=5.0, poll_seconds=0.05),
     )
     marked: list[Marked] = []
@@ -119,7 +123,10 @@ def _why(proc: Proc, plan: _Answer) -> str:
             return f"kept {entry['reason_code']}: {entry['detail']}"
     if proc.pid in {m["pid"] for t in plan["targets"] for m in t["members"]}:
         return "planned, but still runs after the apply"
-    return f"not taken for an MCP server (parent {proc.ppid}; {_links(proc.pid)})"
+    facts = [f"parent {proc.ppid}", _links(proc.pid)]
+    if mcp_word(proc.cmdline) is None:
+        facts.append("its command names no MCP server and no client config file lists it")
+    return f"not taken for an MCP server ({'; '.join(facts)})"
 
 
 async def _reap(supervisor: Marked) -> list[Left]:
@@ -130,12 +137,15 @@ async def _reap(supervisor: Marked) -> list[Left]:
 
 
 @contextmanager
-def reap_afterwards(marker: str, home: Path) -> Iterator[Callable[[], list[Left]]]:
+def reap_afterwards(
+    marker: str, home: Path, *, server_words: tuple[str, ...] = ()
+) -> Iterator[Callable[[], list[Left]]]:
     """A supervisor started only once the run is over (it never saw the client)."""
 
     async def once() -> list[Left]:
         with TemporaryDirectory(dir="/tmp", prefix="fsv-reap-") as tmp:
-            async with marked_supervisor(Path(tmp), marker, home) as supervisor:
+            marked = marked_supervisor(Path(tmp), marker, home, server_words=server_words)
+            async with marked as supervisor:
                 return await _reap(supervisor)
 
     yield lambda: anyio.run(once)
@@ -171,14 +181,17 @@ async def _pace(supervisor: Marked) -> None:
 
 
 @contextmanager
-def reap_throughout(marker: str, home: Path) -> Iterator[Callable[[], list[Left]]]:
+def reap_throughout(
+    marker: str, home: Path, *, server_words: tuple[str, ...] = ()
+) -> Iterator[Callable[[], list[Left]]]:
     """A supervisor that runs from before the client starts, sweeping and looking at new
     processes on the daemon's timers, and reaps once the run is over."""
     with (
         TemporaryDirectory(dir="/tmp", prefix="fsv-reap-") as tmp,
         start_blocking_portal() as portal,
     ):
-        running = portal.wrap_async_context_manager(marked_supervisor(Path(tmp), marker, home))
+        marked = marked_supervisor(Path(tmp), marker, home, server_words=server_words)
+        running = portal.wrap_async_context_manager(marked)
         with running as supervisor:
             pacing = portal.start_task_soon(_pace, supervisor)
             try:
