@@ -20,11 +20,13 @@ import anyio
 from anyio.from_thread import start_blocking_portal
 
 from actors.census.actor import CensusSettings
+from actors.census.sighting import stdio_abandoned
 from actors.reap import ReapSettings
 from supervisor.handle import SupervisorHandle
 from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.rules import mcp_word, with_extras
 from supervisor.system.proc_events import ProcEvents
+from supervisor.system.unix_diag import UnixPeers
 from tests.actors.harness import RETIRER, default_settings
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.integration.reap_host import rss_of
@@ -107,33 +109,42 @@ SWEEP_SECONDS = 10.0
 EVENT_BATCH_SECONDS = 0.1
 
 
-def _links(pid: int) -> str:
-    words = []
+def _stdio(pid: int) -> str:
+    """Where fd 0 and fd 1 go, and, for pipes and sockets, the kernel's word on their
+    other ends (as the census asks it)."""
+    links: list[str | None] = []
     for fd in (0, 1):
         try:
-            words.append(f"fd {fd} {os.readlink(f'/proc/{pid}/fd/{fd}')}")
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
         except OSError:
-            words.append(f"fd {fd} unreadable")
-    return ", ".join(words)
+            links.append(None)
+    words = ", ".join(f"fd {fd} {link or 'unreadable'}" for fd, link in enumerate(links))
+    if all(link is not None and link.startswith(("pipe:", "socket:")) for link in links):
+        peers = UnixPeers()
+        try:
+            words += f" ({stdio_abandoned(pid, tuple(links), peers).detail})"
+        finally:
+            peers.close()
+    return words
 
 
-def _why(proc: Proc, plan: _Answer) -> str:
+def _why(proc: Proc, plan: _Answer, words: tuple[str, ...]) -> str:
     for entry in plan["kept"]:
         if proc.pid in {m["pid"] for m in entry["members"]}:
             return f"kept {entry['reason_code']}: {entry['detail']}"
     if proc.pid in {m["pid"] for t in plan["targets"] for m in t["members"]}:
         return "planned, but still runs after the apply"
-    facts = [f"parent {proc.ppid}", _links(proc.pid)]
-    if mcp_word(proc.cmdline) is None:
+    facts = [f"parent {proc.ppid}", _stdio(proc.pid)]
+    if mcp_word(proc.cmdline, with_extras((), words)) is None:
         facts.append("its command names no MCP server and no client config file lists it")
     return f"not taken for an MCP server ({'; '.join(facts)})"
 
 
-async def _reap(supervisor: Marked) -> list[Left]:
+async def _reap(supervisor: Marked, words: tuple[str, ...] = ()) -> list[Left]:
     plan = await supervisor.plan()
     if plan["targets"]:
         await supervisor.apply(plan)
-    return [Left(p, _why(p, plan), rss_of(p.pid)) for p in leftovers(supervisor.marker)]
+    return [Left(p, _why(p, plan, words), rss_of(p.pid)) for p in leftovers(supervisor.marker)]
 
 
 @contextmanager
@@ -146,7 +157,7 @@ def reap_afterwards(
         with TemporaryDirectory(dir="/tmp", prefix="fsv-reap-") as tmp:
             marked = marked_supervisor(Path(tmp), marker, home, server_words=server_words)
             async with marked as supervisor:
-                return await _reap(supervisor)
+                return await _reap(supervisor, server_words)
 
     yield lambda: anyio.run(once)
 
@@ -199,7 +210,7 @@ def reap_throughout(
 
                 def reap() -> list[Left]:
                     pacing.cancel()
-                    return portal.call(_reap, supervisor)
+                    return portal.call(_reap, supervisor, server_words)
 
                 yield reap
             finally:
