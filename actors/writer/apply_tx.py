@@ -1,4 +1,4 @@
-"""The retirement compare-and-swap transaction the registry writer runs (DESIGN §6)."""
+"""The retirement compare-and-swap transaction the registry writer runs (docs/operations.md)."""
 
 from __future__ import annotations
 

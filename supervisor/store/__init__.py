@@ -1,4 +1,4 @@
-"""Database layer: the store interface, schema and stamps (backends: sqlite.py, postgres.py)."""
+"""Database layer: the store interface, schema and stamps (backends: sqlite/, postgres/)."""
 
 from __future__ import annotations
 

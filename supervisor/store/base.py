@@ -1,4 +1,4 @@
-"""The engine-neutral store interface the actors program against (SQLite now, PostgreSQL later)."""
+"""The engine-neutral store interface the actors program against (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
