@@ -212,7 +212,11 @@ class CensusActor(Actor[CensusInbox]):
                 await anyio.wait_readable(events.socket)
                 # A burst of execs (a shell's pipeline, npx's chain) is looked at at once.
                 await self.clock.sleep(_EVENT_BATCH_SECONDS)
-                got = events.read()
+                try:
+                    got = events.read()
+                except OSError as exc:
+                    _log.warning("census_process_events_failed", error=repr(exc))
+                    break  # the socket is broken: the listing takes over
                 try:
                     if got.lost:
                         await self.first_sights()  # events were dropped: look at all
@@ -222,6 +226,7 @@ class CensusActor(Actor[CensusInbox]):
                     _log.error("census_first_sight_failed", error=repr(exc))
         finally:
             events.close()
+        await self._first_sighter()
 
     async def looks_at(self, pids: frozenset[int]) -> None:
         """Look at processes that just exec'd (the kernel's process events)."""
