@@ -20,8 +20,8 @@ __all__ = [
     "LeaseOwners",
     "LivenessCounts",
     "LivenessStatus",
+    "LivenessVerdict",
     "RegisterResult",
-    "Verdict",
     "WriteAck",
 ]
 
@@ -57,7 +57,7 @@ class HeartbeatResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Verdict:
+class LivenessVerdict:
     """The liveness actor's standing opinion on one registration."""
 
     worker_identity: str
@@ -72,7 +72,7 @@ class Verdict:
 class LivenessStatus:
     sweeps_completed: int
     watched_pids: int
-    verdicts: tuple[Verdict, ...]
+    verdicts: tuple[LivenessVerdict, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,7 @@ from actors.liveness.inbox import (
 from actors.liveness.verdicts import ALIVE, DEAD, UNKNOWN, Record, Verdicts, as_verdict
 from actors.mailbox import Actor, Inbox, reply_with
 from actors.mailbox import let_others_run as _let_others_run
-from actors.replies import LivenessStatus, Verdict
+from actors.replies import LivenessStatus, LivenessVerdict
 from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
@@ -155,11 +155,11 @@ class LivenessActor(Actor[LivenessInbox]):
                 assert_never(message)
 
     async def _status(self) -> LivenessStatus:
-        # One consistent snapshot, then the Verdict messages built a chunk at a time:
+        # One consistent snapshot, then the LivenessVerdict messages built a chunk at a time:
         # for ten thousand rows building them all at once would hold the loop ~15 ms.
         sweeps, watched = self._sweeps, len(self._watched)
         records = sorted(self._verdicts.records.items())
-        verdicts: list[Verdict] = []
+        verdicts: list[LivenessVerdict] = []
         chunk = max(1, self.settings.sweep_chunk)
         for start in range(0, len(records), chunk):
             verdicts.extend(as_verdict(k, r) for k, r in records[start : start + chunk])
@@ -288,7 +288,7 @@ class LivenessActor(Actor[LivenessInbox]):
         self.metrics.sweep_seconds.observe(time.perf_counter() - began)
         self.metrics.exit_watches.set(len(self._watched))
 
-    def verdict(self, worker_identity: str) -> Verdict | None:
+    def verdict(self, worker_identity: str) -> LivenessVerdict | None:
         record = self._verdicts.get(worker_identity)
         return None if record is None else as_verdict(worker_identity, record)
 

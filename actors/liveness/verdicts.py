@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.replies import DeadChanges, LivenessCounts, Verdict
+from actors.replies import DeadChanges, LivenessCounts, LivenessVerdict
 from supervisor.policy.evidence import PidEvidence
 from supervisor.store.change_feed import ChangeFeed
 
@@ -16,13 +16,13 @@ UNKNOWN = "unknown"
 # source). A tuple of atomic values is untracked by the cyclic GC after its first young
 # collection, so ten thousand long-lived verdicts add nothing to the full collections
 # that otherwise stall the loop for ~10 ms; it is also several times cheaper to build
-# than the frozen Verdict message, which is made only when someone asks.
+# than the frozen LivenessVerdict message, which is made only when someone asks.
 Record = tuple[int, str, bool | None, str | None, float, str]
 
 
-def as_verdict(identity: str, record: Record) -> Verdict:
+def as_verdict(identity: str, record: Record) -> LivenessVerdict:
     pid, state, alive, start_time, observed_at, source = record
-    return Verdict(
+    return LivenessVerdict(
         worker_identity=identity,
         pid=pid,
         state=state,

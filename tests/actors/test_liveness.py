@@ -16,7 +16,7 @@ from actors.liveness.actor import LivenessSettings
 from actors.liveness.inbox import LivenessStatusQuery, ProbeNow, Watch
 from actors.mailbox import ask
 from actors.mailbox import let_others_run as _let_others_run
-from actors.replies import LivenessStatus, Verdict
+from actors.replies import LivenessStatus, LivenessVerdict
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.policy.evidence import PidEvidence
 from supervisor.store.sqlite.open import open_sqlite_store
@@ -44,7 +44,7 @@ class CountingProbes(ScriptedProbes):
         return super().probe_many(pids)
 
 
-async def verdicts(h: SettledHarness) -> dict[str, Verdict]:
+async def verdicts(h: SettledHarness) -> dict[str, LivenessVerdict]:
     status = await h.handle.liveness_status()
     return {v.worker_identity: v for v in status.verdicts}
 

@@ -16,7 +16,7 @@ import pytest
 from anyio.abc import Process
 
 from actors.liveness.actor import LivenessSettings
-from actors.replies import LivenessStatus, Verdict
+from actors.replies import LivenessStatus, LivenessVerdict
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.daemon.app import Supervisor, running_supervisor
 from supervisor.store.sqlite.open import open_sqlite_store
@@ -54,7 +54,7 @@ class Live:
     async def status(self) -> LivenessStatus:
         return await self.supervisor.handle.liveness_status()
 
-    async def verdict(self, worker_identity: str) -> Verdict | None:
+    async def verdict(self, worker_identity: str) -> LivenessVerdict | None:
         found = [v for v in (await self.status()).verdicts if v.worker_identity == worker_identity]
         return found[0] if found else None
 
