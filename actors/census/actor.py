@@ -18,7 +18,7 @@ from actors.census.rows import decoded, gone_row, observed_row
 from actors.census.tracked import Tracked
 from actors.census.tracker import Tracker
 from actors.mailbox import Actor, Inbox, Outbox, let_others_run, post
-from actors.servers.inbox import ServerGuardInbox, StopForBudget
+from actors.server_guard.inbox import ServerGuardInbox, StopForBudget
 from actors.writer.inbox import WriterInbox, ask_writer
 from actors.writer.observed import RecordObservedServers
 from supervisor.clock import Clock

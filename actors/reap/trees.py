@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
 
-from actors.servers.stopping import stop_tree
+from actors.server_guard.stopping import stop_tree
 from supervisor.clock import Clock
 from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.servers.census import ProcessRef

@@ -28,7 +28,7 @@ from actors.mailbox import Actor
 from actors.reap import ReapActor, ReapInbox, ReapSettings
 from actors.retirement.actor import ProfileLookup, RetirementActor, RetirementSettings
 from actors.retirement.inbox import RetirementInbox
-from actors.servers import ServerGuard, ServerGuardInbox, ServerGuardSettings
+from actors.server_guard import ServerGuard, ServerGuardInbox, ServerGuardSettings
 from actors.writer.actor import RegistryWriter, WriterSettings
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock

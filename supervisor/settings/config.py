@@ -13,7 +13,7 @@ from actors.heartbeat.actor import HeartbeatSettings
 from actors.host_lease import HostLeaseSettings
 from actors.lease_watch import LeaseWatchSettings
 from actors.liveness.actor import LivenessSettings
-from actors.servers.guard import ServerGuardSettings
+from actors.server_guard.actor import ServerGuardSettings
 from actors.writer.actor import WriterSettings
 from actors.writer.apply_tx import ApplySettings
 from actors.writer.control.context import ControlSettings

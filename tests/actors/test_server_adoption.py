@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.servers.adoption import unwatched
+from actors.server_guard.adoption import unwatched
 from supervisor.policy.identity.exec_marker import ExecMarker
 
 KEY = "0123456789abcdef"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import anyio
 import pytest
 
-from actors.servers.stopping import StopOutcome, TreeOps, stop_tree
+from actors.server_guard.stopping import StopOutcome, TreeOps, stop_tree
 from supervisor.clock import FakeClock
 from supervisor.system.process_tree import Member
 

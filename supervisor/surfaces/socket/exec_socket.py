@@ -20,7 +20,7 @@ from anyio.abc import TaskStatus
 
 from actors.mailbox import Outbox, Reply, post
 from actors.replies import AdoptResult
-from actors.servers import AdoptServer, ServerGuardInbox
+from actors.server_guard import AdoptServer, ServerGuardInbox
 from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger
 from supervisor.policy.identity.exec_marker import safe_label

@@ -23,13 +23,13 @@ from anyio.abc import TaskGroup
 from actors.heartbeat.inbox import HeartbeatInbox, Register
 from actors.mailbox import Actor, Inbox, Outbox, ask
 from actors.replies import AdoptResult, RegisterResult
-from actors.servers.adoption import Found, inspect_found, unwatched
-from actors.servers.beats import BeatSchedule
-from actors.servers.identity import ServerFacts, derive_claims
-from actors.servers.inbox import AdoptServer, ServerGuardInbox, StopForBudget
-from actors.servers.records import release_exited
-from actors.servers.stopping import LocalTree, StopOutcome, TreeOps, stop_tree
-from actors.servers.watches import (
+from actors.server_guard.adoption import Found, inspect_found, unwatched
+from actors.server_guard.beats import BeatSchedule
+from actors.server_guard.identity import ServerFacts, derive_claims
+from actors.server_guard.inbox import AdoptServer, ServerGuardInbox, StopForBudget
+from actors.server_guard.records import release_exited
+from actors.server_guard.stopping import LocalTree, StopOutcome, TreeOps, stop_tree
+from actors.server_guard.watches import (
     EXIT_CLIENT,
     EXIT_LEADER_UNWATCHED,
     EXIT_SERVER,

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.mailbox import Outbox, ask
-from actors.servers.stopping import StopOutcome
-from actors.servers.watches import Watched
+from actors.server_guard.stopping import StopOutcome
+from actors.server_guard.watches import Watched
 from actors.writer.inbox import AppendAudit, ReleaseRegistration, WriterInbox, ask_writer
 from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger

@@ -6,8 +6,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from actors.servers.identity import ServerFacts
-from actors.servers.watches import Key
+from actors.server_guard.identity import ServerFacts
+from actors.server_guard.watches import Key
 from supervisor.policy.canonical import canon
 from supervisor.policy.identity.exec_marker import ExecMarker
 from supervisor.policy.incarnation import same_incarnation

@@ -8,7 +8,7 @@ import anyio
 
 from actors.mailbox import Outbox, ask
 from actors.replies import HeartbeatResult
-from actors.servers.watches import Watched
+from actors.server_guard.watches import Watched
 from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats, WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
