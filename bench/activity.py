@@ -12,21 +12,18 @@ from __future__ import annotations
 import contextlib
 import shutil
 import statistics
-import time
 from collections.abc import Iterator
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import anyio
 
-from bench.census_rig import StandInClient, census_and_writer
+from actors.census.actor import CensusActor
+from bench.census_rig import StandInClient, sweeps_with_and_without
 from bench.fixtures import make_db
 from bench.processes import short_tempdir
 from bench.report import Figure
-from supervisor.clock import MonotonicWall, SystemClock
-from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.system.io_counters import IoCounters
-from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]
 
@@ -56,39 +53,17 @@ def _without_activity() -> Iterator[None]:
         IoCounters.read = read  # type: ignore[method-assign]
 
 
-async def _measure(db: Path, rounds: int, home: Path) -> dict[str, Any]:
-    store = await open_sqlite_store(db)
-    clock = MonotonicWall(SystemClock())
-    probes = LocalProbes()
-    try:
-        census, writer, writer_tx = census_and_writer(store, clock, probes, home)
-        got: dict[str, Any] = {"with": [], "without": []}
-        async with anyio.create_task_group() as tg:
-            await tg.start(writer.run)
-            await census.sweep()  # first sights: every process read once
-            for index in range(rounds):
-                order = ("with", "without") if index % 2 == 0 else ("without", "with")
-                for mode in order:
-                    with _without_activity() if mode == "without" else contextlib.nullcontext():
-                        began = time.process_time()
-                        await census.sweep()
-                        got[mode].append(time.process_time() - began)
-                    await anyio.sleep(0.02)
-            view = census.view().census.servers
-            got["servers"] = len(view)
-            got["idle_known"] = sum(s.idle_seconds is not None for s in view)
-            writer_tx.close()
-            tg.cancel_scope.cancel()
-        return got
-    finally:
-        await store.close()
+def _look(census: CensusActor) -> dict[str, Any]:
+    view = census.view().census.servers
+    return {"servers": len(view), "idle_known": sum(s.idle_seconds is not None for s in view)}
 
 
 def run(quick: bool) -> list[Figure]:
     rounds = 6 if quick else 20
     with short_tempdir("fsb-ac-") as work, _client(SERVERS) as pids:
         anyio.run(make_db, work / "registry.sqlite3", [])
-        got = anyio.run(_measure, work / "registry.sqlite3", rounds, work)
+        measure = partial(sweeps_with_and_without, look=_look)
+        got = anyio.run(measure, work / "registry.sqlite3", work, rounds, _without_activity)
     with_ms = statistics.median(got["with"]) * 1000
     without_ms = statistics.median(got["without"]) * 1000
     detail = {

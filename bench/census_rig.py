@@ -8,8 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -18,11 +21,12 @@ from actors.census.actor import CensusActor, CensusSettings
 from actors.census.inbox import CensusInbox
 from actors.writer.actor import RegistryWriter
 from actors.writer.inbox import WriterInbox
-from supervisor.clock import Clock
+from supervisor.clock import Clock, MonotonicWall, SystemClock
 from supervisor.store.base import Store
-from supervisor.system.probes import ProbeBackend
+from supervisor.store.sqlite.open import open_sqlite_store
+from supervisor.system.probes import LocalProbes, ProbeBackend
 
-__all__ = ["StandInClient", "census_and_writer"]
+__all__ = ["StandInClient", "census_and_writer", "sweeps_with_and_without"]
 
 #: The stand-in client: starts COUNT servers named NAME running PROGRAM ARGS..., their
 #: stdio pipes to it, prints their pids, and sleeps.
@@ -77,3 +81,42 @@ def census_and_writer(
         settings=CensusSettings(home=home, settle_seconds=0.0),
     )
     return census, writer, writer_tx
+
+
+async def sweeps_with_and_without(
+    db: Path,
+    home: Path,
+    rounds: int,
+    without: Callable[[], AbstractContextManager[Any]],
+    *,
+    warm_sweeps: int = 1,
+    look: Callable[[CensusActor], dict[str, Any]] = lambda _census: {},
+) -> dict[str, Any]:
+    """A census actor on a real SQLite store at ``db``: ``warm_sweeps`` sweeps (every
+    process read once), then ``rounds`` rounds of one sweep as the code is and one inside
+    ``without()``, their order alternating; the CPU time of each sweep under ``"with"``
+    and ``"without"``, and what ``look`` reads of the census after one more plain sweep."""
+    store = await open_sqlite_store(db)
+    clock = MonotonicWall(SystemClock())
+    try:
+        census, writer, writer_tx = census_and_writer(store, clock, LocalProbes(), home)
+        got: dict[str, Any] = {"with": [], "without": []}
+        async with anyio.create_task_group() as tg:
+            await tg.start(writer.run)
+            for _ in range(warm_sweeps):
+                await census.sweep()
+            for index in range(rounds):
+                order = ("with", "without") if index % 2 == 0 else ("without", "with")
+                for mode in order:
+                    with without() if mode == "without" else contextlib.nullcontext():
+                        began = time.process_time()
+                        await census.sweep()
+                        got[mode].append(time.process_time() - began)
+                    await anyio.sleep(0.02)
+            await census.sweep()
+            got.update(look(census))
+            writer_tx.close()
+            tg.cancel_scope.cancel()
+        return got
+    finally:
+        await store.close()

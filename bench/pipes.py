@@ -20,22 +20,20 @@ import signal
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
 import anyio
 
-from bench.census_rig import StandInClient, census_and_writer
+from actors.census.actor import CensusActor
+from bench.census_rig import StandInClient, sweeps_with_and_without
 from bench.fixtures import make_db
 from bench.processes import Sleepers, short_tempdir
 from bench.report import Figure
-from supervisor.clock import MonotonicWall, SystemClock
-from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.system.pipe_ends import PipeEnd
-from supervisor.system.probes import LocalProbes
 
 __all__ = ["run"]
 
@@ -91,32 +89,12 @@ def _without_probe() -> contextlib.AbstractContextManager[Any]:
     return patch("actors.census.sighting.probe_pipe", _not_asked)
 
 
-async def _measure(db: Path, rounds: int, home: Path) -> dict[str, Any]:
-    store = await open_sqlite_store(db)
-    clock = MonotonicWall(SystemClock())
-    try:
-        census, writer, writer_tx = census_and_writer(store, clock, LocalProbes(), home)
-        got: dict[str, Any] = {"with": [], "without": []}
-        async with anyio.create_task_group() as tg:
-            await tg.start(writer.run)
-            await census.sweep()  # every process read once
-            await census.sweep()
-            view = census.view().census.servers
-            got["abandoned"] = sum(1 for s in view if s.stdio_abandoned is True)
-            got["unowned_judged_again"] = len(census.tracker.unowned)
-            for index in range(rounds):
-                order = ("with", "without") if index % 2 == 0 else ("without", "with")
-                for mode in order:
-                    with _without_probe() if mode == "without" else contextlib.nullcontext():
-                        began = time.process_time()
-                        await census.sweep()
-                        got[mode].append(time.process_time() - began)
-                    await anyio.sleep(0.02)
-            writer_tx.close()
-            tg.cancel_scope.cancel()
-        return got
-    finally:
-        await store.close()
+def _look(census: CensusActor) -> dict[str, Any]:
+    view = census.view().census.servers
+    return {
+        "abandoned": sum(1 for s in view if s.stdio_abandoned is True),
+        "unowned_judged_again": len(census.tracker.unowned),
+    }
 
 
 def run(quick: bool) -> list[Figure]:
@@ -129,7 +107,8 @@ def run(quick: bool) -> list[Figure]:
         _held(CANDIDATES),
     ):
         anyio.run(make_db, work / "registry.sqlite3", [])
-        got = anyio.run(_measure, work / "registry.sqlite3", rounds, work)
+        measure = partial(sweeps_with_and_without, warm_sweeps=2, look=_look)
+        got = anyio.run(measure, work / "registry.sqlite3", work, rounds, _without_probe)
     with_ms = statistics.median(got["with"]) * 1000
     without_ms = statistics.median(got["without"]) * 1000
     added = with_ms - without_ms
