@@ -209,24 +209,31 @@ class CensusActor(Actor[CensusInbox]):
     async def _event_sighter(self, events: ProcEvents) -> None:
         try:
             while True:
-                await anyio.wait_readable(events.socket)
+                await anyio.wait_readable(events)
                 # A burst of execs (a shell's pipeline, npx's chain) is looked at at once.
                 await self.clock.sleep(_EVENT_BATCH_SECONDS)
-                try:
-                    got = events.read()
-                except OSError as exc:
-                    _log.warning("census_process_events_failed", error=repr(exc))
+                if not await self.take_events(events):
                     break  # the socket is broken: the listing takes over
-                try:
-                    if got.lost:
-                        await self.first_sights()  # events were dropped: look at all
-                    elif got.execs:
-                        await self.looks_at(got.execs)
-                except Exception as exc:  # one failed look must not end discovery
-                    _log.error("census_first_sight_failed", error=repr(exc))
         finally:
             events.close()
         await self._first_sighter()
+
+    async def take_events(self, events: ProcEvents) -> bool:
+        """Look at what the kernel reported since the last read: the processes that
+        exec'd, or everything when events were lost. False: the socket is broken."""
+        try:
+            got = events.read()
+        except OSError as exc:
+            _log.warning("census_process_events_failed", error=repr(exc))
+            return False
+        try:
+            if got.lost:
+                await self.first_sights()
+            elif got.execs:
+                await self.looks_at(got.execs)
+        except Exception as exc:  # one failed look must not end discovery
+            _log.error("census_first_sight_failed", error=repr(exc))
+        return True
 
     async def looks_at(self, pids: frozenset[int]) -> None:
         """Look at processes that just exec'd (the kernel's process events)."""

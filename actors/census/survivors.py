@@ -4,15 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
 
-from actors.census.tracked import Tracked
+from actors.census.tracked import Tracked, started_seconds
+from actors.census.usage import descendants
 from supervisor.policy.servers.census import ProcessRef
 
-__all__ = ["MAX_DEPTH", "Seen", "nested_servers", "topmost_survivors"]
+__all__ = ["MAX_DEPTH", "Seen", "members_seen", "nested_servers", "topmost_survivors"]
 
 #: What discovery keeps of each process seen: /proc inode, start, parent pid, young.
 Seen = Mapping[int, tuple[int, str, int, bool]]
 #: Ancestors followed at most, from a server up to init.
 MAX_DEPTH = 64
+
+
+def members_seen(
+    leader: ProcessRef, kids: Mapping[int, set[int]], seen: Seen
+) -> tuple[ProcessRef, ...]:
+    """The processes below ``leader`` by the parent links seen, each started after it:
+    its tree's members as discovery knows them when no tree read was made."""
+    began = started_seconds(leader.start)
+    refs = []
+    for pid in descendants(leader.pid, kids, seen):
+        since = started_seconds(seen[pid][1])
+        if began is not None and since is not None and since >= began:
+            refs.append(ProcessRef(pid=pid, start=seen[pid][1]))
+    return tuple(refs)
 
 
 def topmost_survivors(

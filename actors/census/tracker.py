@@ -27,7 +27,7 @@ from actors.census.sighting import (
     stdio_abandoned,
     stdio_moved,
 )
-from actors.census.survivors import nested_servers, topmost_survivors
+from actors.census.survivors import members_seen, nested_servers, topmost_survivors
 from actors.census.tracked import (
     Tracked,
     judged_server,
@@ -35,7 +35,7 @@ from actors.census.tracked import (
     started_seconds,
     survivor,
 )
-from actors.census.usage import descendants, members_seen, read_tree, tree_pss
+from actors.census.usage import descendants, read_tree, tree_pss
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
     ProcessRef,
@@ -129,8 +129,7 @@ class Tracker:
             self._unlink(pid, old[2])
         server = self.servers.get(pid)
         if server is not None and not same_process:
-            starts = {p: s[1] for p, s in self._seen.items()}
-            server.members_seen = members_seen(server.process, self._kids, starts)
+            server.members_seen = members_seen(server.process, self._kids, self._seen)
         if not same_process:
             # Its children are no longer below that pid: a process that takes the pid
             # next must not inherit them as members of its tree.

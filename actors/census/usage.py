@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 
 from supervisor.policy.incarnation import same_incarnation
@@ -10,7 +10,7 @@ from supervisor.policy.servers.census import ProcessRef, Usage
 from supervisor.policy.servers.summary import cpu_percent
 from supervisor.system.proc_census import clock_ticks, page_size, pss_bytes, read_usage
 
-__all__ = ["TreeRead", "descendants", "members_seen", "read_tree", "tree_pss"]
+__all__ = ["TreeRead", "descendants", "read_tree", "tree_pss"]
 
 #: A tree deeper or wider than this is cut (a fork bomb must not stall the sweep).
 _MAX_MEMBERS = 512
@@ -26,37 +26,20 @@ class TreeRead:
     leader_ppid: int
 
 
-def descendants(leader: int, kids: Mapping[int, set[int]], starts: Mapping[int, str]) -> list[int]:
-    """The pids below ``leader`` in the parent links known (leader excluded), breadth first."""
+def descendants(leader: int, kids: Mapping[int, set[int]], known: Container[int]) -> list[int]:
+    """The pids below ``leader`` in the parent links, each a ``known`` process (leader
+    excluded), breadth first."""
     found: list[int] = []
     queue = [leader]
     seen = {leader}
     while queue and len(found) < _MAX_MEMBERS:
         parent = queue.pop(0)
         for child in sorted(kids.get(parent, ())):
-            if child not in seen and child in starts:
+            if child not in seen and child in known:
                 seen.add(child)
                 found.append(child)
                 queue.append(child)
     return found[:_MAX_MEMBERS]
-
-
-def members_seen(
-    leader: ProcessRef, kids: Mapping[int, set[int]], starts: Mapping[int, str]
-) -> tuple[ProcessRef, ...]:
-    """The processes below ``leader`` by the parent links seen, each started after it."""
-    began = _start_ticks(leader.start)
-    refs = []
-    for pid in descendants(leader.pid, kids, starts):
-        since = _start_ticks(starts[pid])
-        if began is not None and since is not None and since >= began:
-            refs.append(ProcessRef(pid=pid, start=starts[pid]))
-    return tuple(refs)
-
-
-def _start_ticks(start: str) -> int | None:
-    raw = start.removeprefix("ticks-").partition("@")[0]
-    return int(raw) if raw.isdigit() else None
 
 
 def read_tree(

@@ -46,7 +46,8 @@ class EventRead:
 
 
 class ProcEvents:
-    """One subscribed netlink socket; ``fileno`` is for waiting until it is readable."""
+    """One subscribed netlink socket; ``fileno`` is for waiting until it is readable
+    (``anyio.wait_readable`` takes the object itself)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -71,10 +72,6 @@ class ProcEvents:
 
     def fileno(self) -> int:
         return self._sock.fileno()
-
-    @property
-    def socket(self) -> socket.socket:
-        return self._sock
 
     def read(self) -> EventRead:
         """Every event waiting now, without blocking."""

@@ -25,16 +25,19 @@ class _BrokenEvents:
     """Readable at once; every read fails as a broken socket does."""
 
     def __init__(self) -> None:
-        self.socket, self._other = socket.socketpair()
+        self._sock, self._other = socket.socketpair()
         self._other.send(b"x")
         self.closed = False
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
 
     def read(self) -> EventRead:
         raise OSError(errno.EIO, "broken")
 
     def close(self) -> None:
         self.closed = True
-        self.socket.close()
+        self._sock.close()
         self._other.close()
 
 

@@ -23,7 +23,7 @@ from supervisor.policy.servers.reap_plan import REAP_STDIO_ABANDONED, plan_reap
 from supervisor.system.pipe_ends import PipeEnd, probe_pipe
 from tests.actors.harness import RETIRER
 from tests.actors.test_census import census_harness, ours
-from tests.census.trees import parent_of, processes, until
+from tests.census.trees import parent_of, processes, running, until
 from tests.integration.test_fleet_page_reap import clock_running
 from tests.integration.test_same_tick_reuse import _can_steer_pids, _steer_next_pid
 from tests.spawned import Spawned, wait_exec_of
@@ -56,16 +56,8 @@ def launch(spawned: Spawned, holders: list[dict[str, Any]]) -> tuple[int, list[i
 
 def _kill(spawned: Spawned, pid: int) -> None:
     os.kill(pid, 9)  # a holder the test started and verified just above
-    until(partial(lambda p: parent_of(p) is None or _zombie(p), pid), f"pid {pid} to exit")
+    until(partial(lambda p: not running(p), pid), f"pid {pid} to exit")
     spawned.forget(pid)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="latin-1") as handle:
-            return handle.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except OSError:
-        return True
 
 
 async def test_a_server_left_on_pipes_nobody_holds_is_found_and_planned(tmp_path: Path) -> None:

@@ -179,13 +179,9 @@ async def _pace(supervisor: Marked) -> None:
                 await census.first_sights()
                 continue
             with anyio.move_on_after(FIRST_SIGHT_SECONDS):
-                await anyio.wait_readable(events.socket)
+                await anyio.wait_readable(events)
                 await anyio.sleep(EVENT_BATCH_SECONDS)
-            got = events.read()
-            if got.lost:
-                await census.first_sights()
-            elif got.execs:
-                await census.looks_at(got.execs)
+            await census.take_events(events)
     finally:
         if events is not None:
             events.close()
