@@ -8,20 +8,15 @@ from typing import Any, assert_never
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.audit import audit_refusal
 from actors.mailbox import Actor, Inbox, Reply, ask
 from actors.replies import HostLeaseStatus, WriteAck
-from actors.retirement.actor import ProfileLookup
 from actors.writer.hosts import RenewHostLease, RetireHostRows
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
-from supervisor.errors import PermissionDenied
 from supervisor.observe.logs import get_logger
-from supervisor.operations.registry import decide
+from supervisor.operations.grants import ProfileLookup, regrant_later
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.permissions import Profile
-from supervisor.policy.refusal import refused
-from supervisor.policy.render import decision_dict
 from supervisor.policy.retirement.host_leases import (
     HostRetirementPlan,
     lease_owner_keys,
@@ -119,12 +114,11 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
             match message:
                 case HostLeaseStatusQuery():
                     message.reply.send(self.status)
+                # The caller's grant was decided at entry (``grant``, in the handle).
                 case PlanHostRetirementRequest():
-                    denied = await self._denied(message.profile, "plan")
-                    message.reply.send(denied or await self.plan(message.host_id))
+                    message.reply.send(await self.plan(message.host_id))
                 case ApplyHostRetirementRequest():
-                    denied = await self._denied(message.profile, "apply")
-                    message.reply.send(denied or await self._apply(message))
+                    message.reply.send(await self._apply(message))
                 case _:
                     assert_never(message)
 
@@ -204,13 +198,8 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
         )
 
     async def _apply(self, request: ApplyHostRetirementRequest) -> WriteAck:
-        assert request.profile is not None  # authorized above
-        name = request.profile.name
-
-        def recheck() -> str | None:
-            decision = decide(self.profiles.get(name), "apply")
-            return None if decision.allowed else decision.reason
-
+        caller = request.profile.name if request.profile is not None else None
+        name = caller or "unknown"
         try:
             ack: WriteAck = await ask(
                 self.writer,
@@ -223,7 +212,7 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
                     retired_by=f"{name}@{self.host_id}",
                     local_host_id=self.host_id,
                     retire_after_seconds=self.settings.retire_after_seconds,
-                    recheck_grant=recheck,
+                    recheck_grant=regrant_later(self.profiles, caller, "host_apply"),
                     reply=reply,
                 ),
                 actor="registry_writer",
@@ -231,23 +220,3 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
         except Exception as exc:
             return WriteAck(ok=False, code="transaction_failed", detail=repr(exc))
         return ack
-
-    async def _denied(self, profile: Profile | None, task: str) -> WriteAck | None:
-        """A structured refusal naming what was missing (audited), or None when allowed."""
-        decision = decide(profile, task)
-        if decision.allowed:
-            return None
-        detail = f"{task} refused: {decision.reason}"
-        denied = refused(PermissionDenied.code, detail)
-        await audit_refusal(self.writer, profile, f"host_{task}", denied, at=self.clock.now())
-        return WriteAck(
-            ok=False,
-            code=PermissionDenied.code,
-            detail=detail,
-            # audit_recorded: False when the denial could not be put on record.
-            data={"permission": decision_dict(decision), **_audit_flag(denied)},
-        )
-
-
-def _audit_flag(audited: dict[str, Any]) -> dict[str, Any]:
-    return {"audit_recorded": False} if "audit_recorded" in audited else {}

@@ -35,13 +35,12 @@ from actors.reap.records import (
     target_event,
 )
 from actors.reap.trees import LocalProcesses, ProcessOps, TargetResult, reap_target
-from actors.retirement.actor import ProfileLookup
 from actors.retirement.records import Refused
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import PermissionDenied, SupervisorError
 from supervisor.observe.logs import get_logger
-from supervisor.operations.registry import decide
+from supervisor.operations.grants import ProfileLookup, regrant
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.retirement.apply_rules import (
     DEFAULT_MASS_GUARD_FLOOR,
@@ -224,7 +223,7 @@ class ReapActor(Actor[ReapInbox]):
             raise await self._refused(
                 profile, reap_refusal(CODE_MASS_GUARD, [guard.reason], **numbers)
             )
-        denied = self._recheck(profile)
+        denied = regrant(self.profiles, profile.name if profile else None, REAP_ACTION)
         if denied is not None:
             reason = f"{_APPLY_TASK} refused just before the first signal: {denied}"
             raise await self._refused(
@@ -236,12 +235,6 @@ class ReapActor(Actor[ReapInbox]):
             answer["mass_guard_overridden"] = True
         await self._audit_targets(profile, token, results, answer)
         return answer
-
-    def _recheck(self, profile: Profile | None) -> str | None:
-        """Why the caller's grant, read again now by its name, no longer allows the apply."""
-        current = self.profiles.get(profile.name) if profile is not None else None
-        decision = decide(current, _APPLY_TASK)
-        return None if decision.allowed else decision.reason
 
     async def _reap_all(self, targets: Sequence[ReapEntry]) -> list[TargetResult]:
         s = self._settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, assert_never
+from typing import Any, assert_never
 
 from anyio.abc import TaskGroup
 
@@ -38,17 +38,16 @@ from actors.retirement.records import orphan_fields, post_apply_view
 from actors.retirement.records import refusal as _refusal
 from actors.writer.inbox import ApplyRetirement, WriterInbox
 from supervisor.clock import Clock
-from supervisor.errors import PermissionDenied, SupervisorError
+from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
-from supervisor.operations.registry import decide
+from supervisor.operations.grants import ProfileLookup, grant, regrant_later
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fleet.snapshot import FleetSnapshot, snapshot_fleet
 from supervisor.policy.incremental.memo import PlanMemo
 from supervisor.policy.incremental.planner import plan_retirement
 from supervisor.policy.render import (
-    decision_dict,
     plan_view_dict,
     snapshot_dict,
 )
@@ -58,15 +57,9 @@ from supervisor.system.gc_pause import gc_paused
 from supervisor.system.probes import ProbeBackend
 from supervisor.wire import PlanQuery
 
-__all__ = ["ProfileLookup", "RetirementActor", "RetirementSettings"]
+__all__ = ["RetirementActor", "RetirementSettings"]
 
 _log = get_logger()
-
-
-class ProfileLookup(Protocol):
-    """Re-reads a profile's grants from their source of truth on every call."""
-
-    def get(self, name: str) -> Profile | None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,17 +156,13 @@ class RetirementActor(Actor[RetirementInbox]):
             return _refusal(exc.code, f"{exc.code}: {exc.detail}")
         return result
 
-    def _authorize(self, profile: Profile | None, task: str) -> None:
-        decision = decide(profile, task)
-        if not decision.allowed:
-            raise _Refused(
-                _refusal(
-                    PermissionDenied.code,
-                    f"{task} refused: {decision.reason}",
-                    permission=decision_dict(decision),
-                    denied=True,
-                )
-            )
+    async def _authorize(self, profile: Profile | None, op: str) -> None:
+        """The automatic round's own entry: its profile's grant, as every caller's is."""
+        denial = grant(profile, op)
+        if denial is not None:
+            refused = _Refused(denial.refusal(retired_count=0))
+            await self._audit_refusal(profile, op, refused)
+            raise refused
 
     async def _audit(
         self, profile: Profile | None, action: str, result: Mapping[str, Any]
@@ -192,11 +181,7 @@ class RetirementActor(Actor[RetirementInbox]):
     # --- requests -------------------------------------------------------------------
 
     async def snapshot(self, request: SnapshotRequest) -> Mapping[str, Any]:
-        try:
-            self._authorize(request.profile, "snapshot")
-        except _Refused as refused:
-            await self._audit_refusal(request.profile, "snapshot", refused)
-            raise
+        """The fleet classified (the caller's grant was decided at entry: ``grant``)."""
         if request.include_history:
             # Every row, so historical_workers lists them; history=None says so.
             inputs = PlanInputs(rows=await self.store.read_registrations(), history=None)
@@ -244,7 +229,6 @@ class RetirementActor(Actor[RetirementInbox]):
 
     async def plan(self, request: PlanRequest) -> Mapping[str, Any]:
         try:
-            self._authorize(request.profile, "plan")
             result = await self._plan(request.canonical_repository, request.query or PlanQuery())
         except _Refused as refused:
             await self._audit_refusal(request.profile, "plan", refused)
@@ -302,7 +286,6 @@ class RetirementActor(Actor[RetirementInbox]):
 
     async def apply(self, request: ApplyRequest) -> Mapping[str, Any]:
         try:
-            self._authorize(request.profile, "apply")
             mode, token = token_of(request)
             await self._facts.gates()
         except _Refused as refused:
@@ -321,7 +304,7 @@ class RetirementActor(Actor[RetirementInbox]):
                 or self.settings.canonical_repository,
                 retired_by=profile_name or "unknown",
                 override_mass_guard=request.override_mass_guard,
-                recheck_grant=lambda: self._recheck(profile_name),
+                recheck_grant=regrant_later(self.profiles, profile_name, "apply"),
                 audit=lambda result: audit_event(profile, "apply", result, at=self.clock.now()),
                 reply=reply,
             ),
@@ -337,10 +320,6 @@ class RetirementActor(Actor[RetirementInbox]):
                 mark_unrecorded(result, "apply", failure)
         result["post_apply"] = await self._post_apply(result, request.canonical_repository)
         return result
-
-    def _recheck(self, profile_name: str) -> str | None:
-        decision = decide(self.profiles.get(profile_name), "apply")
-        return None if decision.allowed else decision.reason
 
     async def _post_apply(
         self, result: Mapping[str, Any], canonical_repository: str | None
@@ -362,12 +341,14 @@ class RetirementActor(Actor[RetirementInbox]):
     async def auto_retire(self) -> Mapping[str, Any]:
         """Plan then apply under the supervisor's own profile: same gates, same guard."""
         profile = self.profiles.get(self.settings.auto_profile)
+        await self._authorize(profile, "plan")
         plan = await self.plan(PlanRequest(profile=profile, reply=Reply.discarding()))
         if not plan.get("success") or not plan.get("candidate_count"):
             return plan
         # Scoped: in a fleet that heartbeats, the whole-registry token moves
         # between any plan and apply, so a strict automatic apply would almost
         # never pass.
+        await self._authorize(profile, "apply")
         return await self.apply(
             ApplyRequest(
                 profile=profile,

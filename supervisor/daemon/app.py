@@ -26,7 +26,7 @@ from actors.liveness.actor import LivenessActor, LivenessSettings
 from actors.liveness.inbox import LivenessInbox
 from actors.mailbox import Actor
 from actors.reap import ReapActor, ReapInbox, ReapSettings
-from actors.retirement.actor import ProfileLookup, RetirementActor, RetirementSettings
+from actors.retirement.actor import RetirementActor, RetirementSettings
 from actors.retirement.inbox import RetirementInbox
 from actors.server_guard import ServerGuard, ServerGuardInbox, ServerGuardSettings
 from actors.writer.actor import RegistryWriter, WriterSettings
@@ -43,6 +43,7 @@ from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
+from supervisor.operations.grants import ProfileLookup
 from supervisor.store.base import Store
 from supervisor.system.probes import ProbeBackend
 
@@ -152,7 +153,7 @@ class Supervisor:
         )
         #: The server guard's inbox, for the exec socket.
         self.servers = self._servers_tx
-        self.hosts = HostLeaseCalls(self._hosts_tx)
+        self.hosts = HostLeaseCalls(self._hosts_tx, writer=self._writer_tx, clock=self.clock)
         self.handle = SupervisorHandle(
             heartbeat=self._heartbeat_tx,
             retirement=self._retirement_tx,

@@ -13,8 +13,8 @@ from actors.mailbox import Reply, ask
 from actors.replies import WriteAck
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
-from supervisor.errors import PermissionDenied
-from supervisor.operations.registry import decide, operation
+from supervisor.operations.grants import PERMISSION_DENIED, grant
+from supervisor.operations.registry import operation
 from supervisor.policy.control.allocation import OUTCOME_ROLE_INELIGIBLE
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.control.plane import (
@@ -24,7 +24,6 @@ from supervisor.policy.control.plane import (
     check_ttl,
 )
 from supervisor.policy.refusal import refused
-from supervisor.policy.render import decision_dict
 
 __all__ = [
     "PERMISSION_DENIED",
@@ -42,8 +41,6 @@ __all__ = [
 ]
 
 _MAX_TEXT = 200
-#: The code of every permission denial, on every surface (the wire error's code too).
-PERMISSION_DENIED = PermissionDenied.code
 
 #: A writer message waiting for its reply channel (what a checked call sends).
 WriterMessage = Callable[[Reply[WriteAck]], WriterInbox]
@@ -130,7 +127,7 @@ def writer_call(
     declares), check (a ``ControlPlaneRefusal`` is answered as a refusal carrying
     ``refusal``), send; see ``WriterCalls._guarded``."""
     # One task per op, checked when the call is declared.
-    (task,) = operation(op).tasks
+    (_task,) = operation(op).tasks
 
     def call(
         checked: Callable[Concatenate[_Calls, Profile | None, _P], WriterMessage],
@@ -140,7 +137,7 @@ def writer_call(
             self: _Calls, profile: Profile | None, /, *args: _P.args, **kwargs: _P.kwargs
         ) -> Mapping[str, Any]:
             return await self._guarded(
-                profile, (task, op), lambda: checked(self, profile, *args, **kwargs), **refusal
+                profile, op, lambda: checked(self, profile, *args, **kwargs), **refusal
             )
 
         return guarded
@@ -180,37 +177,32 @@ class WriterCalls:
     async def _guarded(
         self,
         profile: Profile | None,
-        task_of: tuple[str, str],
+        op: str,
         checked: Callable[[], WriterMessage],
         **refusal: Any,
     ) -> Mapping[str, Any]:
-        """Deny, check, send: the grant for the task of ``task_of`` (task, op) first, then
-        ``checked`` validates the arguments and builds the writer message (a
-        ``ControlPlaneRefusal`` is answered as a refusal carrying ``refusal``); nothing is
-        sent for a refused call. Every refusal, the writer's included, is audited as a
-        refusal of op before it is answered."""
-        if (denied := await self._deny(profile, *task_of)) is not None:
+        """Deny, check, send: the grant of ``op`` first, then ``checked`` validates the
+        arguments and builds the writer message (a ``ControlPlaneRefusal`` is answered as a
+        refusal carrying ``refusal``); nothing is sent for a refused call. Every refusal,
+        the writer's included, is audited as a refusal of op before it is answered."""
+        if (denied := await self.deny(profile, op)) is not None:
             return denied
         try:
             message = checked()
         except ControlPlaneRefusal as exc:
-            return await self._refuse(profile, task_of[1], refused(exc.code, exc.detail, **refusal))
-        return await self._send(profile, task_of[1], message)
+            return await self._refuse(profile, op, refused(exc.code, exc.detail, **refusal))
+        return await self._send(profile, op, message)
 
-    async def _deny(self, profile: Profile | None, task: str, op: str) -> dict[str, Any] | None:
-        """None when ``profile`` holds the grant for ``task``; else the denial, audited as
-        a refusal of ``op``."""
-        decision = decide(profile, task)
-        if decision.allowed:
+    async def deny(
+        self, profile: Profile | None, op: str, *, task: str | None = None, **extra: Any
+    ) -> dict[str, Any] | None:
+        """None when ``profile`` may run ``op`` (``grant``); else the denial (with
+        ``extra``), audited as a refusal of ``op`` before it is answered. Every call of the
+        handle that needs a grant is refused here, and only here."""
+        denial = grant(profile, op, task=task)
+        if denial is None:
             return None
-        denied = refused(
-            PERMISSION_DENIED,
-            f"{task} refused: {decision.reason}",
-            permission=decision_dict(decision),
-            denied=True,
-        )
-        await self.audit_refusal(profile, op, denied)
-        return denied
+        return await self._refuse(profile, op, denial.refusal(**extra))
 
     async def audit_refusal(
         self, profile: Profile | None, action: str, result: dict[str, Any]

@@ -240,9 +240,9 @@ class ControlPlaneCalls(HealthLinkCalls):
         so an author profile can never be handed a merge.
         """
         task = "allocate_apply" if apply else "allocate_preview"
-        if (denied := await self._deny(profile, task, "allocate")) is not None:
+        if (denied := await self.deny(profile, "allocate", task=task)) is not None:
             return denied
-        assert profile is not None  # decide() refuses a missing profile
+        assert profile is not None  # grant() refuses a missing profile
         try:
             wanted = check_role(role if role is not None else profile.role_kind)
         except ControlPlaneRefusal as exc:

@@ -157,6 +157,8 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         expected_live_revision: str | None = None,
         include_history: bool = False,
     ) -> Mapping[str, Any]:
+        if (denied := await self.deny(profile, "snapshot", retired_count=0)) is not None:
+            return denied
         fleet: Mapping[str, Any] = await self._ask_retirement(
             lambda reply: SnapshotRequest(
                 profile=profile,
@@ -182,6 +184,8 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         canonical_repository: str | None = None,
         query: PlanQuery | None = None,
     ) -> Mapping[str, Any]:
+        if (denied := await self.deny(profile, "plan", retired_count=0)) is not None:
+            return denied
         return await self._ask_retirement(
             lambda reply: PlanRequest(
                 profile=profile,
@@ -202,6 +206,8 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         canonical_repository: str | None = None,
         override_mass_guard: bool = False,
     ) -> Mapping[str, Any]:
+        if (denied := await self.deny(profile, "apply", retired_count=0)) is not None:
+            return denied
         return await self._ask_retirement(
             lambda reply: ApplyRequest(
                 profile=profile,

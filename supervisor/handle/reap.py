@@ -11,7 +11,6 @@ from actors.mailbox import Reply, ask
 from actors.reap.inbox import ReapApplyRequest, ReapInbox, ReapPlanRequest
 from supervisor.errors import ProtocolError
 from supervisor.handle.checks import WriterCalls
-from supervisor.operations.registry import operation
 from supervisor.policy.control.permissions import Profile
 
 __all__ = ["REAP_INCLUDE", "ReapCalls"]
@@ -22,21 +21,17 @@ REAP_INCLUDE = ("superseded",)
 _Answer = Mapping[str, Any]
 
 
-def _task(op: str) -> str:
-    (task,) = operation(op).tasks
-    return task
-
-
 class ReapCalls(WriterCalls):
-    """Mixed into SupervisorHandle: ``reap_plan`` and ``reap_apply``. The actor decides and
-    audits its own refusals; the apply's grant is read again there before any signal."""
+    """Mixed into SupervisorHandle: ``reap_plan`` and ``reap_apply``. The grant is decided
+    here; the actor decides and audits its own refusals, and reads the apply's grant again
+    (``regrant``) before any signal."""
 
     _reap: MemoryObjectSendStream[ReapInbox]
 
     async def _ask_reap(
         self, op: str, profile: Profile | None, build: Callable[[Reply[_Answer]], ReapInbox]
     ) -> _Answer:
-        if (denied := await self._deny(profile, _task(op), op)) is not None:
+        if (denied := await self.deny(profile, op)) is not None:
             return denied
         return await ask(self._reap, build, actor="reap")
 

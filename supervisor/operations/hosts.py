@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from supervisor.operations.fleet import APPLY
+from supervisor.operations.fleet import APPLY, PLAN
 from supervisor.operations.spec import TEXT, TEXTS, Arg, Command, Flag, Operation
 
 __all__ = ["HOST_OPERATIONS"]
@@ -14,15 +14,16 @@ _HOST = Arg(
     cli=Flag("host_id", "the host id, as status and snapshot show it", metavar="HOST"),
 )
 
-# The keeper authorizes plan and apply with the fleet's retire rule ("apply"): retiring
-# a silent host's rows retires rows. Status needs only an authenticated profile.
+# A host plan needs the fleet plan's grant ("plan": it reads rows) and a host apply the
+# fleet's retire rule ("apply": retiring a silent host's rows retires rows). Status needs
+# only an authenticated profile.
 HOST_STATUS = Operation(
     "host_status", "status", {}, command=Command("hosts", "status", "this host's lease")
 )
 HOST_PLAN = Operation(
     "host_plan",
     "plan_retirement",
-    APPLY.tasks,
+    PLAN.tasks,
     args=(_HOST,),
     command=Command(
         "hosts", "plan", "dry-run: which rows of a silent HOST may be retired (host_lease_expired)"

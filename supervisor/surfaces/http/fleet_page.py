@@ -12,7 +12,6 @@ from urllib.parse import parse_qs, urlsplit
 
 from supervisor.errors import PermissionDenied, ProfilesUnreadable, SupervisorError
 from supervisor.handle import SupervisorHandle
-from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import OP_READ, Profile
 from supervisor.policy.servers.view import view_dict
 from supervisor.surfaces.http.fleet_page_html import PAGE_HTML
@@ -168,9 +167,10 @@ class FleetPage:
     async def _servers(self, caller: Profile) -> PageResponse:
         """The census, to whoever may read a fleet snapshot (it names commands and
         directories of the host's processes)."""
-        decision = decide(caller, "snapshot")
-        if not decision.allowed:
-            return _json(403, {"error": PermissionDenied.code, "detail": decision.reason})
+        denied = await self._handle.deny(caller, "snapshot")
+        if denied is not None:
+            detail = denied["permission"]["reason"]
+            return _json(403, {"error": PermissionDenied.code, "detail": detail})
         return _json(200, view_dict(await self._handle.census_report()))
 
     async def _fleet(self, caller: Profile) -> dict[str, Any]:

@@ -8,13 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import PermissionDenied, SupervisorError
+from supervisor.errors import SupervisorError
 from supervisor.handle import SupervisorHandle
-from supervisor.operations.registry import decide
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.liveness import STATUS_ACTIVE
-from supervisor.policy.refusal import refused
-from supervisor.policy.render import decision_dict
 from supervisor.policy.servers.view import summary_dict
 from supervisor.wire import PROTOCOL_VERSION
 
@@ -36,15 +33,7 @@ async def status_report(
     ``profile`` None means the caller proved no profile but is the socket's owner
     (same uid, from peer credentials): the operator at their own terminal.
     """
-    decision = decide(profile, "status") if profile is not None else None
-    if decision is not None and not decision.allowed:
-        denied = refused(
-            PermissionDenied.code,
-            f"status refused: {decision.reason}",
-            permission=decision_dict(decision),
-            denied=True,
-        )
-        await handle.audit_refusal(profile, "status", denied)
+    if profile is not None and (denied := await handle.deny(profile, "status")) is not None:
         return denied
     liveness = await handle.liveness_counts()
     owners = await handle.lease_owners()
