@@ -8,6 +8,7 @@ from typing import Any, assert_never
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors.calls import Call
 from actors.mailbox import Actor, Inbox, Reply, ask
 from actors.replies import HostLeaseStatus, WriteAck
 from actors.writer.hosts import RenewHostLease, RetireHostRows
@@ -16,7 +17,6 @@ from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
 from supervisor.operations.grants import ProfileLookup, regrant_later
 from supervisor.policy.canonical import canon
-from supervisor.policy.control.permissions import Profile
 from supervisor.policy.retirement.host_leases import (
     HostRetirementPlan,
     lease_owner_keys,
@@ -25,12 +25,10 @@ from supervisor.policy.retirement.host_leases import (
 from supervisor.store.base import Store
 
 __all__ = [
-    "ApplyHostRetirementRequest",
     "HostLeaseInbox",
     "HostLeaseKeeper",
     "HostLeaseSettings",
     "HostLeaseStatusQuery",
-    "PlanHostRetirementRequest",
 ]
 
 _log = get_logger()
@@ -41,29 +39,9 @@ class HostLeaseStatusQuery:
     reply: Reply[HostLeaseStatus]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlanHostRetirementRequest:
-    """Dry-run plan for a silent host's rows (read-only); needs the ``plan`` grant."""
-
-    profile: Profile | None
-    host_id: str
-    reply: Reply[Any]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApplyHostRetirementRequest:
-    """Apply a plan from ``PlanHostRetirementRequest`` (the writer runs the CAS); needs the
-    ``apply`` grant (operation gitea.worker_registry.retire)."""
-
-    profile: Profile | None
-    host_id: str
-    host_token: str
-    candidate_fingerprint: str
-    worker_identities: tuple[str, ...]
-    reply: Reply[WriteAck]
-
-
-HostLeaseInbox = HostLeaseStatusQuery | PlanHostRetirementRequest | ApplyHostRetirementRequest
+#: A host plan (read-only) and a host apply (the writer runs its compare-and-swap) come as
+#: the ops' requests (``Call``).
+HostLeaseInbox = HostLeaseStatusQuery | Call
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,9 +93,10 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
                 case HostLeaseStatusQuery():
                     message.reply.send(self.status)
                 # The caller's grant was decided at entry (``grant``, in the handle).
-                case PlanHostRetirementRequest():
-                    message.reply.send(await self.plan(message.host_id))
-                case ApplyHostRetirementRequest():
+                case Call(op="host_plan"):
+                    host: Any = message.request
+                    message.reply.send(await self.plan(host.host_id))
+                case Call():
                     message.reply.send(await self._apply(message))
                 case _:
                     assert_never(message)
@@ -197,8 +176,9 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
             owner_pids=pids,
         )
 
-    async def _apply(self, request: ApplyHostRetirementRequest) -> WriteAck:
-        caller = request.profile.name if request.profile is not None else None
+    async def _apply(self, call: Call) -> WriteAck:
+        request: Any = call.request
+        caller = call.profile.name if call.profile is not None else None
         name = caller or "unknown"
         try:
             ack: WriteAck = await ask(
@@ -207,7 +187,7 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
                     host_id=request.host_id,
                     host_token=request.host_token,
                     candidate_fingerprint=request.candidate_fingerprint,
-                    worker_identities=request.worker_identities,
+                    worker_identities=tuple(request.worker_identities),
                     # Who, from where: the row history names the profile and the host.
                     retired_by=f"{name}@{self.host_id}",
                     local_host_id=self.host_id,

@@ -12,11 +12,13 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from actors.calls import Call
 from actors.mailbox import ask
-from actors.reap import ReapActor, ReapApplyRequest, ReapInbox, ReapPlanRequest, ReapSettings
+from actors.reap import ReapActor, ReapInbox, ReapSettings
 from actors.reap.inbox import ReapTick, SupersededTick
 from actors.reap.trees import ProcessOps
 from supervisor.clock import Clock
+from supervisor.operations.requests import request
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.servers.census import Census
 from supervisor.store.sqlite.open import open_sqlite_store
@@ -38,7 +40,9 @@ class ReapRig:
 
     async def plan(self, profile: Profile | None = RETIRER) -> _Answer:
         return await ask(
-            self.inbox, lambda reply: ReapPlanRequest(profile=profile, reply=reply), actor="reap"
+            self.inbox,
+            lambda reply: Call(profile=profile, request=request("reap_plan"), reply=reply),
+            actor="reap",
         )
 
     async def apply(
@@ -46,8 +50,10 @@ class ReapRig:
     ) -> _Answer:
         return await ask(
             self.inbox,
-            lambda reply: ReapApplyRequest(
-                profile=profile, plan_token=token, override_mass_guard=override, reply=reply
+            lambda reply: Call(
+                profile=profile,
+                request=request("reap_apply", plan_token=token, override_mass_guard=override),
+                reply=reply,
             ),
             actor="reap",
         )

@@ -19,12 +19,11 @@ import anyio
 from anyio.abc import TaskGroup
 
 from actors.audit import audit_refusal, mark_unrecorded, write_audit
+from actors.calls import Call
 from actors.census.inbox import CensusInbox, TakeCensus
 from actors.mailbox import Actor, Inbox, Outbox, Reply, post, reply_with
 from actors.reap.inbox import (
-    ReapApplyRequest,
     ReapInbox,
-    ReapPlanRequest,
     ReapTick,
     SupersededTick,
 )
@@ -131,9 +130,9 @@ class ReapActor(Actor[ReapInbox]):
 
     async def on_receive(self, message: ReapInbox, tg: TaskGroup) -> None:
         match message:
-            case ReapPlanRequest():
+            case Call(op="reap_plan"):
                 work = self.plan(message)
-            case ReapApplyRequest():
+            case Call():
                 work = self.apply(message)
             case ReapTick():
                 work = self.auto_reap()
@@ -156,11 +155,14 @@ class ReapActor(Actor[ReapInbox]):
 
     # --- plan ---------------------------------------------------------------------------
 
-    async def plan(self, request: ReapPlanRequest) -> Mapping[str, Any]:
-        """The plan of a census taken now (the caller's read grant was checked before)."""
-        plan = await self._plan(request.profile, include_superseded=request.include_superseded)
+    async def plan(self, call: Call) -> Mapping[str, Any]:
+        """The plan of a census taken now (the caller's read grant was decided at entry);
+        ``include`` names the kinds of kept servers to plan too (superseded)."""
+        include: Any = call.request
+        superseded = "superseded" in (include.include or ())
+        plan = await self._plan(call.profile, include_superseded=superseded)
         answer = reap_plan_dict(plan)
-        answer["profile"] = request.profile.name if request.profile else None
+        answer["profile"] = call.profile.name if call.profile else None
         return answer
 
     async def _plan(self, profile: Profile | None, *, include_superseded: bool) -> ReapPlan:
@@ -190,10 +192,11 @@ class ReapActor(Actor[ReapInbox]):
 
     # --- apply --------------------------------------------------------------------------
 
-    async def apply(self, request: ReapApplyRequest) -> Mapping[str, Any]:
+    async def apply(self, call: Call) -> Mapping[str, Any]:
+        request: Any = call.request
         async with self._applying:
             return await self._apply(
-                request.profile, request.plan_token, override=request.override_mass_guard
+                call.profile, request.plan_token, override=bool(request.override_mass_guard)
             )
 
     async def _apply(

@@ -9,6 +9,7 @@ from typing import Any, assert_never
 from anyio.abc import TaskGroup
 
 from actors.audit import audit_event, mark_unrecorded, write_audit
+from actors.calls import Call
 from actors.lease_watch import LeaseWatchInbox
 from actors.liveness.inbox import LivenessInbox
 from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with
@@ -16,14 +17,7 @@ from actors.replies import ApplyOutcome, FleetCounts
 from actors.retirement.apply_gates import plan_actions, token_of
 from actors.retirement.counts import KeptCounts
 from actors.retirement.evidence import Facts
-from actors.retirement.inbox import (
-    ApplyRequest,
-    AutoRetireTick,
-    FleetCountsQuery,
-    PlanRequest,
-    RetirementInbox,
-    SnapshotRequest,
-)
+from actors.retirement.inbox import AutoRetireTick, FleetCountsQuery, RetirementInbox
 from actors.retirement.plan_columns import PlanColumns
 from actors.retirement.plan_reads import (
     HistoryReads,
@@ -42,6 +36,7 @@ from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.operations.grants import ProfileLookup, grant, regrant_later
+from supervisor.operations.requests import given, request
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.fleet.snapshot import FleetSnapshot, snapshot_fleet
@@ -113,17 +108,14 @@ class RetirementActor(Actor[RetirementInbox]):
 
     async def on_receive(self, message: RetirementInbox, tg: TaskGroup) -> None:
         match message:
-            case SnapshotRequest():
+            case Call(op="snapshot"):
                 await reply_with(message.reply, self._guarded(self.snapshot(message)))
-            case PlanRequest():
+            case Call():  # plan or apply
                 with message.reply:
-                    result = await self._guarded(self.plan(message))
-                    self.metrics.count_outcome("plan", result.get("outcome"))
-                    message.reply.send(result)
-            case ApplyRequest():
-                with message.reply:
-                    result = await self._guarded(self.apply(message))
-                    self.metrics.count_outcome("apply", result.get("outcome"))
+                    op = message.op
+                    work = self.plan(message) if op == "plan" else self.apply(message)
+                    result = await self._guarded(work)
+                    self.metrics.count_outcome(op, result.get("outcome"))
                     message.reply.send(result)
             case FleetCountsQuery():
                 with message.reply:
@@ -180,8 +172,9 @@ class RetirementActor(Actor[RetirementInbox]):
 
     # --- requests -------------------------------------------------------------------
 
-    async def snapshot(self, request: SnapshotRequest) -> Mapping[str, Any]:
+    async def snapshot(self, call: Call) -> Mapping[str, Any]:
         """The fleet classified (the caller's grant was decided at entry: ``grant``)."""
+        request: Any = call.request
         if request.include_history:
             # Every row, so historical_workers lists them; history=None says so.
             inputs = PlanInputs(rows=await self.store.read_registrations(), history=None)
@@ -192,7 +185,7 @@ class RetirementActor(Actor[RetirementInbox]):
             inputs,
             canonical_repository=request.canonical_repository,
             expected_live_revision=request.expected_live_revision,
-            manifest=request.expected_manifest,
+            manifest=tuple(request.expected_manifest or ()),
             evidence=evidence,
         )
         result = snapshot_dict(snap)
@@ -227,15 +220,18 @@ class RetirementActor(Actor[RetirementInbox]):
                 historical_count=inputs.history.count if inputs.history else 0,
             )
 
-    async def plan(self, request: PlanRequest) -> Mapping[str, Any]:
+    async def plan(self, call: Call) -> Mapping[str, Any]:
+        listing = given(call.request)
+        repository = listing.pop("canonical_repository", None)
+        profile = call.profile
         try:
-            result = await self._plan(request.canonical_repository, request.query or PlanQuery())
+            result = await self._plan(repository, PlanQuery(**listing))
         except _Refused as refused:
-            await self._audit_refusal(request.profile, "plan", refused)
+            await self._audit_refusal(profile, "plan", refused)
             raise
-        result["profile"] = request.profile.name if request.profile else None
-        result["role_kind"] = request.profile.role_kind if request.profile else None
-        failure = await self._audit(request.profile, "plan", result)
+        result["profile"] = profile.name if profile else None
+        result["role_kind"] = profile.role_kind if profile else None
+        failure = await self._audit(profile, "plan", result)
         if failure is not None:
             # Every plan is in the trail; one that cannot be is not handed out.
             raise _Refused(
@@ -284,26 +280,27 @@ class RetirementActor(Actor[RetirementInbox]):
         result.update(plan_actions(plan, owners))
         return result
 
-    async def apply(self, request: ApplyRequest) -> Mapping[str, Any]:
+    async def apply(self, call: Call) -> Mapping[str, Any]:
+        request: Any = call.request
+        profile = call.profile
         try:
             mode, token = token_of(request)
             await self._facts.gates()
         except _Refused as refused:
-            await self._audit_refusal(request.profile, "apply", refused)
+            await self._audit_refusal(profile, "apply", refused)
             raise
-        profile_name = request.profile.name if request.profile else ""
-        profile = request.profile
+        profile_name = profile.name if profile else ""
         outcome: ApplyOutcome = await ask(
             self.writer,
             lambda reply: ApplyRetirement(
                 mode=mode,
                 expected_token=token,
                 expected_candidate_fingerprint=request.candidate_fingerprint,
-                worker_identities=request.worker_identities,
+                worker_identities=tuple(request.worker_identities or ()),
                 canonical_repository=request.canonical_repository
                 or self.settings.canonical_repository,
                 retired_by=profile_name or "unknown",
-                override_mass_guard=request.override_mass_guard,
+                override_mass_guard=bool(request.override_mass_guard),
                 recheck_grant=regrant_later(self.profiles, profile_name, "apply"),
                 audit=lambda result: audit_event(profile, "apply", result, at=self.clock.now()),
                 reply=reply,
@@ -312,10 +309,10 @@ class RetirementActor(Actor[RetirementInbox]):
         )
         result = dict(outcome.result)
         result["profile"] = profile_name or None
-        result["role_kind"] = request.profile.role_kind if request.profile else None
+        result["role_kind"] = profile.role_kind if profile else None
         if not outcome.audited:
             # Nothing committed, so the trail has no row of this apply yet: add one.
-            failure = await self._audit(request.profile, "apply", result)
+            failure = await self._audit(profile, "apply", result)
             if failure is not None:
                 mark_unrecorded(result, "apply", failure)
         result["post_apply"] = await self._post_apply(result, request.canonical_repository)
@@ -342,20 +339,18 @@ class RetirementActor(Actor[RetirementInbox]):
         """Plan then apply under the supervisor's own profile: same gates, same guard."""
         profile = self.profiles.get(self.settings.auto_profile)
         await self._authorize(profile, "plan")
-        plan = await self.plan(PlanRequest(profile=profile, reply=Reply.discarding()))
+        own = Call(profile=profile, request=request("plan"), reply=Reply.discarding())
+        plan = await self.plan(own)
         if not plan.get("success") or not plan.get("candidate_count"):
             return plan
         # Scoped: in a fleet that heartbeats, the whole-registry token moves
         # between any plan and apply, so a strict automatic apply would almost
         # never pass.
         await self._authorize(profile, "apply")
-        return await self.apply(
-            ApplyRequest(
-                profile=profile,
-                registry_fingerprint=None,
-                scope_fingerprint=str(plan["scope_fingerprint"]),
-                candidate_fingerprint=str(plan["candidate_fingerprint"]),
-                worker_identities=tuple(plan["candidate_worker_identities"]),
-                reply=Reply.discarding(),
-            )
+        scoped = request(
+            "apply",
+            scope_fingerprint=str(plan["scope_fingerprint"]),
+            candidate_fingerprint=str(plan["candidate_fingerprint"]),
+            worker_identities=tuple(plan["candidate_worker_identities"]),
         )
+        return await self.apply(Call(profile=profile, request=scoped, reply=Reply.discarding()))

@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actors.replies import LeaseOwners
-from actors.retirement.inbox import ApplyRequest
 from actors.retirement.records import Refused, refusal
 from supervisor.policy.evidence import PidEvidence
 from supervisor.policy.render import owners_dict
@@ -17,7 +16,7 @@ from supervisor.policy.retirement.plan import FencingContext, RetirementPlan
 __all__ = ["check_cohort", "check_fencing", "plan_actions", "token_of"]
 
 
-def token_of(request: ApplyRequest) -> tuple[TokenMode, str]:
+def token_of(request: Any) -> tuple[TokenMode, str]:
     """The compare-and-swap mode and token: exactly one of the two must be given."""
     strict, scoped = request.registry_fingerprint, request.scope_fingerprint
     if bool(strict) == bool(scoped):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -14,7 +14,6 @@ from actors.replies import WriteAck
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.operations.grants import PERMISSION_DENIED, grant
-from supervisor.operations.registry import operation
 from supervisor.policy.control.allocation import OUTCOME_ROLE_INELIGIBLE
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.control.plane import (
@@ -27,8 +26,7 @@ from supervisor.policy.refusal import refused
 
 __all__ = [
     "PERMISSION_DENIED",
-    "RepositoryArgs",
-    "WorkItemArgs",
+    "ControlStep",
     "WriterCalls",
     "WriterMessage",
     "actions_arg",
@@ -37,28 +35,12 @@ __all__ = [
     "optional_text",
     "pid_arg",
     "ttl_arg",
-    "writer_call",
 ]
 
 _MAX_TEXT = 200
 
 #: A writer message waiting for its reply channel (what a checked call sends).
 WriterMessage = Callable[[Reply[WriteAck]], WriterInbox]
-
-
-class RepositoryArgs(TypedDict):
-    """The repository a call names, as its keyword arguments (checked by ``check_repository``)."""
-
-    remote: str
-    org: str
-    repo: str
-
-
-class WorkItemArgs(RepositoryArgs):
-    """The work item a call names: its repository, kind and number (checked by ``work_ref``)."""
-
-    kind: str
-    number: int
 
 
 def control_answer(ack: WriteAck) -> dict[str, Any]:
@@ -112,37 +94,14 @@ def ineligible(reason: str, role: object) -> dict[str, Any]:
     )
 
 
-_Calls = TypeVar("_Calls", bound="WriterCalls")
-_P = ParamSpec("_P")
+@dataclass(frozen=True, slots=True)
+class ControlStep:
+    """A control op's step: ``check`` reads the op's request (its policy checks; a
+    ``ControlPlaneRefusal`` refuses it) and returns the one writer message it becomes;
+    ``refusal`` is what every refusal of the op says besides its code and reasons."""
 
-
-def writer_call(
-    op: str, **refusal: Any
-) -> Callable[
-    [Callable[Concatenate[_Calls, Profile | None, _P], WriterMessage]],
-    Callable[Concatenate[_Calls, Profile | None, _P], Coroutine[Any, Any, Mapping[str, Any]]],
-]:
-    """The async handle call of control op ``op``, made from a method that checks its
-    arguments and returns the writer message: deny (the grant of the task ``op``
-    declares), check (a ``ControlPlaneRefusal`` is answered as a refusal carrying
-    ``refusal``), send; see ``WriterCalls._guarded``."""
-    # One task per op, checked when the call is declared.
-    (_task,) = operation(op).tasks
-
-    def call(
-        checked: Callable[Concatenate[_Calls, Profile | None, _P], WriterMessage],
-    ) -> Callable[Concatenate[_Calls, Profile | None, _P], Coroutine[Any, Any, Mapping[str, Any]]]:
-        @functools.wraps(checked)
-        async def guarded(
-            self: _Calls, profile: Profile | None, /, *args: _P.args, **kwargs: _P.kwargs
-        ) -> Mapping[str, Any]:
-            return await self._guarded(
-                profile, op, lambda: checked(self, profile, *args, **kwargs), **refusal
-            )
-
-        return guarded
-
-    return call
+    check: Callable[[Any, Profile | None], WriterMessage]
+    refusal: tuple[tuple[str, Any], ...] = ()
 
 
 class WriterCalls:
@@ -150,14 +109,6 @@ class WriterCalls:
 
     _writer: MemoryObjectSendStream[WriterInbox]
     _clock: Clock
-
-    async def invoke(
-        self, op: str, profile: Profile | None, values: Mapping[str, Any]
-    ) -> Mapping[str, Any]:
-        """Run control op ``op`` as declared (``operations``): its handle call with ``values``
-        as keyword arguments. The socket and the MCP tools reach every op through here."""
-        call: Callable[..., Awaitable[Mapping[str, Any]]] = getattr(self, operation(op).call)
-        return await call(profile, **values)
 
     async def _send(self, profile: Profile | None, op: str, build: WriterMessage) -> dict[str, Any]:
         """The writer's answer to one message; a refusal is audited before it is returned."""
@@ -174,23 +125,17 @@ class WriterCalls:
         await self.audit_refusal(profile, op, answer)
         return answer
 
-    async def _guarded(
-        self,
-        profile: Profile | None,
-        op: str,
-        checked: Callable[[], WriterMessage],
-        **refusal: Any,
+    async def _step(
+        self, op: str, profile: Profile | None, request: Any, step: ControlStep
     ) -> Mapping[str, Any]:
-        """Deny, check, send: the grant of ``op`` first, then ``checked`` validates the
-        arguments and builds the writer message (a ``ControlPlaneRefusal`` is answered as a
-        refusal carrying ``refusal``); nothing is sent for a refused call. Every refusal,
-        the writer's included, is audited as a refusal of op before it is answered."""
-        if (denied := await self.deny(profile, op)) is not None:
-            return denied
+        """Check, send: ``step`` validates the request and builds the writer message (a
+        ``ControlPlaneRefusal`` is answered as a refusal); nothing is sent for a refused
+        call. Every refusal, the writer's included, is audited before it is answered."""
         try:
-            message = checked()
+            message = step.check(request, profile)
         except ControlPlaneRefusal as exc:
-            return await self._refuse(profile, op, refused(exc.code, exc.detail, **refusal))
+            answer = refused(exc.code, exc.detail, **dict(step.refusal))
+            return await self._refuse(profile, op, answer)
         return await self._send(profile, op, message)
 
     async def deny(

@@ -1,9 +1,10 @@
-"""Control-plane calls of the handle: validate, authorize, send one writer message, answer."""
+"""The control plane's steps: each op's request checked by the policy's validators and
+turned into the one message the writer runs (sessions, work items, leases, terminal locks,
+the allocator)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Unpack
+from typing import Any
 
 from actors.writer.control.inbox import (
     AllocateWork,
@@ -17,21 +18,19 @@ from actors.writer.control.inbox import (
     UpsertWorkItem,
 )
 from supervisor.handle.checks import (
-    RepositoryArgs,
-    WorkItemArgs,
+    ControlStep,
     WriterMessage,
     actions_arg,
     ineligible,
     optional_text,
     pid_arg,
     ttl_arg,
-    writer_call,
 )
-from supervisor.handle.links import HealthLinkCalls
 from supervisor.policy.control.candidates import candidates_from_mappings
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.control.plane import (
     ControlPlaneRefusal,
+    WorkRef,
     check_actions,
     check_head_sha,
     check_repository,
@@ -40,242 +39,169 @@ from supervisor.policy.control.plane import (
     check_state,
     work_ref,
 )
-from supervisor.policy.refusal import refused
 
-__all__ = ["ControlPlaneCalls"]
+__all__ = ["CONTROL_STEPS", "allocation"]
+
+# Every step reads its op's request (``operations.requests``): ``r`` has exactly the
+# fields the op declares, None where the caller gave nothing.
 
 
-class ControlPlaneCalls(HealthLinkCalls):
-    """Mixed into SupervisorHandle. Each call is written as its argument check: it validates
-    its input with the policy's validators and returns the message for the writer, and
-    ``writer_call`` makes it the async call that checks the caller's grant first and then
-    sends that message; nothing is sent for a refused call. Namespace health and incident
-    link calls come from ``HealthLinkCalls``."""
+def _ref(r: Any) -> WorkRef:
+    return work_ref(r.remote, r.org, r.repo, r.kind, r.number)
 
-    @writer_call("session_upsert")
-    def upsert_session(
-        self,
-        profile: Profile | None,
-        *,
-        session_id: str,
-        role: str | None = None,
-        namespace: str | None = None,
-        worker_identity: str | None = None,
-        pid: int | None = None,
-        status: str = "active",
-    ) -> WriterMessage:
-        sid = check_session_id(session_id)
-        checked_role = check_role(role) if role is not None else None
-        checked_pid = pid_arg(pid)
-        ns = optional_text(namespace, "namespace")
-        worker = optional_text(worker_identity, "worker_identity")
-        if status not in ("active", "ended"):
-            raise ControlPlaneRefusal("invalid_argument", "status must be active or ended")
-        return lambda reply: UpsertSession(
-            session_id=sid,
-            role=checked_role,
-            profile=profile.name if profile else None,
-            namespace=ns,
-            worker_identity=worker,
-            pid=checked_pid,
-            status=status,
-            reply=reply,
+
+def _name(profile: Profile | None) -> str | None:
+    return profile.name if profile else None
+
+
+def session_upsert(r: Any, profile: Profile | None) -> WriterMessage:
+    sid = check_session_id(r.session_id)
+    role = check_role(r.role) if r.role is not None else None
+    pid = pid_arg(r.pid)
+    namespace = optional_text(r.namespace, "namespace")
+    worker = optional_text(r.worker_identity, "worker_identity")
+    status = r.status if r.status is not None else "active"
+    if status not in ("active", "ended"):
+        raise ControlPlaneRefusal("invalid_argument", "status must be active or ended")
+    return lambda reply: UpsertSession(
+        session_id=sid,
+        role=role,
+        profile=_name(profile),
+        namespace=namespace,
+        worker_identity=worker,
+        pid=pid,
+        status=status,
+        reply=reply,
+    )
+
+
+def work_item_upsert(r: Any, profile: Profile | None) -> WriterMessage:
+    ref = _ref(r)
+    state = check_state(r.state) if r.state is not None else None
+    head = check_head_sha(r.current_head_sha)
+    title = optional_text(r.title, "title")
+    priority = r.priority
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 2**30
+    ):
+        raise ControlPlaneRefusal("invalid_argument", "priority must be an integer")
+    return lambda reply: UpsertWorkItem(
+        ref=ref, state=state, current_head_sha=head, title=title, priority=priority, reply=reply
+    )
+
+
+def assign(r: Any, profile: Profile | None) -> WriterMessage:
+    # The kind first, so an incident is refused as such before anything else.
+    ref = _ref(r)
+    sid, role = check_session_id(r.session_id), check_role(r.role)
+    head = check_head_sha(r.expected_head_sha)
+    allowed = actions_arg(r.allowed_actions, "allowed_actions")
+    forbidden = actions_arg(r.forbidden_actions, "forbidden_actions")
+    phase = optional_text(r.phase, "phase")
+    pid, ttl = pid_arg(r.owner_pid), ttl_arg(r.lease_ttl_seconds)
+    return lambda reply: AssignAndLease(
+        session_id=sid,
+        role=role,
+        ref=ref,
+        expected_head_sha=head,
+        allowed_actions=allowed,
+        forbidden_actions=forbidden,
+        phase=phase or "assigned",
+        ttl_seconds=ttl,
+        owner_pid=pid,
+        profile=_name(profile),
+        reply=reply,
+    )
+
+
+def assignment_check(r: Any, profile: Profile | None) -> WriterMessage:
+    """The mutation gate: ``success`` only for a live lease covering ``action`` now."""
+    ref = _ref(r)
+    sid = check_session_id(r.session_id)
+    [action] = check_actions([r.action], "action")
+    return lambda reply: CheckAssignment(session_id=sid, ref=ref, action=action, reply=reply)
+
+
+def lease_heartbeat(r: Any, profile: Profile | None) -> WriterMessage:
+    sid, lid = check_session_id(r.session_id), check_session_id(r.lease_id)
+    ttl = ttl_arg(r.lease_ttl_seconds)
+    return lambda reply: HeartbeatLease(session_id=sid, lease_id=lid, ttl_seconds=ttl, reply=reply)
+
+
+def lease_release(r: Any, profile: Profile | None) -> WriterMessage:
+    sid, lid = check_session_id(r.session_id), check_session_id(r.lease_id)
+    return lambda reply: ReleaseLease(session_id=sid, lease_id=lid, reply=reply)
+
+
+def terminal_lock_set(r: Any, profile: Profile | None) -> WriterMessage:
+    """Make ``terminal_pr`` the repository's terminal-review lock; None clears it."""
+    remote, org, repo = check_repository(r.remote, r.org, r.repo)
+    if r.terminal_pr is not None:
+        work_ref(remote, org, repo, "pr", r.terminal_pr)
+    review = optional_text(r.review_id, "review_id")
+    verdict = optional_text(r.decision, "decision")
+    return lambda reply: SetTerminalLock(
+        remote=remote,
+        org=org,
+        repo=repo,
+        terminal_pr=r.terminal_pr,
+        review_id=review,
+        decision=verdict,
+        set_by=_name(profile),
+        reply=reply,
+    )
+
+
+def terminal_lock_get(r: Any, profile: Profile | None) -> WriterMessage:
+    remote, org, repo = check_repository(r.remote, r.org, r.repo)
+    return lambda reply: GetTerminalLock(remote=remote, org=org, repo=repo, reply=reply)
+
+
+def allocation(r: Any, profile: Profile) -> WriterMessage | dict[str, Any]:
+    """The next item for the caller's role: a preview, or with ``apply`` a leased assignment;
+    an ineligible role is answered (as the refusal returned) before anything is checked.
+
+    The role is the caller's profile role; asking for another is ``role_ineligible``, so an
+    author profile can never be handed a merge.
+    """
+    try:
+        wanted = check_role(r.role if r.role is not None else profile.role_kind)
+    except ControlPlaneRefusal as exc:
+        return ineligible(exc.detail, r.role)
+    if wanted != profile.role_kind:
+        reason = (
+            f"profile {profile.name!r} has role {profile.role_kind!r}; it cannot take "
+            f"{wanted!r} work"
         )
+        return ineligible(reason, r.role)
+    sid = check_session_id(r.session_id)
+    remote, org, repo = check_repository(r.remote, r.org, r.repo)
+    parsed = candidates_from_mappings(list(r.candidates))
+    pid, ttl = pid_arg(r.owner_pid), ttl_arg(r.lease_ttl_seconds)
+    apply = bool(r.apply)
+    return lambda reply: AllocateWork(
+        session_id=sid,
+        role=wanted,
+        remote=remote,
+        org=org,
+        repo=repo,
+        candidates=parsed,
+        apply=apply,
+        ttl_seconds=ttl,
+        owner_pid=pid,
+        profile=profile.name,
+        reply=reply,
+    )
 
-    @writer_call("work_item_upsert")
-    def upsert_work_item(
-        self,
-        profile: Profile | None,
-        *,
-        state: str | None = None,
-        current_head_sha: str | None = None,
-        title: str | None = None,
-        priority: int | None = None,
-        **item: Unpack[WorkItemArgs],
-    ) -> WriterMessage:
-        ref = work_ref(**item)
-        checked_state = check_state(state) if state is not None else None
-        head = check_head_sha(current_head_sha)
-        checked_title = optional_text(title, "title")
-        if priority is not None and (
-            isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 2**30
-        ):
-            raise ControlPlaneRefusal("invalid_argument", "priority must be an integer")
-        return lambda reply: UpsertWorkItem(
-            ref=ref,
-            state=checked_state,
-            current_head_sha=head,
-            title=checked_title,
-            priority=priority,
-            reply=reply,
-        )
 
-    @writer_call("assign")
-    def assign_and_lease(
-        self,
-        profile: Profile | None,
-        *,
-        session_id: str,
-        role: str,
-        expected_head_sha: str | None = None,
-        allowed_actions: Sequence[str] | None = None,
-        forbidden_actions: Sequence[str] | None = None,
-        phase: str = "assigned",
-        lease_ttl_seconds: float | None = None,
-        owner_pid: int | None = None,
-        **item: Unpack[WorkItemArgs],
-    ) -> WriterMessage:
-        # The kind first, so an incident is refused as such before anything else.
-        ref = work_ref(**item)
-        sid, checked_role = check_session_id(session_id), check_role(role)
-        head = check_head_sha(expected_head_sha)
-        allowed = actions_arg(allowed_actions, "allowed_actions")
-        forbidden = actions_arg(forbidden_actions, "forbidden_actions")
-        checked_phase = optional_text(phase, "phase") or "assigned"
-        pid, ttl = pid_arg(owner_pid), ttl_arg(lease_ttl_seconds)
-        return lambda reply: AssignAndLease(
-            session_id=sid,
-            role=checked_role,
-            ref=ref,
-            expected_head_sha=head,
-            allowed_actions=allowed,
-            forbidden_actions=forbidden,
-            phase=checked_phase,
-            ttl_seconds=ttl,
-            owner_pid=pid,
-            profile=profile.name if profile else None,
-            reply=reply,
-        )
-
-    @writer_call("assignment_check", allowed=False)
-    def require_valid_assignment(
-        self,
-        profile: Profile | None,
-        *,
-        session_id: str,
-        action: str,
-        **item: Unpack[WorkItemArgs],
-    ) -> WriterMessage:
-        """The mutation gate: ``success`` only for a live lease covering ``action`` now."""
-        ref = work_ref(**item)
-        sid = check_session_id(session_id)
-        [checked_action] = check_actions([action], "action")
-        return lambda reply: CheckAssignment(
-            session_id=sid, ref=ref, action=checked_action, reply=reply
-        )
-
-    @writer_call("lease_heartbeat")
-    def heartbeat_lease(
-        self,
-        profile: Profile | None,
-        *,
-        session_id: str,
-        lease_id: str,
-        lease_ttl_seconds: float | None = None,
-    ) -> WriterMessage:
-        sid, lid = check_session_id(session_id), check_session_id(lease_id)
-        ttl = ttl_arg(lease_ttl_seconds)
-        return lambda reply: HeartbeatLease(
-            session_id=sid, lease_id=lid, ttl_seconds=ttl, reply=reply
-        )
-
-    @writer_call("lease_release")
-    def release_lease(
-        self, profile: Profile | None, *, session_id: str, lease_id: str
-    ) -> WriterMessage:
-        sid, lid = check_session_id(session_id), check_session_id(lease_id)
-        return lambda reply: ReleaseLease(session_id=sid, lease_id=lid, reply=reply)
-
-    @writer_call("terminal_lock_set")
-    def set_terminal_lock(
-        self,
-        profile: Profile | None,
-        *,
-        terminal_pr: int | None,
-        review_id: str | None = None,
-        decision: str | None = None,
-        **repository: Unpack[RepositoryArgs],
-    ) -> WriterMessage:
-        """Make ``terminal_pr`` the repository's terminal-review lock; None clears it."""
-        where = check_repository(**repository)
-        if terminal_pr is not None:
-            work_ref(*where, "pr", terminal_pr)
-        review = optional_text(review_id, "review_id")
-        verdict = optional_text(decision, "decision")
-        return lambda reply: SetTerminalLock(
-            remote=where[0],
-            org=where[1],
-            repo=where[2],
-            terminal_pr=terminal_pr,
-            review_id=review,
-            decision=verdict,
-            set_by=profile.name if profile else None,
-            reply=reply,
-        )
-
-    @writer_call("terminal_lock_get")
-    def get_terminal_lock(
-        self, profile: Profile | None, **repository: Unpack[RepositoryArgs]
-    ) -> WriterMessage:
-        where = check_repository(**repository)
-        return lambda reply: GetTerminalLock(
-            remote=where[0], org=where[1], repo=where[2], reply=reply
-        )
-
-    async def allocate_next_work(
-        self,
-        profile: Profile | None,
-        *,
-        session_id: str,
-        candidates: Sequence[Mapping[str, Any]],
-        role: str | None = None,
-        apply: bool = False,
-        lease_ttl_seconds: float | None = None,
-        owner_pid: int | None = None,
-        **repository: Unpack[RepositoryArgs],
-    ) -> Mapping[str, Any]:
-        """The next item for the caller's role: a preview, or with ``apply`` a leased assignment.
-
-        The role is the caller's profile role; asking for another is ``role_ineligible``,
-        so an author profile can never be handed a merge.
-        """
-        task = "allocate_apply" if apply else "allocate_preview"
-        if (denied := await self.deny(profile, "allocate", task=task)) is not None:
-            return denied
-        assert profile is not None  # grant() refuses a missing profile
-        try:
-            wanted = check_role(role if role is not None else profile.role_kind)
-        except ControlPlaneRefusal as exc:
-            return await self._refuse(profile, "allocate", ineligible(exc.detail, role))
-        if wanted != profile.role_kind:
-            reason = (
-                f"profile {profile.name!r} has role {profile.role_kind!r}; it cannot take "
-                f"{wanted!r} work"
-            )
-            return await self._refuse(profile, "allocate", ineligible(reason, role))
-        try:
-            sid = check_session_id(session_id)
-            where = check_repository(**repository)
-            parsed = candidates_from_mappings(list(candidates))
-            pid = pid_arg(owner_pid)
-            ttl = ttl_arg(lease_ttl_seconds)
-        except ControlPlaneRefusal as exc:
-            refusal = refused(exc.code, exc.detail, apply=apply)
-            return await self._refuse(profile, "allocate", refusal)
-        return await self._send(
-            profile,
-            "allocate",
-            lambda reply: AllocateWork(
-                session_id=sid,
-                role=wanted,
-                remote=where[0],
-                org=where[1],
-                repo=where[2],
-                candidates=parsed,
-                apply=apply,
-                ttl_seconds=ttl,
-                owner_pid=pid,
-                profile=profile.name,
-                reply=reply,
-            ),
-        )
+#: Control op -> its step (and what its refusals say besides the code and reasons).
+CONTROL_STEPS: dict[str, ControlStep] = {
+    "session_upsert": ControlStep(session_upsert),
+    "work_item_upsert": ControlStep(work_item_upsert),
+    "assign": ControlStep(assign),
+    "assignment_check": ControlStep(assignment_check, refusal=(("allowed", False),)),
+    "lease_heartbeat": ControlStep(lease_heartbeat),
+    "lease_release": ControlStep(lease_release),
+    "terminal_lock_set": ControlStep(terminal_lock_set),
+    "terminal_lock_get": ControlStep(terminal_lock_get),
+}

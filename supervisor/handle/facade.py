@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.audit import audit_event, write_audit
+from actors.calls import Call
 from actors.census.inbox import CensusInbox, ReportCensus, TakeCensus
 from actors.heartbeat.inbox import (
     BeatClaim,
@@ -31,29 +32,28 @@ from actors.replies import (
     RegisterResult,
     WriteAck,
 )
-from actors.retirement.inbox import (
-    ApplyRequest,
-    AutoRetireTick,
-    FleetCountsQuery,
-    PlanRequest,
-    RetirementInbox,
-    SnapshotRequest,
-)
+from actors.retirement.inbox import AutoRetireTick, FleetCountsQuery, RetirementInbox
 from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
 from supervisor.errors import ActorStopped, PermissionDenied, ProfilesUnreadable, SupervisorError
-from supervisor.handle.control import ControlPlaneCalls
-from supervisor.handle.reap import ReapCalls
+from supervisor.handle.checks import ControlStep, WriterCalls
+from supervisor.handle.control import CONTROL_STEPS, allocation
+from supervisor.handle.declared import ControlCalls, FleetCalls, LinkCalls, ReapCalls
+from supervisor.handle.links import LINK_STEPS
+from supervisor.handle.reap import ask_reap
 from supervisor.observe.logs import get_logger
+from supervisor.operations.registry import OPERATIONS
+from supervisor.operations.requests import Request, request
 from supervisor.policy.control.permissions import Profile
-from supervisor.policy.fleet.snapshot import ManifestEntry
+from supervisor.policy.control.plane import ControlPlaneRefusal
+from supervisor.policy.refusal import refused
 from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.view import CensusView, snapshot_part
-from supervisor.wire import UNAUTHENTICATED, PlanQuery
+from supervisor.wire import UNAUTHENTICATED, PlanQuery, query_args
 
 __all__ = ["SupervisorHandle"]
 
-_T = TypeVar("_T")
+_Route = Callable[["SupervisorHandle", Profile | None, Request], Awaitable[Any]]
 
 _log = get_logger()
 
@@ -74,12 +74,13 @@ class _Fenced:
         return Release(**asdict(self), reply=reply)
 
 
-class SupervisorHandle(ControlPlaneCalls, ReapCalls):
+class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCalls):
     """Translates calls into actor messages; holds no state of its own.
 
-    The control-plane calls (sessions, work items, leases, terminal locks, the
-    allocator) come from ``ControlPlaneCalls``; the reap of orphaned servers from
-    ``ReapCalls``.
+    Every declared op is answered by ``call`` (its request, whichever surface parsed it);
+    its keyword call (``handle.apply(profile, candidate_fingerprint=...)``) is generated
+    from the declarations (``handle/declared/``). The rest are the workers' own ops and
+    the daemon's queries of its actors.
     """
 
     def __init__(
@@ -100,12 +101,8 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         self._liveness = liveness
         self._lease_watch = lease_watch
         self._writer = writer
-        self._reap = reap
+        self._reap_outbox = reap
         self._census = census
-
-    async def _ask_retirement(self, build: Callable[[Reply[_T]], RetirementInbox]) -> _T:
-        """The retirement actor's answer to the request ``build`` makes around its reply."""
-        return await ask(self._retirement, build, actor="retirement")
 
     async def register(self, pid: int, claims: Mapping[str, Any]) -> RegisterResult:
         return await ask(
@@ -148,34 +145,20 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         fenced = _Fenced(worker_identity, pid, generation_id, fencing_epoch)
         return await ask(self._heartbeat, fenced.release, actor="heartbeat")
 
-    async def snapshot(
-        self,
-        profile: Profile | None,
-        *,
-        canonical_repository: str | None = None,
-        expected_manifest: Sequence[ManifestEntry] = (),
-        expected_live_revision: str | None = None,
-        include_history: bool = False,
-    ) -> Mapping[str, Any]:
-        if (denied := await self.deny(profile, "snapshot", retired_count=0)) is not None:
-            return denied
-        fleet: Mapping[str, Any] = await self._ask_retirement(
-            lambda reply: SnapshotRequest(
-                profile=profile,
-                canonical_repository=canonical_repository,
-                expected_manifest=tuple(expected_manifest),
-                expected_live_revision=expected_live_revision,
-                include_history=include_history,
-                reply=reply,
-            ),
-        )
-        if not fleet.get("success", True):
-            return fleet
-        try:
-            servers = snapshot_part(await self.census_report())
-        except SupervisorError as exc:
-            servers = {"mcp_server_summary": {"available": False, "detail": exc.detail}}
-        return {**fleet, **servers}
+    # --- the one dispatch of a declared op's request --------------------------------------
+
+    async def call(self, profile: Profile | None, request: Request) -> Any:
+        """Answer ``request`` for ``profile``: the grant first (``deny``: decided by
+        ``grants.grant`` and audited, the one place), then the op's route to its actor.
+        The socket, both MCP surfaces, the page and every keyword call come through here."""
+        op = request.op
+        if OPERATIONS[op].tasks:
+            task = _TASK_OF[op](request) if op in _TASK_OF else None
+            denied = await self.deny(profile, op, task=task, **_DENIED_WITH.get(op, {}))
+            if denied is not None:
+                return denied
+        route = _ROUTES[op]
+        return await route(self, profile, request)
 
     async def plan(
         self,
@@ -184,48 +167,56 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
         canonical_repository: str | None = None,
         query: PlanQuery | None = None,
     ) -> Mapping[str, Any]:
-        if (denied := await self.deny(profile, "plan", retired_count=0)) is not None:
-            return denied
-        return await self._ask_retirement(
-            lambda reply: PlanRequest(
-                profile=profile,
-                canonical_repository=canonical_repository,
-                query=query,
-                reply=reply,
-            ),
+        """``plan``, with its listing as the one value the wire's listing fields make."""
+        listing = query_args(query)
+        answer: Mapping[str, Any] = await self.call(
+            profile, request("plan", canonical_repository=canonical_repository, **listing)
+        )
+        return answer
+
+    async def _snapshot(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
+        fleet: Mapping[str, Any] = await self._ask_retirement(profile, request)
+        if not fleet.get("success", True):
+            return fleet
+        try:
+            servers = snapshot_part(await self.census_report())
+        except SupervisorError as exc:
+            servers = {"mcp_server_summary": {"available": False, "detail": exc.detail}}
+        return {**fleet, **servers}
+
+    async def _ask_retirement(self, profile: Profile | None, request: Request) -> Any:
+        """The retirement actor's answer to a snapshot, plan or apply."""
+        return await ask(
+            self._retirement,
+            lambda reply: Call(profile=profile, request=request, reply=reply),
+            actor="retirement",
         )
 
-    async def apply(
-        self,
-        profile: Profile | None,
-        *,
-        candidate_fingerprint: str,
-        worker_identities: Sequence[str],
-        registry_fingerprint: str | None = None,
-        scope_fingerprint: str | None = None,
-        canonical_repository: str | None = None,
-        override_mass_guard: bool = False,
-    ) -> Mapping[str, Any]:
-        if (denied := await self.deny(profile, "apply", retired_count=0)) is not None:
-            return denied
-        return await self._ask_retirement(
-            lambda reply: ApplyRequest(
-                profile=profile,
-                registry_fingerprint=registry_fingerprint,
-                scope_fingerprint=scope_fingerprint,
-                candidate_fingerprint=candidate_fingerprint,
-                worker_identities=tuple(worker_identities),
-                canonical_repository=canonical_repository,
-                override_mass_guard=override_mass_guard,
-                reply=reply,
-            ),
-        )
+    async def _reap(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
+        return await ask_reap(self._reap_outbox, profile, request)
+
+    async def _allocate(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
+        assert profile is not None  # grant() refuses a missing profile
+        apply = bool(getattr(request, "apply", False))
+        try:
+            message = allocation(request, profile)
+        except ControlPlaneRefusal as exc:
+            return await self._refuse(
+                profile, "allocate", refused(exc.code, exc.detail, apply=apply)
+            )
+        if isinstance(message, dict):
+            return await self._refuse(profile, "allocate", message)
+        return await self._send(profile, "allocate", message)
 
     async def auto_retire(self) -> Mapping[str, Any]:
-        return await self._ask_retirement(lambda reply: AutoRetireTick(reply=reply))
+        return await ask(
+            self._retirement, lambda reply: AutoRetireTick(reply=reply), actor="retirement"
+        )
 
     async def fleet_counts(self) -> FleetCounts:
-        return await self._ask_retirement(lambda reply: FleetCountsQuery(reply=reply))
+        return await ask(
+            self._retirement, lambda reply: FleetCountsQuery(reply=reply), actor="retirement"
+        )
 
     async def liveness_status(self) -> LivenessStatus:
         return await ask(
@@ -336,3 +327,30 @@ class SupervisorHandle(ControlPlaneCalls, ReapCalls):
             f"{code}_request", surface=surface, action=action, reason=reason, peer_pid=peer
         )
         await write_audit(self._writer, event)
+
+
+def _control(step: ControlStep) -> _Route:
+    async def route(handle: SupervisorHandle, profile: Profile | None, request: Request) -> Any:
+        return await handle._step(request.op, profile, request, step)
+
+    return route
+
+
+#: Each declared op the handle answers -> its route to the actor that answers it.
+_ROUTES: Mapping[str, _Route] = {
+    "snapshot": SupervisorHandle._snapshot,
+    "plan": SupervisorHandle._ask_retirement,
+    "apply": SupervisorHandle._ask_retirement,
+    "reap_plan": SupervisorHandle._reap,
+    "reap_apply": SupervisorHandle._reap,
+    "allocate": SupervisorHandle._allocate,
+    **{op: _control(step) for op, step in {**CONTROL_STEPS, **LINK_STEPS}.items()},
+}
+#: Ops that declare two tasks: the one a request asks for.
+_TASK_OF: Mapping[str, Callable[[Any], str]] = {
+    "allocate": lambda r: "allocate_apply" if r.apply else "allocate_preview",
+}
+#: What a denial of a retirement op says besides its code (as its other refusals do).
+_DENIED_WITH: Mapping[str, Mapping[str, Any]] = {
+    op: {"retired_count": 0} for op in ("snapshot", "plan", "apply")
+}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -12,10 +13,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from supervisor.daemon.ops import OpsState
+from supervisor.operations.requests import REQUESTS
 from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
-from supervisor.surfaces.socket.fleet_args import FencedArgs
 from tests.actors.harness import READER
 from tests.actors.helpers_app import SettledHarness, harness
+
+#: The heartbeat's (and release's) request: the registration a beat names, in full.
+FencedArgs: Any = REQUESTS["heartbeat"]
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 

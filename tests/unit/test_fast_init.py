@@ -5,16 +5,20 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from actors.heartbeat.inbox import Heartbeat
 from actors.replies import HeartbeatResult
 from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats
+from supervisor.operations.requests import REQUESTS
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.retirement.plan import PlanEntry
-from supervisor.surfaces.socket.fleet_args import FencedArgs
 from supervisor.surfaces.socket.request import Request
+
+#: The heartbeat's (and release's) request: the registration a beat names, in full.
+FencedArgs: Any = REQUESTS["heartbeat"]
 
 _DECORATED = (
     Heartbeat,

@@ -5,18 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 from anyio.abc import AsyncResource
 
 from supervisor.client import AsyncClient
 from supervisor.observe.logs import configure_logging
-from supervisor.policy.control.permissions import Profile
-from supervisor.policy.fleet.snapshot import ManifestEntry
-from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls, unanswered_as_unavailable
+from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls
 from supervisor.surfaces.mcp.fleet_tools import ToolBackend
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.stdio import serve_stdio
@@ -37,17 +34,6 @@ _HTTP_DRAIN_SECONDS = 5
 # --- stdio: forward to the daemon -------------------------------------------------------
 
 
-def _manifest_frame(entry: ManifestEntry) -> dict[str, Any]:
-    frame: dict[str, Any] = {"client_instance_id": entry.client_instance_id}
-    if entry.client_type is not None:
-        frame["client_type"] = entry.client_type
-    if entry.fleet_run_id is not None:
-        frame["fleet_run_id"] = entry.fleet_run_id
-    if entry.namespaces:
-        frame["namespaces"] = list(entry.namespaces)
-    return frame
-
-
 class SocketToolBackend(SocketOperationCalls, AsyncResource):
     """A ToolBackend that asks the running daemon over its local socket.
 
@@ -57,7 +43,7 @@ class SocketToolBackend(SocketOperationCalls, AsyncResource):
     exactly as for the CLI, so this process is trusted with nothing. One
     connection is kept (and remade if the daemon drops it); close with ``aclose``
     (or leave ``async with``: ``AsyncResource``).
-    Every other declared operation is forwarded by ``SocketOperationCalls.invoke``.
+    Every declared operation is forwarded by ``SocketOperationCalls.call``.
     """
 
     def __init__(self, socket_path: str | Path, token: str, *, timeout: float = 30.0) -> None:
@@ -65,36 +51,6 @@ class SocketToolBackend(SocketOperationCalls, AsyncResource):
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-    # The fleet ops take typed arguments in-process (the handle's own signatures); here
-    # each is the client library's call of the same name and keywords, so the frame is
-    # the one it sends, read back as ``invoke`` reads every other declared op's answer.
-
-    @staticmethod
-    async def _forward(
-        call: Callable[..., Awaitable[Mapping[str, Any]]], values: Mapping[str, Any]
-    ) -> Mapping[str, Any]:
-        with unanswered_as_unavailable():
-            return await call(**values)
-
-    async def snapshot(
-        self,
-        profile: Profile | None,
-        *,
-        expected_manifest: Sequence[ManifestEntry],
-        **values: Any,
-    ) -> Mapping[str, Any]:
-        del profile
-        manifest = [_manifest_frame(e) for e in expected_manifest]
-        return await self._forward(self._client.snapshot, {**values, "expected_manifest": manifest})
-
-    async def plan(self, profile: Profile | None, **values: Any) -> Mapping[str, Any]:
-        del profile
-        return await self._forward(self._client.plan, values)
-
-    async def apply(self, profile: Profile | None, **values: Any) -> Mapping[str, Any]:
-        del profile
-        return await self._forward(self._client.apply, values)
 
 
 async def serve_mcp_stdio(

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from supervisor.client import AsyncClient, RemoteError
 from supervisor.errors import ProtocolError, Unavailable
+from supervisor.operations.requests import Request, given
 from supervisor.policy.control.permissions import Profile
+from supervisor.surfaces.socket.answers import to_wire
 
 __all__ = ["SocketOperationCalls", "unanswered_as_unavailable"]
 
@@ -33,9 +35,9 @@ class SocketOperationCalls:
 
     _client: AsyncClient
 
-    async def invoke(
-        self, op: str, profile: Profile | None, values: Mapping[str, Any]
-    ) -> Mapping[str, Any]:
+    async def call(self, profile: Profile | None, request: Request) -> Any:
+        """The op's request as the frame of the same name and arguments (the wire's values:
+        a manifest entry as its object, a list for a tuple)."""
         del profile
         with unanswered_as_unavailable():
-            return await self._client.request(op, dict(values))
+            return await self._client.request(request.op, to_wire(given(request)))

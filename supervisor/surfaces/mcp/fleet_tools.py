@@ -11,9 +11,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import operation, tool_name
+from supervisor.operations.requests import Request, request
 from supervisor.operations.spec import Operation
 from supervisor.policy.control.permissions import Profile
-from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.surfaces.mcp.answers import tool_answer
 from supervisor.surfaces.mcp.operation_tools import add_declared_tool
 from supervisor.surfaces.mcp.size import fit_result
@@ -22,7 +22,6 @@ from supervisor.surfaces.socket.fleet_args import (
     parse_plan_query,
     parse_worker_identities,
 )
-from supervisor.wire import PlanQuery
 
 __all__ = [
     "APPLY_TOOL",
@@ -54,35 +53,7 @@ class ToolBackend(Protocol):
     authenticates by other means (the socket backend sends its token) ignores it.
     """
 
-    async def snapshot(
-        self,
-        profile: Profile | None,
-        *,
-        canonical_repository: str | None,
-        expected_manifest: Sequence[ManifestEntry],
-        expected_live_revision: str | None,
-        include_history: bool = False,
-    ) -> Mapping[str, Any]: ...
-
-    async def plan(
-        self,
-        profile: Profile | None,
-        *,
-        canonical_repository: str | None,
-        query: PlanQuery | None = None,
-    ) -> Mapping[str, Any]: ...
-
-    async def apply(
-        self,
-        profile: Profile | None,
-        *,
-        candidate_fingerprint: str,
-        worker_identities: Sequence[str],
-        registry_fingerprint: str | None,
-        scope_fingerprint: str | None,
-        canonical_repository: str | None,
-        override_mass_guard: bool = False,
-    ) -> Mapping[str, Any]: ...
+    async def call(self, profile: Profile | None, request: Request) -> Any: ...
 
 
 class ToolArgumentError(ToolError):
@@ -163,10 +134,9 @@ def _plan_values(a: Mapping[str, Any]) -> dict[str, Any]:
         }.items()
         if value is not None
     }
-    return {
-        "canonical_repository": _optional_text(a["canonical_repository"]),
-        "query": _parsed(lambda _raw: parse_plan_query(wanted), wanted),
-    }
+    # Checked as the socket checks a plan's listing; sent as its fields.
+    _parsed(lambda _raw: parse_plan_query(wanted), wanted)
+    return {"canonical_repository": _optional_text(a["canonical_repository"]), **wanted}
 
 
 def _apply_values(a: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,16 +168,15 @@ def register_fleet_tools(
     max_result_bytes: int,
 ) -> None:
     """Add the snapshot, plan and apply tools to ``server`` as their operations declare
-    them, each calling the backend method its operation names (``Operation.call``, as the
-    socket dispatches it) with the arguments its hook reads; every decision is the backend's."""
+    them, each handing the backend's ``call`` the op's request its hook reads (as the
+    socket does); every decision is the backend's."""
 
     def hook(
         op: Operation, values_of: Callable[[Mapping[str, Any]], dict[str, Any]], located: bool
     ) -> Callable[..., Awaitable[dict[str, Any]]]:
         async def call(**a: Any) -> dict[str, Any]:
-            values = values_of(a)
-            method: Callable[..., Awaitable[Mapping[str, Any]]] = getattr(backend, op.call)
-            result = await _answer(op, a, method(profile_resolver(), **values))
+            asked = request(op.name, **values_of(a))
+            result = await _answer(op, a, backend.call(profile_resolver(), asked))
             if located:
                 return _located(result, a, max_result_bytes)
             return fit_result(result, _body_budget(max_result_bytes))

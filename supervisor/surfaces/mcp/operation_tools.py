@@ -11,6 +11,7 @@ from mcp.types import ToolAnnotations
 
 from supervisor.operations import spec
 from supervisor.operations.registry import OPERATIONS, tool_name
+from supervisor.operations.requests import Request, request
 from supervisor.operations.spec import Operation, describe
 from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.mcp.answers import tool_answer
@@ -64,9 +65,7 @@ class OperationBackend(Protocol):
     """What the tools call: SupervisorHandle in the daemon, the socket client in the stdio
     bridge; ``profile`` is the caller the MCP transport authenticated."""
 
-    async def invoke(
-        self, op: str, profile: Profile | None, values: Mapping[str, Any]
-    ) -> Mapping[str, Any]: ...
+    async def call(self, profile: Profile | None, request: Request) -> Any: ...
 
 
 def _signature(op: Operation) -> inspect.Signature:
@@ -119,7 +118,7 @@ def _forward(
     async def call(**arguments: Any) -> dict[str, Any]:
         # Every parameter arrives (defaults filled in), as the hand-written tools passed them.
         return await tool_answer(
-            backend.invoke(op.name, profile_resolver(), arguments),
+            backend.call(profile_resolver(), request(op.name, **arguments)),
             mutating=tool.mutating(arguments),
             lost=tool.lost,
         )

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from actors.replies import HeartbeatResult
-from supervisor.surfaces.socket.fleet_args import MAX_TEXT, FencedArgs
+from supervisor.operations.requests import REQUESTS
+from supervisor.operations.requests import Request as OpRequest
+from supervisor.surfaces.socket.fleet_args import MAX_TEXT
 from supervisor.surfaces.socket.request import MAX_ID, Request
 from supervisor.wire import PROTOCOL_VERSION, encode
 
@@ -57,8 +60,11 @@ def well_formed_heartbeat(data: Any) -> Request | None:
         id=request_id,
         op="heartbeat",
         token=token,
-        args=FencedArgs(
-            worker_identity=identity, pid=pid, generation_id=generation, fencing_epoch=epoch
+        args=_HEARTBEAT(
+            worker_identity=identity,
+            pid=pid,
+            generation_id=generation,
+            fencing_epoch=epoch,
         ),
     )
 
@@ -95,6 +101,8 @@ def beat_answer(request_id: str | None, result: HeartbeatResult) -> bytes:
 
 
 _ESCAPE = json.encoder.encode_basestring_ascii
+#: The heartbeat's request type, looked up once: every beat builds one.
+_HEARTBEAT: Callable[..., OpRequest] = REQUESTS["heartbeat"]
 
 
 def _json_text(value: str | None) -> str:

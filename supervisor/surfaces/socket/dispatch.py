@@ -1,45 +1,34 @@
-"""Socket request dispatch: one handler per declared op, each reached by the op's name."""
+"""Socket request dispatch: a worker op by peer credentials, ``status`` by its figures, and
+every other op's request, for the token's profile, to the handle's one ``call``."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import KW_ONLY, dataclass, fields
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, Protocol
 
 import anyio
 
 from supervisor.errors import (
     PermissionDenied,
     ProfilesUnreadable,
-    ProtocolError,
     SupervisorError,
 )
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.observe.logs import get_logger
-from supervisor.operations.registry import CONTROL_OPS, HOST_OPS, OPERATIONS
+from supervisor.operations.fleet import WORKER_OPS
+from supervisor.operations.registry import HOST_OPS, OPERATIONS
 from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.socket.answers import to_wire
-from supervisor.surfaces.socket.fleet_args import (
-    ApplyArgs,
-    FencedArgs,
-    PlanArgs,
-    RegisterArgs,
-    SnapshotArgs,
-)
 from supervisor.surfaces.socket.hosts import dispatch_hosts
 from supervisor.surfaces.socket.peer_auth import Conversation, authorize_pid
 from supervisor.surfaces.socket.protocol import Unauthenticated
-from supervisor.surfaces.socket.protocol_control import ControlArgs
-from supervisor.surfaces.socket.protocol_hosts import HostArgs
 from supervisor.surfaces.socket.request import Request
 from supervisor.surfaces.socket.status import ServerFigures, status_report
 from supervisor.system.probes import ProbeBackend
 from supervisor.wire import INTERNAL_ERROR, TIMEOUT, error_frame, ok_frame
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
 __all__ = ["Dispatcher", "ProfileLookupWithAuth"]
 
@@ -100,40 +89,38 @@ class Dispatcher:
     # --- workers: peer credentials, not tokens ------------------------------------------
 
     async def register(self, request: Request, peer: Conversation) -> object:
-        args = _expect(request, RegisterArgs)
+        args: Any = request.args
         pid = args.pid if args.pid is not None else peer.pid("register")
         await self.authorize_pid(pid, peer, "register")
-        return await self.handle.register(pid, args.claims)
+        return await self.handle.register(pid, args.claims or {})
 
     async def fenced(self, request: Request, peer: Conversation) -> object:
-        """Heartbeat or release: the handle call the op declares, for the named registration."""
-        args = _expect(request, FencedArgs)
+        """Heartbeat or release, for the registration it names in full."""
+        args: Any = request.args
         await self.authorize_pid(args.pid, peer, request.op)
-        return await getattr(self.handle, OPERATIONS[request.op].call)(**_keywords(args))
+        call = self.handle.heartbeat if request.op == "heartbeat" else self.handle.release
+        return await call(
+            args.worker_identity,
+            pid=args.pid,
+            generation_id=args.generation_id,
+            fencing_epoch=args.fencing_epoch,
+        )
 
     # --- the operator: a profile token --------------------------------------------------
 
     async def operator(self, request: Request, peer: Conversation) -> object:
-        """Snapshot, plan or apply: the handle call the op declares, for the token's profile."""
-        args = _expect(request, SnapshotArgs | PlanArgs | ApplyArgs)
+        """Every op of a profile: its request to the handle's one ``call`` (the grant first)."""
         profile = await self._authenticate(request, peer)
-        return await getattr(self.handle, OPERATIONS[request.op].call)(profile, **_keywords(args))
+        return await self.handle.call(profile, request.args)
 
     async def status(self, request: Request, peer: Conversation) -> object:
         figures = self.figures()
         profile = await self._status_caller(request, peer)
         return await status_report(self.handle, profile, figures)
 
-    async def control(self, request: Request, peer: Conversation) -> object:
-        args = _expect(request, ControlArgs)
-        # Authorization happens in the handle (``decide``), as for MCP callers.
-        profile = await self._authenticate(request, peer)
-        return await self.handle.invoke(args.op, profile, args.values)
-
     async def host(self, request: Request, peer: Conversation) -> object:
-        args = _expect(request, HostArgs)
         profile = await self._authenticate(request, peer)
-        return await dispatch_hosts(self.hosts, profile, args)
+        return await dispatch_hosts(self.hosts, profile, request.args)
 
     async def _authenticate(
         self,
@@ -187,29 +174,14 @@ def _peer_pid(peer: Conversation) -> int | None:
     return peer.credentials[0] if peer.credentials is not None else None
 
 
-def _keywords(args: DataclassInstance) -> dict[str, Any]:
-    # The arguments dataclasses' fields are the ops' declared arguments (``fleet_args``
-    # checks that), which are the handle calls' keyword parameters.
-    return {f.name: getattr(args, f.name) for f in fields(args)}
-
-
-def _expect(request: Request, kind: Any) -> Any:
-    if not isinstance(request.args, kind):
-        raise ProtocolError(f"op {request.op!r} has no handler")
-    return request.args
-
-
 def _handler(op: str) -> _Handler:
-    if op in CONTROL_OPS:
-        return Dispatcher.control
     if op in HOST_OPS:
         return Dispatcher.host
-    if op in ("heartbeat", "release"):
-        return Dispatcher.fenced
-    if op in ("snapshot", "plan", "apply"):
-        return Dispatcher.operator
-    handler: _Handler = getattr(Dispatcher, op)
-    return handler
+    if op in WORKER_OPS:
+        return Dispatcher.register if op == "register" else Dispatcher.fenced
+    if op == "status":
+        return Dispatcher.status
+    return Dispatcher.operator
 
 
 #: Every declared op -> the Dispatcher method that answers it.

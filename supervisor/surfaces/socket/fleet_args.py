@@ -1,30 +1,24 @@
 """Arguments of the fleet ops (worker register/heartbeat/release, operator snapshot/plan/
-apply), read as their declarations say: shapes, bounds, choices and order."""
+apply), read into each op's request as their declarations say: shapes, bounds, choices
+and order."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
 from typing import Any
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.fleet import FLEET_OPERATIONS, PLAN
+from supervisor.operations.requests import Request, request
 from supervisor.operations.spec import BOOL, INT, INT64_MAX, TEXT, Arg, Operation
-from supervisor.policy.fast_init import fast_init
 from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.wire import PlanQuery
 
 __all__ = [
     "FLEET_PARSERS",
     "MAX_TEXT",
-    "ApplyArgs",
-    "FencedArgs",
-    "FleetArgs",
-    "PlanArgs",
-    "RegisterArgs",
-    "SnapshotArgs",
     "parse_manifest",
     "parse_plan_query",
     "parse_worker_identities",
@@ -36,50 +30,6 @@ _MAX_CLAIMS = 64
 _MAX_MANIFEST = 10_000
 #: Claim numbers beyond this are nonsense for a TTL and could overflow float() in the actor.
 _MAX_CLAIM_NUMBER = 1e12
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RegisterArgs:
-    pid: int | None = None
-    claims: Mapping[str, Any] = field(default_factory=dict)
-
-
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FencedArgs:
-    """Heartbeat and release name the registration they belong to, in full."""
-
-    worker_identity: str
-    pid: int
-    generation_id: str
-    fencing_epoch: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SnapshotArgs:
-    canonical_repository: str | None = None
-    expected_manifest: tuple[ManifestEntry, ...] = ()
-    expected_live_revision: str | None = None
-    include_history: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlanArgs:
-    canonical_repository: str | None = None
-    query: PlanQuery = field(default_factory=PlanQuery)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApplyArgs:
-    candidate_fingerprint: str
-    registry_fingerprint: str | None = None
-    scope_fingerprint: str | None = None
-    worker_identities: tuple[str, ...] = ()
-    canonical_repository: str | None = None
-    override_mass_guard: bool = False
-
-
-FleetArgs = RegisterArgs | FencedArgs | SnapshotArgs | PlanArgs | ApplyArgs | None
 
 
 def _text(args: Mapping[str, Any], arg: Arg) -> str | None:
@@ -218,7 +168,7 @@ _READ_BY_SHAPE: Mapping[str, Callable[[Mapping[str, Any], Arg], Any]] = {
 
 def _values(op: Operation, args: Mapping[str, Any]) -> dict[str, Any]:
     """The op's declared arguments that were given, checked in declared order; absent
-    ones (and null strings and integers) are left to the dataclass defaults. Keys the op
+    ones (and null strings and integers) are left to the request's defaults. Keys the op
     does not declare are ignored."""
     values = {}
     for arg in op.args:
@@ -229,39 +179,19 @@ def _values(op: Operation, args: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _plan(args: Mapping[str, Any]) -> PlanArgs:
-    values = _values(PLAN, args)
-    repository = values.pop("canonical_repository", None)
-    return PlanArgs(canonical_repository=repository, query=PlanQuery(**values))
-
-
 def parse_plan_query(args: Mapping[str, Any]) -> PlanQuery:
     """What of a plan to list (see ``plan_pages.PlanQuery``); absent keys take defaults."""
-    return _plan(args).query
+    values = _values(PLAN, args)
+    values.pop("canonical_repository", None)
+    return PlanQuery(**values)
 
 
-#: Each fleet op's arguments dataclass, whose fields are its declared arguments.
-_ARGS: Mapping[str, type[RegisterArgs | FencedArgs | SnapshotArgs | ApplyArgs]] = {
-    "register": RegisterArgs,
-    "heartbeat": FencedArgs,
-    "release": FencedArgs,
-    "snapshot": SnapshotArgs,
-    "apply": ApplyArgs,
-}
+def _parser(op: Operation) -> Callable[[Mapping[str, Any]], Request]:
+    # status takes no arguments (and ignores any it is given).
+    return lambda args: request(op.name, **_values(op, args))
 
 
-def _parser(op: Operation) -> Callable[[Mapping[str, Any]], FleetArgs]:
-    if op is PLAN:
-        return _plan
-    if not op.args:
-        return lambda args: None  # status takes no arguments (and ignores any it is given)
-    kind = _ARGS[op.name]
-    if {f.name for f in fields(kind)} != {arg.name for arg in op.args}:
-        raise AssertionError(f"{kind.__name__} fields are not {op.name}'s declared arguments")
-    return lambda args: kind(**_values(op, args))
-
-
-#: Declared fleet op -> the parser of its wire arguments.
-FLEET_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], FleetArgs]] = {
+#: Declared fleet op -> the parser of its wire arguments into the op's request.
+FLEET_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Request]] = {
     op.name: _parser(op) for op in FLEET_OPERATIONS
 }

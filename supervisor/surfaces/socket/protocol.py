@@ -10,11 +10,12 @@ from typing import Any, ClassVar
 
 from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.operations.registry import CONTROL_OPS, HOST_OPS, OPERATIONS
+from supervisor.operations.requests import Request as OpRequest
 from supervisor.surfaces.socket.beats import well_formed_heartbeat
 from supervisor.surfaces.socket.fleet_args import FLEET_PARSERS, MAX_TEXT
 from supervisor.surfaces.socket.protocol_control import parse_control_args
 from supervisor.surfaces.socket.protocol_hosts import parse_host_args
-from supervisor.surfaces.socket.request import MAX_ID, Args, Request
+from supervisor.surfaces.socket.request import MAX_ID, Request
 from supervisor.wire import FRAME_TOO_LARGE, PROTOCOL_VERSION, UNAUTHENTICATED, UNKNOWN_OP
 
 __all__ = [
@@ -44,7 +45,7 @@ class Unauthenticated(PermissionDenied):
     code: ClassVar[str] = UNAUTHENTICATED
 
 
-def _parser(op: str) -> Callable[[Mapping[str, Any]], Args]:
+def _parser(op: str) -> Callable[[Mapping[str, Any]], OpRequest]:
     if op in CONTROL_OPS:
         return lambda args: parse_control_args(op, args)
     if op in HOST_OPS:
@@ -53,7 +54,9 @@ def _parser(op: str) -> Callable[[Mapping[str, Any]], Args]:
 
 
 #: Every declared op -> the parser of its arguments (unknown keys: see each parser).
-_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Args]] = {op: _parser(op) for op in OPERATIONS}
+_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], OpRequest]] = {
+    op: _parser(op) for op in OPERATIONS
+}
 
 
 #: Built once: ``json.loads`` rebuilds its decoder on every call, and every heartbeat

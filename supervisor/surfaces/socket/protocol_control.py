@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import CONTROL_OPS, OPERATIONS
+from supervisor.operations.requests import Request, request
 from supervisor.operations.spec import (
     BOOL,
     INT,
@@ -22,7 +22,7 @@ from supervisor.operations.spec import (
     TEXTS,
 )
 
-__all__ = ["CONTROL_OPS", "CONTROL_SCHEMAS", "ControlArgs", "parse_control_args"]
+__all__ = ["CONTROL_OPS", "CONTROL_SCHEMAS", "parse_control_args"]
 
 _MAX_TEXT = 512
 _MAX_ITEMS = 1000
@@ -34,14 +34,6 @@ CONTROL_SCHEMAS: Mapping[str, Mapping[str, tuple[str, bool]]] = {
     for op in OPERATIONS.values()
     if op.name in CONTROL_OPS
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControlArgs:
-    """A control op's arguments, shape-checked, keyed as the handle's keyword arguments."""
-
-    op: str
-    values: Mapping[str, Any]
 
 
 #: Each list shape, and the shape of every one of its items.
@@ -76,8 +68,9 @@ def _fits(shape: str, value: object) -> bool:
     raise AssertionError(f"unknown shape {shape!r}")
 
 
-def parse_control_args(op: str, args: Mapping[str, Any]) -> ControlArgs:
-    """The op's arguments with nulls dropped; a wrong shape or unknown key is a ProtocolError."""
+def parse_control_args(op: str, args: Mapping[str, Any]) -> Request:
+    """The op's request (nulls are absent arguments); a wrong shape or unknown key is a
+    ProtocolError."""
     schema = CONTROL_SCHEMAS[op]
     unknown = sorted(set(args) - set(schema))
     if unknown:
@@ -91,4 +84,4 @@ def parse_control_args(op: str, args: Mapping[str, Any]) -> ControlArgs:
         if not _fits(shape, args[name]):
             raise ProtocolError(f"args.{name} must be {shape}")
         values[name] = args[name]
-    return ControlArgs(op=op, values=values)
+    return request(op, **values)

@@ -1,16 +1,17 @@
-"""Socket ops of host leases: their arguments checked against the declared shapes."""
+"""Socket ops of host leases: their arguments checked against the declared shapes, into
+each op's request."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import HOST_OPS, OPERATIONS
+from supervisor.operations.requests import Request, request
 from supervisor.operations.spec import TEXT
 
-__all__ = ["HOST_OPS", "HostArgs", "parse_host_args"]
+__all__ = ["HOST_OPS", "parse_host_args"]
 
 _MAX_TEXT = 512
 _MAX_IDENTITIES = 100_000
@@ -25,14 +26,7 @@ _SHAPES: Mapping[str, tuple[tuple[str, ...], bool]] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HostArgs:
-    op: str
-    values: Mapping[str, str]
-    worker_identities: tuple[str, ...] = ()
-
-
-def parse_host_args(op: str, args: Mapping[str, Any]) -> HostArgs:
+def parse_host_args(op: str, args: Mapping[str, Any]) -> Request:
     """Shape checks only; the keeper authorizes and the policy decides."""
     required, takes_ids = _SHAPES[op]
     allowed = {*required, *((_IDENTITIES,) if takes_ids else ())}
@@ -45,7 +39,6 @@ def parse_host_args(op: str, args: Mapping[str, Any]) -> HostArgs:
         if not isinstance(value, str) or not value or len(value) > _MAX_TEXT:
             raise ProtocolError(f"args.{name} must be a non-empty string of <= {_MAX_TEXT}")
         values[name] = value
-    identities: tuple[str, ...] = ()
     if takes_ids:
         raw = args.get(_IDENTITIES)
         if (
@@ -54,5 +47,5 @@ def parse_host_args(op: str, args: Mapping[str, Any]) -> HostArgs:
             or not all(isinstance(i, str) and 0 < len(i) <= _MAX_TEXT for i in raw)
         ):
             raise ProtocolError("args.worker_identities must be a list of identity strings")
-        identities = tuple(raw)
-    return HostArgs(op=op, values=values, worker_identities=identities)
+        return request(op, **values, worker_identities=tuple(raw))
+    return request(op, **values)

@@ -20,7 +20,6 @@ from supervisor.settings.config import SocketConfig
 from supervisor.surfaces.socket.beats import beat_answer
 from supervisor.surfaces.socket.bind import SocketInUse, bound_listener
 from supervisor.surfaces.socket.dispatch import Dispatcher, ProfileLookupWithAuth
-from supervisor.surfaces.socket.fleet_args import FencedArgs
 from supervisor.surfaces.socket.frame_channel import FrameChannel, Oversized, open_frame_channel
 from supervisor.surfaces.socket.peer_auth import Conversation
 from supervisor.surfaces.socket.protocol import decode_request, peek_request_id
@@ -269,10 +268,9 @@ class _SocketServer:
         if not run:
             return []
         answers: list[bytes | None] = [None] * len(run)
-        accepted: list[tuple[int, FencedArgs]] = []
+        accepted: list[tuple[int, Any]] = []
         for index, (request, _) in enumerate(run):
-            args = request.args
-            assert isinstance(args, FencedArgs)
+            args: Any = request.args  # the heartbeat's request: a BeatClaim
             try:
                 await self._authorize_pid(args.pid, peer, "heartbeat")
             except SupervisorError as exc:

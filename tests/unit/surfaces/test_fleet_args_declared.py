@@ -10,8 +10,9 @@ import pytest
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.fleet import FLEET_OPERATIONS
+from supervisor.operations.requests import REQUESTS
 from supervisor.operations.spec import BOOL, INT, TEXT, Operation
-from supervisor.surfaces.socket.fleet_args import FLEET_PARSERS, PlanArgs
+from supervisor.surfaces.socket.fleet_args import FLEET_PARSERS
 from supervisor.surfaces.socket.protocol import decode_request
 
 #: A value every declared argument of that shape accepts.
@@ -43,11 +44,9 @@ def test_every_declared_argument_reaches_the_parsed_arguments(name: str) -> None
     op = OPS[name]
     parsed = FLEET_PARSERS[name](_good(op))
     assert parsed is not None
-    if isinstance(parsed, PlanArgs):
-        names = {"canonical_repository"} | {f.name for f in fields(parsed.query)}
-    else:
-        names = {f.name for f in fields(parsed)}
-    assert names == {arg.name for arg in op.args}
+    # The op's request: one field per declared argument.
+    assert type(parsed) is REQUESTS[name]
+    assert {f.name for f in fields(parsed)} == {arg.name for arg in op.args}  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

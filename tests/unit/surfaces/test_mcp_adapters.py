@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,12 +11,12 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from supervisor.errors import ActorStopped, PermissionDenied, SupervisorError, Unavailable
+from supervisor.operations.requests import Request, arguments
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.version import package_version
-from supervisor.wire import PlanQuery
 
 pytestmark = pytest.mark.anyio
 
@@ -44,55 +44,15 @@ class Recorder:
             raise self.error
         return self.answer
 
-    async def snapshot(
-        self,
-        profile: Profile | None,
-        *,
-        canonical_repository: str | None,
-        expected_manifest: Sequence[ManifestEntry],
-        expected_live_revision: str | None,
-        include_history: bool = False,
-    ) -> Mapping[str, Any]:
-        return self._record(
-            "snapshot",
-            profile,
-            canonical_repository=canonical_repository,
-            expected_manifest=expected_manifest,
-            expected_live_revision=expected_live_revision,
-            include_history=include_history,
-        )
-
-    async def plan(
-        self,
-        profile: Profile | None,
-        *,
-        canonical_repository: str | None,
-        query: PlanQuery | None = None,
-    ) -> Mapping[str, Any]:
-        return self._record("plan", profile, canonical_repository=canonical_repository)
-
-    async def apply(
-        self,
-        profile: Profile | None,
-        *,
-        candidate_fingerprint: str,
-        worker_identities: Sequence[str],
-        registry_fingerprint: str | None,
-        scope_fingerprint: str | None,
-        canonical_repository: str | None,
-        override_mass_guard: bool = False,
-    ) -> Mapping[str, Any]:
-        overridden = {"override_mass_guard": True} if override_mass_guard else {}
-        return self._record(
-            "apply",
-            profile,
-            candidate_fingerprint=candidate_fingerprint,
-            worker_identities=worker_identities,
-            registry_fingerprint=registry_fingerprint,
-            scope_fingerprint=scope_fingerprint,
-            canonical_repository=canonical_repository,
-            **overridden,
-        )
+    async def call(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
+        """Records the op's arguments as the backend receives them (a plan: its repository
+        only; an apply's override only when asked)."""
+        args = arguments(request)
+        if request.op == "plan":
+            args = {"canonical_repository": args["canonical_repository"]}
+        if args.get("override_mass_guard") is False:
+            del args["override_mass_guard"]
+        return self._record(request.op, profile, **args)
 
 
 async def structured(

@@ -10,9 +10,10 @@ import pytest
 from supervisor.cli.format import format_plan
 from supervisor.client.frames import snapshot_args
 from supervisor.errors import ProtocolError
+from supervisor.operations.requests import REQUESTS, given
 from supervisor.policy.retirement.reasons import REASON_ALREADY_TERMINAL
 from supervisor.surfaces.mcp.size import fit_result
-from supervisor.surfaces.socket.fleet_args import PlanArgs, SnapshotArgs, parse_plan_query
+from supervisor.surfaces.socket.fleet_args import parse_plan_query
 from supervisor.surfaces.socket.protocol import decode_request
 from supervisor.wire import DEFAULT_PAGE, PlanQuery, query_args
 
@@ -31,8 +32,8 @@ def test_listing_arguments_round_trip_through_the_wire_form() -> None:
     wire: dict[str, Any] = {"reason": REASON_ALREADY_TERMINAL, "full": True}
     frame = {"v": 1, "id": "1", "op": "plan", "args": wire}
     parsed = decode_request(json.dumps(frame).encode()).args
-    assert isinstance(parsed, PlanArgs)
-    assert parsed.query == PlanQuery(reason=REASON_ALREADY_TERMINAL, full=True)
+    assert isinstance(parsed, REQUESTS["plan"])
+    assert PlanQuery(**given(parsed)) == PlanQuery(reason=REASON_ALREADY_TERMINAL, full=True)
 
 
 @pytest.mark.parametrize(
@@ -116,10 +117,10 @@ def test_the_cli_prints_the_summary_and_the_complete_apply_command() -> None:
     assert DEFAULT_PAGE == 50
 
 
-def _snapshot_args(args: dict[str, Any]) -> SnapshotArgs:
+def _snapshot_args(args: dict[str, Any]) -> Any:
     frame = {"v": 1, "id": "1", "op": "snapshot", "args": args}
     parsed = decode_request(json.dumps(frame).encode()).args
-    assert isinstance(parsed, SnapshotArgs)
+    assert isinstance(parsed, REQUESTS["snapshot"])
     return parsed
 
 

@@ -9,8 +9,9 @@ import pytest
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import TASKS
+from supervisor.operations.requests import REQUESTS, given
 from supervisor.surfaces.socket.protocol import decode_request
-from supervisor.surfaces.socket.protocol_control import CONTROL_OPS, CONTROL_SCHEMAS, ControlArgs
+from supervisor.surfaces.socket.protocol_control import CONTROL_OPS, CONTROL_SCHEMAS
 
 WHERE = {"remote": "prgs", "org": "org", "repo": "repo"}
 
@@ -50,7 +51,7 @@ def test_a_minimal_frame_of_each_op_decodes() -> None:
         }
         args = {name: samples[shape] for name, (shape, required) in schema.items() if required}
         request = decode_request(frame(op, **args))
-        assert isinstance(request.args, ControlArgs), op
+        assert isinstance(request.args, REQUESTS[op]), op
         assert request.args.op == op
 
 
@@ -58,11 +59,11 @@ def test_nulls_are_dropped_but_a_null_terminal_pr_clears() -> None:
     request = decode_request(
         frame("assign", **WHERE, session_id="s", role="author", kind="issue", number=1, phase=None)
     )
-    assert isinstance(request.args, ControlArgs)
-    assert "phase" not in request.args.values
+    assert isinstance(request.args, REQUESTS["assign"])
+    assert "phase" not in given(request.args)
     clear = decode_request(frame("terminal_lock_set", **WHERE, terminal_pr=None))
-    assert isinstance(clear.args, ControlArgs)
-    assert clear.args.values["terminal_pr"] is None
+    assert isinstance(clear.args, REQUESTS["terminal_lock_set"])
+    assert clear.args.terminal_pr is None  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -124,7 +125,7 @@ def test_namespace_health_and_link_shapes(op: str, args: dict[str, Any], ok: boo
     )
     if ok:
         request = decode_request(frame(op, **base, **args))
-        assert isinstance(request.args, ControlArgs)
+        assert isinstance(request.args, REQUESTS[op])
     else:
         with pytest.raises(ProtocolError):
             decode_request(frame(op, **base, **args))

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from supervisor.errors import ProtocolError
+from supervisor.operations.requests import request as request_of
 from supervisor.surfaces.socket.protocol import decode_request
-from supervisor.surfaces.socket.protocol_hosts import HostArgs
 
 
 def frame(op: str, args: dict[str, Any]) -> bytes:
@@ -28,16 +28,14 @@ def test_a_well_formed_apply_is_parsed() -> None:
             },
         )
     )
-    assert request.args == HostArgs(
-        op="host_apply",
-        values={
-            "host_id": "host-b",
-            "host_token": "hostfp-1",
-            "candidate_fingerprint": "candidatefp-1",
-        },
+    assert request.args == request_of(
+        "host_apply",
+        host_id="host-b",
+        host_token="hostfp-1",
+        candidate_fingerprint="candidatefp-1",
         worker_identities=("w1", "w2"),
     )
-    assert decode_request(frame("host_status", {})).args == HostArgs(op="host_status", values={})
+    assert decode_request(frame("host_status", {})).args == request_of("host_status")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,26 @@
+"""A declared operation's request on its way to the actor that answers it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from actors.mailbox import Reply
+from supervisor.operations.requests import Request
+from supervisor.policy.control.permissions import Profile
+
+__all__ = ["Call"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Call:
+    """The request of an op whose grant the handle decided at entry (``grants.grant``),
+    for the caller ``profile``; the actor answers on ``reply``."""
+
+    profile: Profile | None
+    request: Request
+    reply: Reply[Any]
+
+    @property
+    def op(self) -> str:
+        return self.request.op

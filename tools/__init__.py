@@ -1,0 +1,1 @@
+"""Developer tools: code generated from the operation declarations."""
