@@ -33,7 +33,7 @@ import anyio
 from bench.fixtures import make_db
 from bench.processes import Daemon, short_tempdir, sleeper_argv
 from bench.report import Figure, percentile
-from supervisor.sidecar import exec_in_place
+from supervisor.exec import exec_in_place
 
 __all__ = ["run"]
 

@@ -13,7 +13,7 @@ from supervisor.cli.operations import COMMON_FLAGS, add_group_parser, add_operat
 from supervisor.cli.setup_args import add_doctor_parser, add_service_parser
 from supervisor.cli.work import add_work_parser
 from supervisor.clients.arguments import add_clients_parser
-from supervisor.sidecar.exec_args import OPTIONS as EXEC_OPTIONS
+from supervisor.exec.exec_args import OPTIONS as EXEC_OPTIONS
 from supervisor.version import package_version
 
 __all__ = ["build_parser"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.clients.scan import Node
-from supervisor.sidecar.exec_args import AS_WRITTEN, VALUE_FLAGS
+from supervisor.exec.exec_args import AS_WRITTEN, VALUE_FLAGS
 
 __all__ = [
     "ABSENT_MARK",

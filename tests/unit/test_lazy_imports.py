@@ -24,7 +24,7 @@ def _printed_by_a_fresh_interpreter(code: str) -> str:
         ("supervisor.cli",),
         # What `fleet-supervisor run` imports before it serves (no MCP HTTP configured).
         ("supervisor.cli", "supervisor.daemon.service", "supervisor.daemon.app"),
-        ("supervisor.entry", "supervisor.sidecar.exec_in_place"),
+        ("supervisor.entry", "supervisor.exec.exec_in_place"),
     ],
 )
 def test_light_commands_leave_the_mcp_stack_unloaded(modules: tuple[str, ...]) -> None:

@@ -17,7 +17,7 @@ from supervisor.clients.documents import read_entries
 from supervisor.clients.entries import Wrapper, dash_index, entry_nodes, safe_name
 from supervisor.clients.locations import ConfigFile
 from supervisor.clients.rewrite import Selection, rewrite_text
-from supervisor.sidecar.exec_args import VALUE_FLAGS, parse_args
+from supervisor.exec.exec_args import VALUE_FLAGS, parse_args
 from tests.unit.clients.documents import (
     codex_toml,
     expected_path,
