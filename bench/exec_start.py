@@ -39,7 +39,7 @@ __all__ = ["run"]
 
 _WRAPPER = str(Path(exec_in_place.__file__).resolve())
 _CONSOLE = str(Path(sys.executable).parent / "fleet-supervisor")
-_QUIET = "[exec]\nreap_orphans = false\nrescan_seconds = 3600.0"
+_QUIET = "[exec]\nstop_orphans = false\nrescan_seconds = 3600.0"
 _PROFILES = """\
 [profiles.bench-ops]
 role_kind = "controller"

@@ -2,7 +2,7 @@
 
 # ``python -m bench.leftovers [--runs N] [--scenario S ...] [--server S ...] [--bare-only]
 # [--reap]`` runs every scenario of tests/realclients/scenarios.py against every server,
-# bare and wrapped (one daemon with ``[exec] reap_orphans = true``), and prints per
+# bare and wrapped (one daemon with ``[exec] stop_orphans = true``), and prints per
 # scenario and server the processes left after each run and what kinds they were (with
 # ``--reap``, also what a reap leaves of a bare run's leftovers, processes and MiB, twice:
 # by a supervisor that ran throughout the run (on the daemon's sweep and first-sight
