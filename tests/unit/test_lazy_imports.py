@@ -87,7 +87,7 @@ def test_the_daemon_leaves_the_other_commands_and_their_libraries_unloaded() -> 
         "import supervisor.daemon.ops, supervisor.settings.profiles, actors.census.configs\n"
         "names = ('importlib.metadata', 'tomlkit', 'supervisor.cli.fleet',\n"
         "         'supervisor.cli.format', 'supervisor.cli.launch',\n"
-        "         'supervisor.clients.launcher', 'supervisor.cli.reap')\n"
+        "         'supervisor.client_configs.launcher', 'supervisor.cli.reap')\n"
         "print(sorted(m for m in names if m in sys.modules))\n"
         "_command('status'); _command('launch-config'); _command('reap')\n"
         "print(sorted(m for m in names[2:] if m not in sys.modules))\n"

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.clients.scan import Node
+from supervisor.client_configs.scan import Node
 from supervisor.exec.exec_args import AS_WRITTEN, VALUE_FLAGS
 
 __all__ = [

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import supervisor.clients.command as command_module
+import supervisor.client_configs.command as command_module
 from supervisor.cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, main
-from supervisor.clients.command import plan_files, write_plans
-from supervisor.clients.entries import Wrapper
-from supervisor.clients.files import BACKUP_INFIX
-from supervisor.clients.launcher import exec_command
-from supervisor.clients.locations import config_files
-from supervisor.clients.rewrite import Selection
-from tests.unit.clients.documents import json_config
+from supervisor.client_configs.command import plan_files, write_plans
+from supervisor.client_configs.entries import Wrapper
+from supervisor.client_configs.files import BACKUP_INFIX
+from supervisor.client_configs.launcher import exec_command
+from supervisor.client_configs.locations import config_files
+from supervisor.client_configs.rewrite import Selection
+from tests.unit.client_configs.documents import json_config
 
 CLAUDE = {
     "numStartups": 3,
