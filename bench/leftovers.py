@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from bench.report import Figure
-from tests.census.marked import Left, reap_afterwards, reap_throughout
 from tests.integration.daemon import Daemon
+from tests.process_trees.marked import Left, reap_afterwards, reap_throughout
 from tests.realclients.harness import OBSERVER, SERVERS, missing
 from tests.realclients.scenarios import (
     REAP_GRACE_SECONDS,
