@@ -33,13 +33,13 @@ import anyio
 from bench.fixtures import make_db
 from bench.processes import Daemon, short_tempdir, sleeper_argv
 from bench.report import Figure, percentile
-from supervisor.sidecar import exec_in_place
+from supervisor.exec import exec_in_place
 
 __all__ = ["run"]
 
 _WRAPPER = str(Path(exec_in_place.__file__).resolve())
 _CONSOLE = str(Path(sys.executable).parent / "fleet-supervisor")
-_QUIET = "[exec]\nreap_orphans = false\nrescan_seconds = 3600.0"
+_QUIET = "[exec]\nstop_orphans = false\nrescan_seconds = 3600.0"
 _PROFILES = """\
 [profiles.bench-ops]
 role_kind = "controller"

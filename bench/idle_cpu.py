@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.processes import Sleepers, short_tempdir
 from bench.report import Figure
-from supervisor.system.proc_census import clock_ticks, read_stat_facts
+from supervisor.system.proc_reads import clock_ticks, read_stat_facts
 
 __all__ = ["run"]
 

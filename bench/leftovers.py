@@ -2,7 +2,7 @@
 
 # ``python -m bench.leftovers [--runs N] [--scenario S ...] [--server S ...] [--bare-only]
 # [--reap]`` runs every scenario of tests/realclients/scenarios.py against every server,
-# bare and wrapped (one daemon with ``[exec] reap_orphans = true``), and prints per
+# bare and wrapped (one daemon with ``[exec] stop_orphans = true``), and prints per
 # scenario and server the processes left after each run and what kinds they were (with
 # ``--reap``, also what a reap leaves of a bare run's leftovers, processes and MiB, twice:
 # by a supervisor that ran throughout the run (on the daemon's sweep and first-sight
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from bench.report import Figure
-from tests.census.marked import Left, reap_afterwards, reap_throughout
 from tests.integration.daemon import Daemon
+from tests.process_trees.marked import Left, reap_afterwards, reap_throughout
 from tests.realclients.harness import OBSERVER, SERVERS, missing
 from tests.realclients.scenarios import (
     REAP_GRACE_SECONDS,

@@ -38,7 +38,7 @@ from supervisor.system.pipe_ends import PipeEnd
 __all__ = ["run"]
 
 CANDIDATES = 20
-_LAUNCHER = Path(__file__).resolve().parents[1] / "tests" / "census" / "pipe_launcher.py"
+_LAUNCHER = Path(__file__).resolve().parents[1] / "tests" / "process_trees" / "pipe_launcher.py"
 
 
 @contextlib.contextmanager

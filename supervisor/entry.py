@@ -28,7 +28,7 @@ def main() -> None:
     # anyio, the store, the MCP SDK) for it would add a tenth of a second to each start.
     argv = sys.argv[1:]
     if is_exec(argv):
-        from supervisor.sidecar.exec_in_place import main as exec_main
+        from supervisor.exec.exec_in_place import main as exec_main
 
         sys.exit(exec_main(argv))
     from supervisor.cli import main as cli_main

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from supervisor.clients.documents import DocumentError, read_entries
-from supervisor.clients.entries import is_wrapped
-from supervisor.clients.locations import config_files
+from supervisor.client_configs.documents import DocumentError, read_entries
+from supervisor.client_configs.entries import is_wrapped
+from supervisor.client_configs.locations import config_files
 from supervisor.policy.servers.discovery import ConfiguredServer
 
 __all__ = ["ClientConfigs", "read_configured"]

@@ -10,7 +10,7 @@ from actors.census.survivors import Seen
 from actors.census.tracked import Tracked
 from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.servers.census import PROVENANCE_OBSERVED, ProcessRef
-from supervisor.system.proc_census import FullRead, fd_ends, read_full
+from supervisor.system.proc_reads import FullRead, fd_ends, read_full
 from supervisor.system.unix_diag import UnixPeers
 
 __all__ = ["judge_owner", "judge_unowned", "still_unowned"]

@@ -11,7 +11,7 @@ from supervisor.policy.servers.abandoned import (
 from supervisor.policy.servers.census import ProcessRef
 from supervisor.policy.servers.discovery import ParentSight, Sighting
 from supervisor.system.pipe_ends import probe_pipe
-from supervisor.system.proc_census import (
+from supervisor.system.proc_reads import (
     NULL_DEVICE,
     FullRead,
     fd_ends,

@@ -18,7 +18,7 @@ from supervisor.policy.servers.census import (
     Usage,
 )
 from supervisor.policy.servers.discovery import UNKNOWN_OWNER, Judgement, plain_argv
-from supervisor.system.proc_census import (
+from supervisor.system.proc_reads import (
     NULL_DEVICE,
     FullRead,
     clock_ticks,

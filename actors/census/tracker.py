@@ -50,7 +50,7 @@ from supervisor.policy.servers.discovery import (
 )
 from supervisor.policy.servers.rules import DiscoveryRules, mcp_word
 from supervisor.system.io_counters import IoCounters
-from supervisor.system.proc_census import (
+from supervisor.system.proc_reads import (
     NULL_DEVICE,
     FullRead,
     proc_entries,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from supervisor.policy.incarnation import same_incarnation
 from supervisor.policy.servers.census import ProcessRef, Usage
 from supervisor.policy.servers.summary import cpu_percent
-from supervisor.system.proc_census import clock_ticks, page_size, pss_bytes, read_usage
+from supervisor.system.proc_reads import clock_ticks, page_size, pss_bytes, read_usage
 
 __all__ = ["TreeRead", "descendants", "read_tree", "tree_pss"]
 

@@ -70,7 +70,7 @@ _log = get_logger()
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerGuardSettings:
     #: Stop trees whose client is gone (false: only report them, signal nothing).
-    reap: bool = True
+    stop_orphans: bool = True
     grace_seconds: float = 5.0
     #: After SIGKILL, how long to wait for the tree to be gone before giving up for now.
     kill_wait_seconds: float = 5.0
@@ -245,17 +245,17 @@ class ServerGuard(Actor[ServerGuardInbox]):
                 return
 
     def _begin_stop(self, server: Watched, reason: str, *, asked: bool = False) -> None:
-        """``asked``: the user's own rule (a budget) asks for it, whatever ``reap`` says."""
+        """``asked``: the user's own rule (a budget) asks for it, whatever ``stop_orphans`` says."""
         if server.stopping:
             return
-        if not self.settings.reap and reason != EXIT_SERVER and not asked:
+        if not self.settings.stop_orphans and reason != EXIT_SERVER and not asked:
             # Reported once; the row is released only when the server's tree is gone.
             _log.warning(
                 "server_orphaned",
                 worker_identity=server.worker_identity,
                 pid=server.pid,
                 reason=reason,
-                detail="reaping is off; the server is only reported",
+                detail="[exec] stop_orphans is false; the server is only reported",
             )
             return
         server.stopping = True
@@ -278,7 +278,7 @@ class ServerGuard(Actor[ServerGuardInbox]):
 
     async def _stop_or_wait(self, server: Watched) -> StopOutcome:
         settings = self.settings
-        if settings.reap:
+        if settings.stop_orphans:
             return await stop_tree(
                 server.pid,
                 server.start,

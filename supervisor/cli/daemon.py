@@ -66,7 +66,7 @@ def _only_supervisor_error(group: BaseExceptionGroup[BaseException]) -> Supervis
 
 
 def run_exec(args: argparse.Namespace, settings: Settings) -> int:
-    from supervisor.sidecar.exec_in_place import main as exec_main
+    from supervisor.exec.exec_in_place import main as exec_main
 
     child = strip_dashdash(args.child)
     if not child:

@@ -196,9 +196,9 @@ def _proc() -> Finding:
 
 
 def _clients() -> Iterator[Finding]:
-    from supervisor.clients.command import plan_files
-    from supervisor.clients.locations import config_files
-    from supervisor.clients.rewrite import Selection
+    from supervisor.client_configs.command import plan_files
+    from supervisor.client_configs.locations import config_files
+    from supervisor.client_configs.rewrite import Selection
 
     files = config_files(Path.home(), Path.cwd(), [])
     reports = plan_files(files, "list", Selection(), None)

@@ -8,7 +8,7 @@ import os
 import sys
 
 from supervisor.cli.common import EXIT_OK, EXIT_USAGE, strip_dashdash
-from supervisor.clients.launcher import (
+from supervisor.client_configs.launcher import (
     absolute_path,
     absolute_path_args,
     build_launch_config,

@@ -67,7 +67,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_probe_command(args)
     if args.command == "clients":
-        from supervisor.clients.command import run_clients_command
+        from supervisor.client_configs.command import run_clients_command
 
         return run_clients_command(args, args.config, settings.socket.path)
     if args.command == "migrate":

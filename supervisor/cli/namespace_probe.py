@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from supervisor.clients.locations import CLIENTS
+from supervisor.client_configs.locations import CLIENTS
 from supervisor.policy.control.namespace_health import (
     DEFAULT_NAMESPACES,
     PROBE_SOURCE_OFFLINE,
@@ -173,8 +173,8 @@ def discovered_servers(
 
     Files are read in ``clients list`` order; a name found twice keeps its first entry.
     """
-    from supervisor.clients.documents import DocumentError, read_entries
-    from supervisor.clients.locations import config_files
+    from supervisor.client_configs.documents import DocumentError, read_entries
+    from supervisor.client_configs.locations import config_files
 
     servers: dict[str, Any] = {}
     sources: dict[str, str] = {}

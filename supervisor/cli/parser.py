@@ -12,8 +12,8 @@ from supervisor.cli.namespace_probe import add_probe_parser
 from supervisor.cli.operations import COMMON_FLAGS, add_group_parser, add_operation_commands
 from supervisor.cli.setup_args import add_doctor_parser, add_service_parser
 from supervisor.cli.work import add_work_parser
-from supervisor.clients.arguments import add_clients_parser
-from supervisor.sidecar.exec_args import OPTIONS as EXEC_OPTIONS
+from supervisor.client_configs.arguments import add_clients_parser
+from supervisor.exec.exec_args import OPTIONS as EXEC_OPTIONS
 from supervisor.version import package_version
 
 __all__ = ["build_parser"]

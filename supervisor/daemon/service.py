@@ -19,12 +19,12 @@ from supervisor.daemon.app import AppSettings, RestartBudgetExceeded, Supervisor
 from supervisor.daemon.ops import OpsState, start_ops
 from supervisor.daemon.reload import reload_settings
 from supervisor.errors import ConfigError, SupervisorError, Unavailable
+from supervisor.exec.exec_args import EXEC_SOCKET_SUFFIX
 from supervisor.observe.logs import configure_logging, get_logger
 from supervisor.observe.metrics import Metrics
 from supervisor.settings.config import Settings
 from supervisor.settings.config_checks import carried
 from supervisor.settings.profiles import ProfileBook
-from supervisor.sidecar.exec_args import EXEC_SOCKET_SUFFIX
 from supervisor.store.factory import describe_store, open_store
 from supervisor.surfaces.socket.bind import bound_listener
 from supervisor.surfaces.socket.exec_socket import serve_exec_socket

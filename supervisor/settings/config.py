@@ -32,6 +32,7 @@ from supervisor.settings.config_checks import (
     Invalid,
     boolean_check,
     carried,
+    current_key,
     integer_check,
     log_level_check,
     loopback_check,
@@ -243,13 +244,13 @@ class OpsConfig:
 class ExecConfig:
     """How the daemon's server guard treats wrapped servers whose client is gone."""
 
-    reap_orphans: bool = setting(True, boolean_check)
+    stop_orphans: bool = setting(True, boolean_check)
     reap_grace_seconds: float = setting(5.0, POSITIVE)
     rescan_seconds: float = setting(30.0, POSITIVE)
 
     def to_actor(self, *, exec_socket: str | None = None) -> ServerGuardSettings:
         return ServerGuardSettings(
-            reap=self.reap_orphans,
+            stop_orphans=self.stop_orphans,
             grace_seconds=self.reap_grace_seconds,
             rescan_seconds=self.rescan_seconds,
             daemon_key=daemon_key(os.path.abspath(exec_socket)) if exec_socket else None,
@@ -381,8 +382,9 @@ def load_settings(
             if not isinstance(body, dict):
                 raise ConfigError(f"{table} must be a table like [{table}] ({origin})")
             for key, value in body.items():
-                check = _key_check(table, key, origin)
-                values[table][key] = _checked(f"{table}.{key}", check, value, file.parent, origin)
+                name = current_key(table, key, body, origin)
+                check = _key_check(table, name, origin)
+                values[table][name] = _checked(f"{table}.{key}", check, value, file.parent, origin)
     if overrides:
         origin = "in overrides"
         origins.append(origin)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from supervisor.errors import ConfigError
 from supervisor.system.loopback import loopback_address
 
 if TYPE_CHECKING:
@@ -21,10 +22,12 @@ __all__ = [
     "LOG_LEVELS",
     "NON_NEGATIVE",
     "POSITIVE",
+    "RENAMED_KEYS",
     "Check",
     "Invalid",
     "boolean_check",
     "carried",
+    "current_key",
     "integer_check",
     "log_level_check",
     "loopback_check",
@@ -38,6 +41,22 @@ __all__ = [
 ]
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+
+#: Keys renamed in a table, old name -> new name. A file may still give the old name
+#: (deprecated), with the same meaning; giving both is refused.
+RENAMED_KEYS: dict[str, dict[str, str]] = {"exec": {"reap_orphans": "stop_orphans"}}
+
+
+def current_key(table: str, key: str, body: Mapping[str, Any], origin: str) -> str:
+    """The name ``key`` of ``[table]`` has now; ConfigError when ``body`` gives both names."""
+    new = RENAMED_KEYS.get(table, {}).get(key)
+    if new is None:
+        return key
+    if new in body:
+        raise ConfigError(
+            f"{table}.{key} is the old name of {table}.{new}: give only {table}.{new} ({origin})"
+        )
+    return new
 
 
 class Invalid(Exception):

@@ -1,1 +1,1 @@
-"""What runs instead of a worker process for a moment: the exec wrapper and its helpers."""
+"""The exec wrapper's old home, kept so client configs wrapped before the rename still start."""

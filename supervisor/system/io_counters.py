@@ -7,7 +7,7 @@ import os
 import resource
 
 from supervisor.policy.incarnation import same_incarnation
-from supervisor.system.proc_census import read_stat_facts
+from supervisor.system.proc_reads import read_stat_facts
 
 __all__ = ["IoCounters", "parse_io", "read_io_bytes"]
 

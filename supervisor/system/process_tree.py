@@ -13,7 +13,7 @@ from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, parse
 from supervisor.policy.incarnation import start_of
 from supervisor.system.pidfd import close_pidfd, incarnation, pidfd_open
 from supervisor.system.probes import start_token, stat_fields
-from supervisor.system.proc_census import read_argv
+from supervisor.system.proc_reads import read_argv
 from supervisor.system.proc_stat import EXITED_STATES
 
 __all__ = [

@@ -16,7 +16,7 @@ from actors.census.actor import CensusSettings
 from supervisor.policy.servers.census import ServerRecord
 from tests.actors.harness import default_settings
 from tests.actors.helpers_app import SettledHarness, harness
-from tests.census.trees import child, processes, start_tree
+from tests.process_trees.trees import child, processes, start_tree
 
 pytestmark = pytest.mark.anyio
 

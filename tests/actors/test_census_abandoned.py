@@ -15,7 +15,7 @@ import pytest
 
 from supervisor.policy.servers.reap_plan import REAP_STDIO_ABANDONED, plan_reap
 from tests.actors.test_census import census_harness, ours
-from tests.census.trees import Tree, child, parent_of, processes, start_tree, until
+from tests.process_trees.trees import Tree, child, parent_of, processes, start_tree, until
 from tests.spawned import Spawned
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from actors.census.tracked import NO_USAGE, Tracked
 from supervisor.policy.servers.census import ProcessRef, ServerRecord
 from supervisor.system.io_counters import read_io_bytes
 from tests.actors.test_census import census_harness, ours
-from tests.census.trees import child, io_quiet, processes, start_tree
+from tests.process_trees.trees import child, io_quiet, processes, start_tree
 
 pytestmark = pytest.mark.anyio
 
@@ -155,7 +155,7 @@ def test_a_kept_descriptor_reads_its_own_incarnation_only() -> None:
     import subprocess
 
     from supervisor.system.io_counters import IoCounters
-    from supervisor.system.proc_census import read_stat_facts
+    from supervisor.system.proc_reads import read_stat_facts
 
     counters = IoCounters()
     child = subprocess.Popen(["sleep", "30"])
@@ -179,7 +179,7 @@ def test_a_kept_descriptor_reads_its_own_incarnation_only() -> None:
 
 def test_past_its_limit_a_read_is_a_one_off_that_keeps_no_descriptor() -> None:
     from supervisor.system.io_counters import IoCounters
-    from supervisor.system.proc_census import read_stat_facts
+    from supervisor.system.proc_reads import read_stat_facts
 
     facts = read_stat_facts(os.getpid())
     assert facts is not None

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.actors.test_census import census_harness, ours
-from tests.census.trees import FAKE_SERVER, child, gone, processes, start_tree
+from tests.process_trees.trees import FAKE_SERVER, child, gone, processes, start_tree
 from tests.unavailable import unavailable
 
 pytestmark = pytest.mark.anyio

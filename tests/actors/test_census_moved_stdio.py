@@ -20,7 +20,7 @@ from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.reap_plan import KEEP_OWNER_LIVE, plan_reap
 from tests.actors.helpers_app import SettledHarness
 from tests.actors.test_census import census_harness, ours
-from tests.census.trees import FAKE_SERVER, child, processes, start_tree, wait_stdio_moved
+from tests.process_trees.trees import FAKE_SERVER, child, processes, start_tree, wait_stdio_moved
 from tests.unavailable import unavailable
 
 pytestmark = pytest.mark.anyio

@@ -23,15 +23,15 @@ from supervisor.policy.servers.reap_plan import REAP_STDIO_ABANDONED, plan_reap
 from supervisor.system.pipe_ends import PipeEnd, probe_pipe
 from tests.actors.harness import RETIRER
 from tests.actors.test_census import census_harness, ours
-from tests.census.trees import parent_of, processes, running, until
 from tests.integration.test_fleet_page_reap import clock_running
 from tests.integration.test_same_tick_reuse import _can_steer_pids, _steer_next_pid
+from tests.process_trees.trees import parent_of, processes, running, until
 from tests.spawned import Spawned, wait_exec_of
 from tests.unavailable import unavailable
 
 pytestmark = pytest.mark.anyio
 
-HERE = Path(__file__).resolve().parent.parent / "census"
+HERE = Path(__file__).resolve().parent.parent / "process_trees"
 LAUNCHER = HERE / "pipe_launcher.py"
 FAKE_SERVER = HERE / "fake_server.py"
 NOBODY = 65534

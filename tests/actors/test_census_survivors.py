@@ -22,7 +22,7 @@ from supervisor.policy.servers.reap_plan import KEEP_OWNER_LIVE, REAP_OWNER_GONE
 from tests.actors.harness import default_settings
 from tests.actors.helpers_app import harness
 from tests.actors.test_census import census_harness, ours
-from tests.census.trees import (
+from tests.process_trees.trees import (
     FAKE_SERVER,
     child,
     kids_of,

@@ -18,7 +18,7 @@ from supervisor.system.io_counters import read_io_bytes
 from tests.actors.helpers_app import SettledHarness
 from tests.actors.test_census import census_harness
 from tests.actors.test_census_activity import io_moved, next_child
-from tests.census.trees import child, io_quiet, processes, start_tree
+from tests.process_trees.trees import child, io_quiet, processes, start_tree
 from tests.spawned import Spawned
 
 pytestmark = pytest.mark.anyio

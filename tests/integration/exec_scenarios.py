@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 REPO = Path(__file__).resolve().parents[2]
-WRAPPER = REPO / "supervisor" / "sidecar" / "exec_in_place.py"
+WRAPPER = REPO / "supervisor" / "exec" / "exec_in_place.py"
 
 #: A stand-in MCP client: starts its server with pipes, prints the server's pid, then on
 #: each line of its own stdin acts: "close" closes the server's stdin and stays alive,

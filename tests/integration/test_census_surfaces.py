@@ -15,8 +15,8 @@ from supervisor.cli.format import format_snapshot, format_status
 from supervisor.surfaces.socket.status import ServerFigures, status_report
 from tests.actors.harness import READER, default_settings
 from tests.actors.helpers_app import SettledHarness, harness
-from tests.census.trees import Tree, child, io_quiet, processes, start_tree
 from tests.integration.test_fleet_page import get, page_server, run_chromium
+from tests.process_trees.trees import Tree, child, io_quiet, processes, start_tree
 from tests.spawned import Spawned
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]

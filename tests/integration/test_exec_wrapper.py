@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 import pytest
 
+from supervisor.exec import exec_in_place
 from supervisor.policy.identity.exec_marker import MARKER_ENV, parse_marker
 from supervisor.policy.identity.instance import assess_instance_identity
-from supervisor.sidecar import exec_in_place
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
 from tests.spawned import Spawned
 
@@ -31,6 +31,8 @@ pytestmark = [
 ]
 
 WRAPPER = str(Path(exec_in_place.__file__).resolve())
+#: Where ``clients wrap`` put the wrapper before its package was renamed: a shim runs it.
+OLD_WRAPPER = str(Path(WRAPPER).parents[1] / "sidecar" / "exec_in_place.py")
 CONSOLE = str(Path(sys.executable).parent / "fleet-supervisor")
 _ROOT = Path(__file__).resolve().parents[2]
 #: Bounded waits for a child to get somewhere: this many polls, 10 ms apart.
@@ -86,9 +88,10 @@ def no_daemon(tmp_path: Path) -> str:
 
 
 def _forms(socket_path: str) -> dict[str, list[str]]:
-    """The three ways to run the wrapper, each up to (not including) its own flags."""
+    """The ways to run the wrapper, each up to (not including) its own flags."""
     return {
         "script": [sys.executable, "-I", "-S", WRAPPER, "--socket", socket_path],
+        "old_script": [sys.executable, "-I", "-S", OLD_WRAPPER, "--socket", socket_path],
         "console": [CONSOLE, "--socket", socket_path, "exec"],
         "cli": [sys.executable, "-m", "supervisor.cli", "--socket", socket_path, "exec"],
     }
@@ -97,7 +100,7 @@ def _forms(socket_path: str) -> dict[str, list[str]]:
 # --- becoming the server -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("form", ["script", "console", "cli"])
+@pytest.mark.parametrize("form", ["script", "old_script", "console", "cli"])
 def test_the_server_is_the_wrapper_process(started: Spawned, no_daemon: str, form: str) -> None:
     assert os.access(CONSOLE, os.X_OK), f"{CONSOLE}: install the project (pip install -e .)"
     argv = [

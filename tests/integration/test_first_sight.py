@@ -19,8 +19,8 @@ import anyio
 import pytest
 
 from supervisor.system.proc_events import ProcEvents
-from tests.census.trees import child, processes, start_tree
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
+from tests.process_trees.trees import child, processes, start_tree
 from tests.spawned import Spawned
 from tests.unavailable import unavailable
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 # The venv holding the interpreter running the tests, and its console script.
 VENV = Path(sys.executable).parent.parent
 SCRIPT = Path(sys.executable).parent / "fleet-supervisor"
-WRAPPER = Path(__file__).resolve().parents[2] / "supervisor" / "sidecar" / "exec_in_place.py"
+WRAPPER = Path(__file__).resolve().parents[2] / "supervisor" / "exec" / "exec_in_place.py"
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:

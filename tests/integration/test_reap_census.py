@@ -17,8 +17,8 @@ from supervisor.handle import SupervisorHandle
 from supervisor.policy.servers.census import Census
 from tests.actors.harness import RETIRER, default_settings
 from tests.actors.helpers_app import harness
-from tests.census.trees import child, gone, processes, running, start_tree
 from tests.integration.test_fleet_page_reap import clock_running
+from tests.process_trees.trees import child, gone, processes, running, start_tree
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 

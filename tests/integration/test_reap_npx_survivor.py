@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.census.marked import marked_supervisor
-from tests.census.trees import parent_of, until
+from tests.process_trees.marked import marked_supervisor
+from tests.process_trees.trees import parent_of, until
 from tests.realclients.harness import (
     client_env,
     kill_all,

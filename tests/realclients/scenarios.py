@@ -28,7 +28,7 @@ import anyio
 from tests.integration.daemon import Daemon, running_daemon, wait_ready
 
 if TYPE_CHECKING:
-    from tests.census.marked import Left, Reaper
+    from tests.process_trees.marked import Left, Reaper
 from tests.realclients.harness import (
     ClientHome,
     Proc,

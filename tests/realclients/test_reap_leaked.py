@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.census.marked import marked_supervisor
-from tests.census.trees import kids_of, until
+from tests.process_trees.marked import marked_supervisor
+from tests.process_trees.trees import kids_of, until
 from tests.realclients.harness import (
     client_argv,
     client_env,

@@ -20,7 +20,7 @@ from functools import partial
 
 import pytest
 
-from tests.census.marked import Left, reap_afterwards, reap_throughout
+from tests.process_trees.marked import Left, reap_afterwards, reap_throughout
 from tests.realclients.scenarios import run_scenario
 from tests.realclients.test_leftovers import require
 

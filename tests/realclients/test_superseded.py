@@ -21,8 +21,8 @@ import anyio
 import pytest
 
 from tests.actors.harness import RETIRER
-from tests.census.marked import marked_supervisor
-from tests.census.trees import io_quiet
+from tests.process_trees.marked import marked_supervisor
+from tests.process_trees.trees import io_quiet
 from tests.realclients.harness import (
     SDK_CLIENT,
     client_env,

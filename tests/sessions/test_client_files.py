@@ -12,8 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.census.marked import marked_supervisor
 from tests.integration.daemon import Daemon
+from tests.process_trees.marked import marked_supervisor
 from tests.realclients.harness import CLIENTS_DIR, kill_all, leftovers, new_marker, temp_home
 from tests.realclients.scenarios import exec_daemon
 from tests.realclients.test_leftovers import require

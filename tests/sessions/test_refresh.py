@@ -21,9 +21,9 @@ import anyio
 import pytest
 
 from tests.actors.harness import RETIRER
-from tests.census.marked import marked_supervisor
-from tests.census.trees import io_quiet
 from tests.integration.daemon import Daemon
+from tests.process_trees.marked import marked_supervisor
+from tests.process_trees.trees import io_quiet
 from tests.realclients.harness import ClientHome, kill_all, leftovers, new_marker, temp_home
 from tests.realclients.scenarios import exec_daemon
 from tests.realclients.test_leftovers import require

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.cli.parser import build_parser
-from supervisor.sidecar.exec_args import AS_WRITTEN, OPTIONS, VALUE_FLAGS, help_text
+from supervisor.exec.exec_args import AS_WRITTEN, OPTIONS, VALUE_FLAGS, help_text
 
 _CONSOLE_SCRIPT = Path(sys.executable).parent / "fleet-supervisor"
 

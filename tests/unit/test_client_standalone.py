@@ -48,7 +48,7 @@ def test_the_filter_names_the_server_modules_and_spares_the_client() -> None:
     assert _server_module("supervisor.handle_hosts")
     assert _server_module("actors.messages")
     assert not _server_module("supervisor.client")
-    assert not _server_module("supervisor.clients")
+    assert not _server_module("supervisor.client_configs")
     assert not _server_module("supervisor.wire")
 
 

@@ -313,3 +313,34 @@ def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.heartbeat.ttl_seconds = 1.0  # type: ignore[misc]
+
+
+# --- renamed keys --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_the_old_name_of_exec_stop_orphans_still_loads_with_the_same_meaning(
+    tmp_path: Path, value: bool
+) -> None:
+    flag = str(value).lower()
+    old = load_settings(write(tmp_path, f"[exec]\nreap_orphans = {flag}\n", "old.toml"))
+    new = load_settings(write(tmp_path, f"[exec]\nstop_orphans = {flag}\n", "new.toml"))
+    assert old == new
+    assert old.exec.stop_orphans is value
+    assert old.exec.to_actor().stop_orphans is value
+
+
+def test_a_bad_value_under_the_old_name_names_the_key_as_written(tmp_path: Path) -> None:
+    path = write(tmp_path, '[exec]\nreap_orphans = "no"\n')
+    with pytest.raises(ConfigError, match=r"exec\.reap_orphans must be"):
+        load_settings(path)
+
+
+def test_a_file_giving_both_the_old_and_the_new_name_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "[exec]\nstop_orphans = true\nreap_orphans = false\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path)
+    detail = caught.value.detail
+    assert "exec.reap_orphans is the old name of exec.stop_orphans" in detail
+    assert "give only exec.stop_orphans" in detail
+    assert str(path) in detail

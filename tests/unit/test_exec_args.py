@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.settings.config import default_socket_path, load_settings
-from supervisor.sidecar.exec_args import (
+from supervisor.exec.exec_args import (
     EXEC_SOCKET_SUFFIX,
     ExecOptions,
     HelpRequested,
@@ -17,6 +16,7 @@ from supervisor.sidecar.exec_args import (
     parse_args,
     resolve_socket_path,
 )
+from supervisor.settings.config import default_socket_path, load_settings
 
 
 def _summary(options: ExecOptions) -> dict[str, object]:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor.cli import main
-from supervisor.clients.launcher import (
+from supervisor.client_configs.launcher import (
     absolute_path,
     absolute_path_args,
     build_launch_config,

@@ -24,7 +24,7 @@ def _printed_by_a_fresh_interpreter(code: str) -> str:
         ("supervisor.cli",),
         # What `fleet-supervisor run` imports before it serves (no MCP HTTP configured).
         ("supervisor.cli", "supervisor.daemon.service", "supervisor.daemon.app"),
-        ("supervisor.entry", "supervisor.sidecar.exec_in_place"),
+        ("supervisor.entry", "supervisor.exec.exec_in_place"),
     ],
 )
 def test_light_commands_leave_the_mcp_stack_unloaded(modules: tuple[str, ...]) -> None:
@@ -87,7 +87,7 @@ def test_the_daemon_leaves_the_other_commands_and_their_libraries_unloaded() -> 
         "import supervisor.daemon.ops, supervisor.settings.profiles, actors.census.configs\n"
         "names = ('importlib.metadata', 'tomlkit', 'supervisor.cli.fleet',\n"
         "         'supervisor.cli.format', 'supervisor.cli.launch',\n"
-        "         'supervisor.clients.launcher', 'supervisor.cli.reap')\n"
+        "         'supervisor.client_configs.launcher', 'supervisor.cli.reap')\n"
         "print(sorted(m for m in names if m in sys.modules))\n"
         "_command('status'); _command('launch-config'); _command('reap')\n"
         "print(sorted(m for m in names[2:] if m not in sys.modules))\n"

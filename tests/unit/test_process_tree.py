@@ -19,7 +19,7 @@ from supervisor.policy.identity.exec_marker import MARKER_ENV, ExecMarker, forma
 from supervisor.policy.incarnation import inode_of, start_of
 from supervisor.system.pidfd import inodes_unique
 from supervisor.system.probes import process_start_time
-from supervisor.system.proc_census import StatRead
+from supervisor.system.proc_reads import StatRead
 from supervisor.system.process_tree import (
     Member,
     StatFacts,

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from hashlib import sha256
 
-from supervisor.policy.clients import KNOWN_CLIENTS, SCRIPT_RUNNERS
 from supervisor.policy.commands import command_name, runner_script
+from supervisor.policy.known_clients import KNOWN_CLIENTS, SCRIPT_RUNNERS
 
 from .exec_marker import safe_label
 from .instance import CLIENT_ALIASES

@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from supervisor.policy.clients import KNOWN_CLIENTS, SCRIPT_RUNNERS, KnownClient
 from supervisor.policy.commands import command_name, runner_script
+from supervisor.policy.known_clients import KNOWN_CLIENTS, SCRIPT_RUNNERS, KnownClient
 
 __all__ = [
     "DEFAULT_RULES",

@@ -192,7 +192,7 @@ def test_sessions_differ_per_launch_and_the_name_only_labels() -> None:
         (["codex"], "codex"),
         (["/opt/codex/bin/codex", "exec"], "codex"),
         (["cursor"], "cursor"),
-        # The install paths are discovery's (policy/clients.py): one table for both.
+        # The install paths are discovery's (policy/known_clients.py): one table for both.
         (["node", "/opt/cursor/resources/app/out/cli.js"], "cursor"),
         (["node", "/usr/lib/node_modules/@openai/codex/bin/codex.js"], "codex"),
         (["grok"], "grok"),

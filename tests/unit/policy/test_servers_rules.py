@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor.policy.clients import KNOWN_CLIENTS
 from supervisor.policy.identity.instance import CLIENT_ALIASES
+from supervisor.policy.known_clients import KNOWN_CLIENTS
 from supervisor.policy.servers.census import ProcessRef
 from supervisor.policy.servers.discovery import (
     ConfiguredServer,

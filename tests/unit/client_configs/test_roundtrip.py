@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.clients.documents import read_entries
-from supervisor.clients.entries import Wrapper, dash_index, entry_nodes, safe_name
-from supervisor.clients.locations import ConfigFile
-from supervisor.clients.rewrite import Selection, rewrite_text
-from supervisor.sidecar.exec_args import VALUE_FLAGS, parse_args
-from tests.unit.clients.documents import (
+from supervisor.client_configs.documents import read_entries
+from supervisor.client_configs.entries import Wrapper, dash_index, entry_nodes, safe_name
+from supervisor.client_configs.locations import ConfigFile
+from supervisor.client_configs.rewrite import Selection, rewrite_text
+from supervisor.exec.exec_args import VALUE_FLAGS, parse_args
+from tests.unit.client_configs.documents import (
     codex_toml,
     expected_path,
     json_config,

@@ -13,18 +13,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from supervisor.clients.documents import DocumentError
-from supervisor.clients.entries import Wrapper
-from supervisor.clients.files import (
+from supervisor.client_configs.documents import DocumentError
+from supervisor.client_configs.entries import Wrapper
+from supervisor.client_configs.files import (
     BACKUP_INFIX,
     ChangedSinceRead,
     Snapshot,
     read_snapshot,
     replace_file,
 )
-from supervisor.clients.launcher import absolute_path, exec_command
-from supervisor.clients.locations import ConfigFile, config_files, parse_file_override
-from supervisor.clients.rewrite import EntryResult, Selection, entry_results, rewrite_text
+from supervisor.client_configs.launcher import absolute_path, exec_command
+from supervisor.client_configs.locations import ConfigFile, config_files, parse_file_override
+from supervisor.client_configs.rewrite import EntryResult, Selection, entry_results, rewrite_text
 
 __all__ = ["FileReport", "plan_files", "run_clients_command", "write_plans"]
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from supervisor.cli import EXIT_OK, build_parser, main
-from supervisor.clients.entries import Wrapper
-from supervisor.clients.locations import ConfigFile
-from supervisor.clients.rewrite import EntryResult, Selection, rewrite_text
-from supervisor.sidecar.exec_args import parse_args
+from supervisor.client_configs.entries import Wrapper
+from supervisor.client_configs.locations import ConfigFile
+from supervisor.client_configs.rewrite import EntryResult, Selection, rewrite_text
+from supervisor.exec.exec_args import parse_args
 
 WRAPPER = Wrapper(("/py", "-I", "-S", "/s/exec_in_place.py"), "/run/s.sock")
 SERVER = "import os, sys; print(os.getcwd()); print(sys.argv[0])\n"

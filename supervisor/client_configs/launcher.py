@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.errors import ConfigError
+from supervisor.exec import exec_in_place
 from supervisor.policy.identity.exec_marker import safe_label
 from supervisor.policy.identity.instance import (
     UntrustedInstanceError,
@@ -26,7 +27,6 @@ from supervisor.policy.identity.worker_env import (
     ENV_SESSION,
     NAMESPACES,
 )
-from supervisor.sidecar import exec_in_place
 
 __all__ = [
     "absolute_path",
@@ -158,7 +158,7 @@ def self_command() -> list[str]:
 def exec_command() -> list[str]:
     """The fastest absolute argv prefix that runs this installation's ``exec`` wrapper.
 
-    ``python -I -S <package>/sidecar/exec_in_place.py``: no site processing and no CLI
+    ``python -I -S <package>/exec/exec_in_place.py``: no site processing and no CLI
     import, about half the start-up of the console script, paid by every server a
     client starts. ``-I`` also keeps the client's PYTHONPATH and user site away from
     the wrapper (the server still gets the whole environment).

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from supervisor.clients.entries import EntrySpans, entry_nodes, render_like
-from supervisor.clients.locations import ConfigFile
+from supervisor.client_configs.entries import EntrySpans, entry_nodes, render_like
+from supervisor.client_configs.locations import ConfigFile
 
 __all__ = ["PathPlan", "path_words", "plan_paths", "start_directory"]
 

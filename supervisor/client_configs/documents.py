@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.clients.entries import EntrySpans
-from supervisor.clients.scan import (
+from supervisor.client_configs.entries import EntrySpans
+from supervisor.client_configs.scan import (
     Node,
     ScanError,
     match_toml_string,

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.clients.scan import Node
-from supervisor.sidecar.exec_args import AS_WRITTEN, VALUE_FLAGS
+from supervisor.client_configs.scan import Node
+from supervisor.exec.exec_args import AS_WRITTEN, VALUE_FLAGS
 
 __all__ = [
     "ABSENT_MARK",

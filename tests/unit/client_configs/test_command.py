@@ -12,14 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import supervisor.clients.command as command_module
+import supervisor.client_configs.command as command_module
 from supervisor.cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, main
-from supervisor.clients.command import plan_files, write_plans
-from supervisor.clients.entries import Wrapper
-from supervisor.clients.files import BACKUP_INFIX
-from supervisor.clients.locations import config_files
-from supervisor.clients.rewrite import Selection
-from tests.unit.clients.documents import json_config
+from supervisor.client_configs.command import plan_files, write_plans
+from supervisor.client_configs.entries import Wrapper
+from supervisor.client_configs.files import BACKUP_INFIX
+from supervisor.client_configs.launcher import exec_command
+from supervisor.client_configs.locations import config_files
+from supervisor.client_configs.rewrite import Selection
+from tests.unit.client_configs.documents import json_config
 
 CLAUDE = {
     "numStartups": 3,
@@ -132,6 +133,38 @@ def test_wrap_writes_a_backup_keeps_the_mode_and_a_second_wrap_writes_nothing(
     assert main(["clients", "unwrap", *_where(home, project)]) == EXIT_OK
     assert claude.read_bytes() == original
     assert (home / ".codex" / "config.toml").read_text() == CODEX
+
+
+def test_an_entry_wrapped_with_the_old_sidecar_path_is_wrapped_and_unwraps_byte_exactly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before the rename, wrap wrote <package>/sidecar/exec_in_place.py into client files.
+    home, project = _home(tmp_path)
+    claude = home / ".claude.json"
+    original = claude.read_bytes()
+    new_prefix = exec_command()
+    assert new_prefix[-1].endswith(os.path.join("supervisor", "exec", "exec_in_place.py"))
+    old_script = str(Path(new_prefix[-1]).parents[1] / "sidecar" / "exec_in_place.py")
+    with monkeypatch.context() as patched:
+        patched.setattr(command_module, "exec_command", lambda: [*new_prefix[:-1], old_script])
+        assert main(["clients", "wrap", "--client", "claude_code", *_where(home, project)]) == 0
+    old_wrapped = claude.read_bytes()
+    assert old_script.encode() in old_wrapped
+    capsys.readouterr()
+    assert main(["clients", "list", "--json", *_where(home, project)]) == EXIT_OK
+    files = json.loads(capsys.readouterr().out)
+    claude_entries = [e for f in files if f["path"] == str(claude) for e in f["entries"]]
+    assert {e["name"]: e["wrapped"] for e in claude_entries if e["transport"] == "stdio"} == {
+        "time": True,
+        "local": True,
+    }
+    assert main(["clients", "wrap", *_where(home, project)]) == EXIT_OK
+    assert claude.read_bytes() == old_wrapped, "an old-path entry is not wrapped again"
+    assert main(["clients", "unwrap", *_where(home, project)]) == EXIT_OK
+    assert claude.read_bytes() == original
+    assert main(["clients", "wrap", *_where(home, project)]) == EXIT_OK
+    assert new_prefix[-1].encode() in claude.read_bytes(), "a new wrap writes the new path"
+    assert old_script.encode() not in claude.read_bytes()
 
 
 def test_dry_run_prints_a_diff_and_writes_nothing(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from supervisor.clients.locations import CLIENTS
+from supervisor.client_configs.locations import CLIENTS
 
 __all__ = ["add_clients_parser"]
 

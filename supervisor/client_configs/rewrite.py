@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.clients.documents import DocumentError, EntryView, read_entries
-from supervisor.clients.entries import (
+from supervisor.client_configs.documents import DocumentError, EntryView, read_entries
+from supervisor.client_configs.entries import (
     ABSENT_MARK,
     WRAPPER_SCRIPT,
     Edit,
@@ -24,8 +24,8 @@ from supervisor.clients.entries import (
     wrap_edits,
     wrapper_words,
 )
-from supervisor.clients.locations import FAMILY, ConfigFile
-from supervisor.clients.paths import plan_paths
+from supervisor.client_configs.locations import FAMILY, ConfigFile
+from supervisor.client_configs.paths import plan_paths
 
 __all__ = ["EntryResult", "Selection", "entry_results", "rewrite_text"]
 
