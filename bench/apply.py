@@ -18,9 +18,8 @@ from actors.liveness.actor import LivenessSettings
 from actors.mailbox import Reply
 from actors.replies import ApplyOutcome
 from actors.retirement.actor import RetirementSettings
+from actors.retirement.apply_tx import ApplyRetirement, ApplySettings, run_apply
 from actors.writer.actor import WriterSettings
-from actors.writer.apply_tx import ApplySettings, run_apply
-from actors.writer.inbox import ApplyRetirement
 from bench.fixtures import (
     READER,
     REPO,

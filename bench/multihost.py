@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import asyncpg
 
-from actors.host_lease import HostLeaseSettings
+from actors.host_lease.actor import HostLeaseSettings
 from bench.beat_load import beat_through_handle
 from bench.fixtures import READER, REPO, StaticProfiles
 from bench.processes import Sleepers, cpu_seconds, short_tempdir

@@ -22,7 +22,7 @@ from supervisor.operations.links import LINK_OPERATIONS
 from supervisor.operations.reap import REAP_OPERATIONS
 from supervisor.operations.spec import Arg, Operation
 
-__all__ = ["DOC", "FAMILIES", "TARGET", "main", "name_table", "render"]
+__all__ = ["CLIENT", "DOC", "FAMILIES", "TARGET", "main", "name_table", "render", "render_client"]
 
 TARGET = Path(__file__).resolve().parents[1] / "supervisor" / "handle" / "declared"
 
@@ -141,6 +141,78 @@ def _method(op: Operation) -> str:
     )
 
 
+#: The operator's fleet ops the workers' library calls by name (its own: register,
+#: heartbeat and release take a registration; plan takes a PlanQuery).
+_CLIENT_OPS = ("status", "snapshot", "apply")
+CLIENT = TARGET.parents[1] / "client" / "declared.py"
+
+_CLIENT_HEADER = '''"""The workers' library's named call of the operator's fleet ops, by their
+keyword arguments (generated; do not edit)."""
+
+# Written by ``python -m tools.gen_declared`` from supervisor/operations/fleet.py;
+# tests/unit/test_declared_current.py fails when this is not what it writes. The library
+# sends the wire format and loads no server module.
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+__all__ = ["DeclaredCalls"]
+
+_R = TypeVar("_R")
+
+
+def _sent(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The frame's arguments: absent ones (None) left out, sequences as JSON lists."""
+    return {
+        name: [dict(v) if isinstance(v, Mapping) else v for v in value]
+        if isinstance(value, list | tuple)
+        else value
+        for name, value in values.items()
+        if value is not None
+    }
+
+
+class DeclaredCalls(Generic[_R]):
+    """Mixed into the client's Calls: ``request`` sends one frame and returns its answer."""
+
+    def request(
+        self, op: str, args: Mapping[str, Any] | None = None, *, token: str | None = None
+    ) -> _R:
+        raise NotImplementedError
+'''
+
+
+def _client_value(arg: Arg) -> str:
+    if arg.shape == spec.BOOL:
+        # A switch is sent only when it differs from its default.
+        return f"{arg.name} or None" if arg.default is False else f"None if {arg.name} else False"
+    return arg.name
+
+
+def _client_method(op: Operation) -> str:
+    params = "".join(f"        {_param(arg)},\n" for arg in op.args)
+    signature = f"        self,\n        *,\n{params}" if params else "        self,\n"
+    values = "".join(f'                    "{a.name}": {_client_value(a)},\n' for a in op.args)
+    sent = (
+        f"_sent(\n                {{\n{values}                }}\n            )" if values else ""
+    )
+    call = f'"{op.name}",\n            {sent},\n' if sent else f'"{op.name}"'
+    body = f"self.request(\n            {call}        )" if sent else f"self.request({call})"
+    return (
+        f"\n    def {op.name}(\n{signature}    ) -> _R:\n"
+        f'        """``{op.name}``, as declared in ``supervisor.operations``."""\n'
+        f"        return {body}\n"
+    )
+
+
+def render_client() -> str:
+    """The text of ``supervisor/client/declared.py``."""
+    ops = [op for op in FLEET_OPERATIONS if op.name in _CLIENT_OPS]
+    return _CLIENT_HEADER + "".join(_client_method(op) for op in ops)
+
+
 def render() -> dict[str, str]:
     """File name -> text of ``supervisor/handle/declared/``, for the declarations as they are."""
     files = {"__init__.py": _INIT, "base.py": _BASE}
@@ -176,7 +248,7 @@ def name_table() -> str:
     """The docs' table of each op's one name and where else it is spelled."""
     rows = [
         "| op (socket, request, audit action) | seed's name (MCP tool) | CLI | grant task |"
-        " handle call | answered by |",
+        " handle call (the seed's function) | answered by |",
         "|---|---|---|---|---|---|",
     ]
     for _, ops in FAMILIES.values():
@@ -212,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         doc = DOC.read_text(encoding="utf-8")
         if _doc(doc) != doc:
             stale.append(str(DOC))
+        if not CLIENT.exists() or CLIENT.read_text(encoding="utf-8") != render_client():
+            stale.append(str(CLIENT))
         if stale or extra:
             names = ", ".join([*stale, *extra])
             sys.stderr.write(
@@ -223,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in files.items():
         (TARGET / name).write_text(text, encoding="utf-8")
     DOC.write_text(_doc(DOC.read_text(encoding="utf-8")), encoding="utf-8")
+    CLIENT.write_text(render_client(), encoding="utf-8")
     return 0
 
 

@@ -15,6 +15,7 @@ from actors.liveness.inbox import LivenessInbox
 from actors.mailbox import Actor, Inbox, Outbox, Reply, ask, reply_with
 from actors.replies import ApplyOutcome, FleetCounts
 from actors.retirement.apply_gates import plan_actions, token_of
+from actors.retirement.apply_tx import ApplyRetirement
 from actors.retirement.counts import KeptCounts
 from actors.retirement.evidence import Facts
 from actors.retirement.inbox import AutoRetireTick, FleetCountsQuery, RetirementInbox
@@ -30,7 +31,7 @@ from actors.retirement.plan_reads import (
 from actors.retirement.records import Refused as _Refused
 from actors.retirement.records import orphan_fields, post_apply_view
 from actors.retirement.records import refusal as _refusal
-from actors.writer.inbox import ApplyRetirement, WriterInbox
+from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger

@@ -10,9 +10,15 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from actors.control.allocate import allocate
+from actors.control.context import ControlClock, ControlSettings
+from actors.control.dispatch import handle_control
+from actors.control.inbox import AllocateWork
+from actors.control.steps import after_expiry
+from actors.host_lease.writes import RenewHostLease, RetireHostRows, handle_host_write
 from actors.mailbox import Actor, Inbox, Reply
 from actors.replies import WriteAck
-from actors.writer.apply_tx import ApplySettings, run_apply
+from actors.retirement.apply_tx import ApplyRetirement, ApplySettings, run_apply
 from actors.writer.beats import (
     BeatPipeline,
     Fencing,
@@ -21,15 +27,8 @@ from actors.writer.beats import (
     judge_beats,
     newest_ok,
 )
-from actors.writer.control.allocate import allocate
-from actors.writer.control.context import ControlClock, ControlSettings
-from actors.writer.control.dispatch import handle_control
-from actors.writer.control.inbox import AllocateWork
-from actors.writer.control.steps import after_expiry
-from actors.writer.hosts import RenewHostLease, RetireHostRows, handle_host_write
 from actors.writer.inbox import (
     AppendAudit,
-    ApplyRetirement,
     ExpireLeases,
     InsertRegistration,
     ReleaseRegistration,

@@ -6,23 +6,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from actors.control.inbox import ControlWrite
 from actors.heartbeat.inbox import ReleaseClaim
+from actors.host_lease.writes import HostWrite
 from actors.mailbox import Outbox, Reply, ask
 from actors.replies import (
-    ApplyOutcome,
     HeartbeatResult,
     WriteAck,
 )
-from actors.writer.control.inbox import ControlWrite
-from actors.writer.hosts import HostWrite
+from actors.retirement.apply_tx import ApplyRetirement
 from actors.writer.observed import RecordObservedServers
 from supervisor.errors import SupervisorError
 from supervisor.policy.fast_init import fast_init
-from supervisor.policy.retirement.apply_rules import TokenMode
 
 __all__ = [
     "AppendAudit",
-    "ApplyRetirement",
     "ExpireLeases",
     "HeartbeatWrite",
     "InsertRegistration",
@@ -87,29 +85,6 @@ class UpsertLease:
 class AppendAudit:
     event: Mapping[str, Any]
     reply: Reply[WriteAck] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApplyRetirement:
-    """Run the whole compare-and-swap apply in one writer transaction."""
-
-    mode: TokenMode
-    expected_token: str
-    expected_candidate_fingerprint: str
-    worker_identities: tuple[str, ...]
-    canonical_repository: str | None
-    retired_by: str
-    #: Retire even when the mass guard would refuse (recorded in the result and audit).
-    override_mass_guard: bool = False
-    #: Re-reads the caller's grant; returns a denial reason or ``None``. Called
-    #: inside the transaction immediately before the first write, so revoking
-    #: the grant mid-call still denies.
-    recheck_grant: Callable[[], str | None]
-    #: Builds the apply's audit event from its result. The writer appends it inside the
-    #: apply's own transaction, so the trail records the retirements exactly when they
-    #: commit, and an audit write that fails rolls them back.
-    audit: Callable[[Mapping[str, Any]], Mapping[str, Any]]
-    reply: Reply[ApplyOutcome]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from supervisor.client.frames import fenced_args, register_args, snapshot_args
+from supervisor.client.declared import DeclaredCalls
+from supervisor.client.frames import fenced_args, register_args
 from supervisor.errors import ProtocolError, Unavailable
 from supervisor.wire import PlanQuery, query_args, request_frame
 
@@ -22,10 +23,12 @@ def answer_too_large() -> ProtocolError:
     return ProtocolError("the supervisor's answer exceeds the client's size limit")
 
 
-class Calls(Generic[_R]):
+class Calls(DeclaredCalls[_R]):
     """Everything of a client but its I/O: a driver subclasses it with ``request`` (and its
     connection state in ``_init_transport``), and every named request below is one
-    ``request``, so ``AsyncClient.register`` is awaited and ``Client.register`` blocks."""
+    ``request``, so ``AsyncClient.register`` is awaited and ``Client.register`` blocks.
+    ``status``, ``snapshot`` and ``apply`` are generated from the operation declarations
+    (``client/declared.py``)."""
 
     #: What the driver's transport raises when the server hangs up mid-exchange.
     _HUNG_UP: ClassVar[tuple[type[BaseException], ...]]
@@ -88,46 +91,9 @@ class Calls(Generic[_R]):
     def release(self, registration: Mapping[str, Any]) -> _R:
         return self.request("release", fenced_args(registration))
 
-    def snapshot(
-        self,
-        *,
-        canonical_repository: str | None = None,
-        expected_manifest: Sequence[Mapping[str, Any]] | None = None,
-        expected_live_revision: str | None = None,
-        include_history: bool = False,
-    ) -> _R:
-        args = snapshot_args(
-            canonical_repository, expected_manifest, expected_live_revision, include_history
-        )
-        return self.request("snapshot", args)
-
     def plan(
         self, *, canonical_repository: str | None = None, query: PlanQuery | None = None
     ) -> _R:
         return self.request(
             "plan", {"canonical_repository": canonical_repository, **query_args(query)}
         )
-
-    def apply(
-        self,
-        *,
-        candidate_fingerprint: str,
-        worker_identities: Sequence[str],
-        registry_fingerprint: str | None = None,
-        scope_fingerprint: str | None = None,
-        canonical_repository: str | None = None,
-        override_mass_guard: bool = False,
-    ) -> _R:
-        args: dict[str, Any] = {
-            "candidate_fingerprint": candidate_fingerprint,
-            "worker_identities": list(worker_identities),
-            "registry_fingerprint": registry_fingerprint,
-            "scope_fingerprint": scope_fingerprint,
-            "canonical_repository": canonical_repository,
-        }
-        if override_mass_guard:
-            args["override_mass_guard"] = True
-        return self.request("apply", args)
-
-    def status(self) -> _R:
-        return self.request("status")

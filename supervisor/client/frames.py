@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from supervisor.client.remote import remote_error
@@ -16,7 +16,6 @@ __all__ = [
     "fenced_args",
     "parse_result",
     "register_args",
-    "snapshot_args",
 ]
 
 #: Answers can be large (a snapshot of a big fleet) but not unbounded.
@@ -63,23 +62,6 @@ def register_args(claims: Mapping[str, Any], pid: int | None) -> dict[str, Any]:
     args: dict[str, Any] = {"claims": dict(claims)}
     if pid is not None:
         args["pid"] = pid
-    return args
-
-
-def snapshot_args(
-    canonical_repository: str | None,
-    expected_manifest: Sequence[Mapping[str, Any]] | None,
-    expected_live_revision: str | None,
-    include_history: bool = False,
-) -> dict[str, Any]:
-    args: dict[str, Any] = {
-        "canonical_repository": canonical_repository,
-        "expected_live_revision": expected_live_revision,
-    }
-    if include_history:
-        args["include_history"] = True
-    if expected_manifest is not None:
-        args["expected_manifest"] = [dict(entry) for entry in expected_manifest]
     return args
 
 

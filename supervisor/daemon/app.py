@@ -20,7 +20,7 @@ from actors.census.actor import CensusActor, CensusSettings
 from actors.census.inbox import CensusInbox
 from actors.heartbeat.actor import HeartbeatActor, HeartbeatSettings
 from actors.heartbeat.inbox import HeartbeatInbox
-from actors.host_lease import HostLeaseInbox, HostLeaseKeeper, HostLeaseSettings
+from actors.host_lease.actor import HostLeaseInbox, HostLeaseKeeper, HostLeaseSettings
 from actors.lease_watch import LeaseWatch, LeaseWatchInbox, LeaseWatchSettings
 from actors.liveness.actor import LivenessActor, LivenessSettings
 from actors.liveness.inbox import LivenessInbox

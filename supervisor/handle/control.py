@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.writer.control.inbox import (
+from actors.control.inbox import (
     AllocateWork,
-    AssignAndLease,
+    Assign,
     CheckAssignment,
     GetTerminalLock,
     HeartbeatLease,
@@ -99,7 +99,7 @@ def assign(r: Any, profile: Profile | None) -> WriterMessage:
     forbidden = actions_arg(r.forbidden_actions, "forbidden_actions")
     phase = optional_text(r.phase, "phase")
     pid, ttl = pid_arg(r.owner_pid), ttl_arg(r.lease_ttl_seconds)
-    return lambda reply: AssignAndLease(
+    return lambda reply: Assign(
         session_id=sid,
         role=role,
         ref=ref,

@@ -7,7 +7,7 @@ from typing import Any
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.calls import Call
-from actors.host_lease import HostLeaseInbox, HostLeaseStatusQuery
+from actors.host_lease.actor import HostLeaseInbox, HostLeaseStatusQuery
 from actors.mailbox import ask
 from actors.replies import HostLeaseStatus, WriteAck
 from actors.writer.inbox import WriterInbox

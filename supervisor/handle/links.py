@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from actors.writer.control.inbox import (
+from actors.control.inbox import (
     GetIncidentLinks,
     NamespaceHealthGate,
     RecordNamespaceHealth,

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_type_hints
 
+from actors.control.context import ControlSettings
 from actors.heartbeat.actor import HeartbeatSettings
-from actors.host_lease import HostLeaseSettings
+from actors.host_lease.actor import HostLeaseSettings
 from actors.lease_watch import LeaseWatchSettings
 from actors.liveness.actor import LivenessSettings
+from actors.retirement.apply_tx import ApplySettings
 from actors.server_guard.actor import ServerGuardSettings
 from actors.writer.actor import WriterSettings
-from actors.writer.apply_tx import ApplySettings
-from actors.writer.control.context import ControlSettings
 from supervisor.errors import ConfigError
 from supervisor.policy.identity.exec_marker import daemon_key
 from supervisor.policy.retirement.apply_rules import (

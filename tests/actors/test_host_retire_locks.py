@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from actors.writer.hosts import HOST_LEASE_MOVED, RetireHostRows, handle_host_write
+from actors.host_lease.writes import HOST_LEASE_MOVED, RetireHostRows, handle_host_write
 from supervisor.policy.retirement.host_leases import (
     REASON_HOST_IS_LOCAL,
     REASON_HOST_LEASE_LIVE,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from actors.retirement.apply_tx import ApplySettings
 from actors.writer.actor import WriterSettings
-from actors.writer.apply_tx import ApplySettings
 from supervisor.daemon.app import AppSettings
 from supervisor.policy.retirement.reasons import OUTCOME_APPLIED, OUTCOME_MASS_GUARD
 from tests.actors.harness import READER, RETIRER, Harness, default_settings, harness

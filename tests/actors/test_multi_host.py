@@ -10,7 +10,7 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from actors.host_lease import HostLeaseSettings
+from actors.host_lease.actor import HostLeaseSettings
 from supervisor.clock import FakeClock, MonotonicWall
 from supervisor.daemon.app import running_supervisor
 from supervisor.policy.retirement.host_leases import (

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from actors.liveness.actor import LivenessActor
+from actors.retirement.apply_tx import ApplySettings
 from actors.writer.actor import WriterSettings
-from actors.writer.apply_tx import ApplySettings
 from actors.writer.beats import NOT_ACTIVE
 from supervisor.daemon.app import AppSettings
 from supervisor.errors import StoreError

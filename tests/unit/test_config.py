@@ -14,8 +14,8 @@ import pytest
 from actors.heartbeat.actor import HeartbeatSettings
 from actors.lease_watch import LeaseWatchSettings
 from actors.liveness.actor import LivenessSettings
+from actors.retirement.apply_tx import ApplySettings
 from actors.writer.actor import WriterSettings
-from actors.writer.apply_tx import ApplySettings
 from supervisor.errors import ConfigError
 from supervisor.settings.config import (
     Settings,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.writer.control.context import ControlSettings
+from actors.control.context import ControlSettings
 from supervisor.daemon.service import app_settings
 from supervisor.errors import ConfigError
 from supervisor.policy.control.plane import DEFAULT_LEASE_TTL_SECONDS, MAX_LEASE_TTL_SECONDS

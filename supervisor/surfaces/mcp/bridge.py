@@ -13,8 +13,8 @@ from anyio.abc import AsyncResource
 
 from supervisor.client import AsyncClient
 from supervisor.observe.logs import configure_logging
+from supervisor.surfaces.mcp.backend import ToolBackend
 from supervisor.surfaces.mcp.bridge_control import SocketOperationCalls
-from supervisor.surfaces.mcp.fleet_tools import ToolBackend
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.stdio import serve_stdio
 from supervisor.surfaces.mcp.tools import build_mcp_server

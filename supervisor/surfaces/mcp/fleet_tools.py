@@ -4,17 +4,18 @@ by a hook from tool arguments to a backend's call, with the socket's own parsers
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import operation, tool_name
-from supervisor.operations.requests import Request, request
+from supervisor.operations.requests import request
 from supervisor.operations.spec import Operation
 from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.mcp.answers import tool_answer
+from supervisor.surfaces.mcp.backend import ToolBackend
 from supervisor.surfaces.mcp.operation_tools import add_declared_tool
 from supervisor.surfaces.mcp.size import fit_result
 from supervisor.surfaces.socket.fleet_args import (
@@ -30,7 +31,6 @@ __all__ = [
     "TOOL_NAMES",
     "ProfileResolver",
     "ToolArgumentError",
-    "ToolBackend",
     "register_fleet_tools",
 ]
 
@@ -44,16 +44,6 @@ TOOL_NAMES = (SNAPSHOT_TOOL, PLAN_TOOL, APPLY_TOOL)
 _T = TypeVar("_T")
 
 ProfileResolver = Callable[[], Profile | None]
-
-
-class ToolBackend(Protocol):
-    """What the tools call: the in-process SupervisorHandle, or the daemon over its socket.
-
-    ``profile`` is the caller the MCP transport authenticated; a backend that
-    authenticates by other means (the socket backend sends its token) ignores it.
-    """
-
-    async def call(self, profile: Profile | None, request: Request) -> Any: ...
 
 
 class ToolArgumentError(ToolError):

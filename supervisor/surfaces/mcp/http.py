@@ -19,7 +19,7 @@ from supervisor.errors import Unavailable
 from supervisor.observe.logs import get_logger
 from supervisor.policy.control.permissions import Profile
 from supervisor.settings.profiles import ProfileBook
-from supervisor.surfaces.mcp.fleet_tools import ToolBackend
+from supervisor.surfaces.mcp.backend import ToolBackend
 from supervisor.surfaces.mcp.http_envelope import answer_by_id
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.surfaces.mcp.tools import build_mcp_server

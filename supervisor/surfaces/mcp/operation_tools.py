@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from supervisor.operations import spec
 from supervisor.operations.registry import OPERATIONS, tool_name
-from supervisor.operations.requests import Request, request
+from supervisor.operations.requests import request
 from supervisor.operations.spec import Operation, describe
 from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.mcp.answers import tool_answer
+from supervisor.surfaces.mcp.backend import ToolBackend
 
 __all__ = [
     "ALLOCATE_TOOL",
@@ -27,7 +28,6 @@ __all__ = [
     "HEARTBEAT_TOOL",
     "RELEASE_TOOL",
     "UPSERT_LINK_TOOL",
-    "OperationBackend",
     "add_declared_tool",
     "register_operation_tools",
 ]
@@ -58,14 +58,6 @@ _TYPES: Mapping[str, Any] = {
     spec.INTS: list[int],
     spec.TEXT_OR_TEXTS: list[str] | str,
 }
-
-
-@runtime_checkable
-class OperationBackend(Protocol):
-    """What the tools call: SupervisorHandle in the daemon, the socket client in the stdio
-    bridge; ``profile`` is the caller the MCP transport authenticated."""
-
-    async def call(self, profile: Profile | None, request: Request) -> Any: ...
 
 
 def _signature(op: Operation) -> inspect.Signature:
@@ -110,7 +102,7 @@ def add_declared_tool(
 
 
 def _forward(
-    op: Operation, backend: OperationBackend, profile_resolver: Callable[[], Profile | None]
+    op: Operation, backend: ToolBackend, profile_resolver: Callable[[], Profile | None]
 ) -> Callable[..., Awaitable[dict[str, Any]]]:
     tool = op.tool
     assert tool is not None
@@ -128,7 +120,7 @@ def _forward(
 
 def register_operation_tools(
     server: MCPServer[Any],
-    backend: OperationBackend,
+    backend: ToolBackend,
     *,
     profile_resolver: Callable[[], Profile | None],
 ) -> None:

@@ -22,13 +22,13 @@ from supervisor.errors import ProtocolError
 from supervisor.operations.registry import TOOLS
 from supervisor.operations.spec import Tool
 from supervisor.policy.refusal import refused
+from supervisor.surfaces.mcp.backend import ToolBackend
 from supervisor.surfaces.mcp.fleet_tools import (
     ProfileResolver,
     ToolArgumentError,
-    ToolBackend,
     register_fleet_tools,
 )
-from supervisor.surfaces.mcp.operation_tools import OperationBackend, register_operation_tools
+from supervisor.surfaces.mcp.operation_tools import register_operation_tools
 from supervisor.surfaces.mcp.results import flag_error
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.version import package_version
@@ -100,7 +100,7 @@ def build_mcp_server(
 ) -> MCPServer[Any]:
     """An MCP server exposing the three fleet tools over ``backend``, plus every tool the
     operation declarations define (allocator, leases, mutation gate, namespace health,
-    incident links) when the backend can invoke operations (``mcp_operation_tools``).
+    incident links), every one answered by the backend's ``call``.
 
     ``profile_resolver`` is called once per tool call and names the caller to
     the backend, which makes every role and operation decision. With
@@ -132,6 +132,5 @@ def build_mcp_server(
     register_fleet_tools(
         server, backend, profile_resolver=profile_resolver, max_result_bytes=max_result_bytes
     )
-    if isinstance(backend, OperationBackend):
-        register_operation_tools(server, backend, profile_resolver=profile_resolver)
+    register_operation_tools(server, backend, profile_resolver=profile_resolver)
     return server

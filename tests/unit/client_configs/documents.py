@@ -19,7 +19,11 @@ from hypothesis import strategies as st
 __all__ = ["codex_toml", "expected_path", "json_config", "make_path_tree", "server_maps"]
 
 # codec="utf-8": no lone surrogates, which no config file can hold.
-_TEXT = st.text(st.characters(codec="utf-8"), max_size=6)
+#: Random words; those made of dots and slashes only ("..", "./") name the directory or
+#: its parent, which the explicit path words below ("." and "../") cover with their answer.
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=6).filter(
+    lambda word: not word or word.strip("./") != ""
+)
 _WORD = st.text(st.characters(codec="utf-8", exclude_categories=["Cc"]), min_size=1, max_size=6)
 _SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
 

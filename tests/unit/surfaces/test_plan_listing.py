@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from supervisor.cli.format import format_plan
-from supervisor.client.frames import snapshot_args
+from supervisor.client.declared import DeclaredCalls
 from supervisor.errors import ProtocolError
 from supervisor.operations.requests import REQUESTS, given
 from supervisor.policy.retirement.reasons import REASON_ALREADY_TERMINAL
@@ -117,6 +118,15 @@ def test_the_cli_prints_the_summary_and_the_complete_apply_command() -> None:
     assert DEFAULT_PAGE == 50
 
 
+class _Frames(DeclaredCalls[Mapping[str, Any]]):
+    """The client's named calls, answering with the arguments each frame would carry."""
+
+    def request(
+        self, op: str, args: Mapping[str, Any] | None = None, *, token: str | None = None
+    ) -> Mapping[str, Any]:
+        return args or {}
+
+
 def _snapshot_args(args: dict[str, Any]) -> Any:
     frame = {"v": 1, "id": "1", "op": "snapshot", "args": args}
     parsed = decode_request(json.dumps(frame).encode()).args
@@ -127,8 +137,8 @@ def _snapshot_args(args: dict[str, Any]) -> Any:
 def test_a_snapshot_lists_history_only_when_the_frame_asks() -> None:
     assert _snapshot_args({}).include_history is False
     assert _snapshot_args({"include_history": True}).include_history is True
-    assert snapshot_args(None, None, None, include_history=True)["include_history"] is True
-    assert "include_history" not in snapshot_args(None, None, None)
+    assert _Frames().snapshot(include_history=True)["include_history"] is True
+    assert "include_history" not in _Frames().snapshot()
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None])

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from actors.replies import WriteAck
-from actors.writer.control.assign import assign, check_gate
-from actors.writer.control.context import ControlContext, event, refusal
-from actors.writer.control.inbox import (
-    AssignAndLease,
+from actors.control.assign import assign, check_gate
+from actors.control.context import ControlContext, event, refusal
+from actors.control.inbox import (
+    Assign,
     CheckAssignment,
     ControlOp,
     GetIncidentLinks,
@@ -22,9 +21,10 @@ from actors.writer.control.inbox import (
     UpsertSession,
     UpsertWorkItem,
 )
-from actors.writer.control.lifecycle import heartbeat, release, set_lock
-from actors.writer.control.links import handle_link_op
-from actors.writer.control.steps import put_item
+from actors.control.lifecycle import heartbeat, release, set_lock
+from actors.control.links import handle_link_op
+from actors.control.steps import put_item
+from actors.replies import WriteAck
 from supervisor.policy.control.plane import ControlPlaneRefusal
 from supervisor.store.base import ControlTx, Row, WriteTx
 
@@ -45,7 +45,7 @@ async def handle_control(ctx: ControlContext, tx: WriteTx, message: ControlOp) -
                 return await _upsert_session(ctx, control, message)
             case UpsertWorkItem():
                 return await _upsert_work_item(ctx, control, message)
-            case AssignAndLease():
+            case Assign():
                 return await assign(ctx, control, message)
             case CheckAssignment():
                 return await check_gate(ctx, control, message)

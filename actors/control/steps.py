@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from actors.control.context import event, refusal
+from actors.control.inbox import AssignTerms, ItemFacts
 from actors.replies import WriteAck
-from actors.writer.control.context import event, refusal
-from actors.writer.control.inbox import AssignTerms, ItemFacts
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.plane import STATE_MERGED, STATE_OPEN, ControlPlaneRefusal
 from supervisor.store.base import ControlTx, Row, WriteTx

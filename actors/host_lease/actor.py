@@ -9,9 +9,9 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.calls import Call
+from actors.host_lease.writes import RenewHostLease, RetireHostRows
 from actors.mailbox import Actor, Inbox, Reply, ask
 from actors.replies import HostLeaseStatus, WriteAck
-from actors.writer.hosts import RenewHostLease, RetireHostRows
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from actors.control.assign import assign_in
+from actors.control.context import ControlContext, refusal
+from actors.control.inbox import AllocateWork, AssignTerms, ItemFacts
+from actors.control.steps import ensure_session, put_item
 from actors.replies import WriteAck
-from actors.writer.control.assign import assign_in
-from actors.writer.control.context import ControlContext, refusal
-from actors.writer.control.inbox import AllocateWork, AssignTerms, ItemFacts
-from actors.writer.control.steps import ensure_session, put_item
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.allocation import (
     OUTCOME_ASSIGNED,

@@ -14,7 +14,7 @@ from supervisor.policy.control.plane import WorkRef
 
 __all__ = [
     "AllocateWork",
-    "AssignAndLease",
+    "Assign",
     "AssignTerms",
     "CheckAssignment",
     "ControlOp",
@@ -74,7 +74,7 @@ class UpsertWorkItem(ItemFacts):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssignTerms:
-    """Who takes which item, on what terms: asked for (AssignAndLease) or the allocator's pick."""
+    """Who takes which item, on what terms: asked for (Assign) or the allocator's pick."""
 
     session_id: str
     role: str
@@ -88,7 +88,7 @@ class AssignTerms:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AssignAndLease(AssignTerms):
+class Assign(AssignTerms):
     """One transaction: decide, then write the lease and the assignment together (or nothing)."""
 
     ttl_seconds: float | None = None
@@ -211,7 +211,7 @@ LinkOp = RecordNamespaceHealth | NamespaceHealthGate | UpsertIncidentLink | GetI
 ControlOp = (
     UpsertSession
     | UpsertWorkItem
-    | AssignAndLease
+    | Assign
     | CheckAssignment
     | HeartbeatLease
     | ReleaseLease

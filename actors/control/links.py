@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
-from actors.replies import WriteAck
-from actors.writer.control.context import ControlContext, event
-from actors.writer.control.inbox import (
+from actors.control.context import ControlContext, event
+from actors.control.inbox import (
     GetIncidentLinks,
     LinkOp,
     NamespaceHealthGate,
     RecordNamespaceHealth,
     UpsertIncidentLink,
 )
+from actors.replies import WriteAck
 from supervisor.errors import StoreError
 from supervisor.policy.control.namespace_health import (
     gate_task_for_action,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, assert_never
 
+from actors.control.context import ControlContext, event
+from actors.control.inbox import Assign, AssignTerms, CheckAssignment, ItemFacts
+from actors.control.links import namespace_gate
+from actors.control.steps import ensure_session, expire_one, item_row, put_item
 from actors.replies import WriteAck
-from actors.writer.control.context import ControlContext, event
-from actors.writer.control.inbox import AssignAndLease, AssignTerms, CheckAssignment, ItemFacts
-from actors.writer.control.links import namespace_gate
-from actors.writer.control.steps import ensure_session, expire_one, item_row, put_item
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.decisions import GateVerdict, check_mutation, decide_assign
@@ -251,7 +251,7 @@ async def check_gate(ctx: ControlContext, control: ControlTx, message: CheckAssi
     )
 
 
-async def assign(ctx: ControlContext, control: ControlTx, message: AssignAndLease) -> WriteAck:
+async def assign(ctx: ControlContext, control: ControlTx, message: Assign) -> WriteAck:
     now, stamp = ctx.now()
     # The message is its own terms; its lease length is checked before anything is written.
     ttl = ctx.ttl(message.ttl_seconds)

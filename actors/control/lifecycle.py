@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from actors.control.context import ControlContext, event, refusal
+from actors.control.inbox import HeartbeatLease, LeaseClaim, ReleaseLease, SetTerminalLock
+from actors.control.steps import expire_one
 from actors.replies import WriteAck
-from actors.writer.control.context import ControlContext, event, refusal
-from actors.writer.control.inbox import HeartbeatLease, LeaseClaim, ReleaseLease, SetTerminalLock
-from actors.writer.control.steps import expire_one
 from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.plane import ControlPlaneRefusal

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actors.mailbox import Reply
 from actors.replies import ApplyOutcome
-from actors.writer.apply_reads import reread_for_apply
-from actors.writer.inbox import ApplyRetirement
+from actors.retirement.apply_reads import reread_for_apply
 from supervisor.clock import Clock
 from supervisor.errors import PermissionDenied
 from supervisor.policy.evidence import PidEvidence, row_pid
@@ -19,6 +19,7 @@ from supervisor.policy.retirement.apply_rules import (
     MASS_GUARD_FLOOR_KEY,
     MASS_GUARD_SHARE_KEY,
     TargetVerdict,
+    TokenMode,
     check_mass_guard,
     precheck_apply,
     reprobe_verdict,
@@ -42,7 +43,30 @@ from supervisor.store.base import Store, WriteTx
 from supervisor.system.gc_pause import gc_paused
 from supervisor.system.probes import ProbeBackend
 
-__all__ = ["ApplySettings", "LeaseFenceMoved", "run_apply"]
+__all__ = ["ApplyRetirement", "ApplySettings", "LeaseFenceMoved", "run_apply"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyRetirement:
+    """Run the whole compare-and-swap apply in one writer transaction."""
+
+    mode: TokenMode
+    expected_token: str
+    expected_candidate_fingerprint: str
+    worker_identities: tuple[str, ...]
+    canonical_repository: str | None
+    retired_by: str
+    #: Retire even when the mass guard would refuse (recorded in the result and audit).
+    override_mass_guard: bool = False
+    #: Re-reads the caller's grant; returns a denial reason or ``None``. Called
+    #: inside the transaction immediately before the first write, so revoking
+    #: the grant mid-call still denies.
+    recheck_grant: Callable[[], str | None]
+    #: Builds the apply's audit event from its result. The writer appends it inside the
+    #: apply's own transaction, so the trail records the retirements exactly when they
+    #: commit, and an audit write that fails rolls them back.
+    audit: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    reply: Reply[ApplyOutcome]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
