@@ -245,13 +245,13 @@ class ExecConfig:
     """How the daemon's server guard treats wrapped servers whose client is gone."""
 
     stop_orphans: bool = setting(True, boolean_check)
-    reap_grace_seconds: float = setting(5.0, POSITIVE)
+    stop_grace_seconds: float = setting(5.0, POSITIVE)
     rescan_seconds: float = setting(30.0, POSITIVE)
 
     def to_actor(self, *, exec_socket: str | None = None) -> ServerGuardSettings:
         return ServerGuardSettings(
             stop_orphans=self.stop_orphans,
-            grace_seconds=self.reap_grace_seconds,
+            grace_seconds=self.stop_grace_seconds,
             rescan_seconds=self.rescan_seconds,
             daemon_key=daemon_key(os.path.abspath(exec_socket)) if exec_socket else None,
         )

@@ -44,7 +44,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 #: Keys renamed in a table, old name -> new name. A file may still give the old name
 #: (deprecated), with the same meaning; giving both is refused.
-RENAMED_KEYS: dict[str, dict[str, str]] = {"exec": {"reap_orphans": "stop_orphans"}}
+RENAMED_KEYS: dict[str, dict[str, str]] = {
+    "exec": {"reap_orphans": "stop_orphans", "reap_grace_seconds": "stop_grace_seconds"}
+}
 
 
 def current_key(table: str, key: str, body: Mapping[str, Any], origin: str) -> str:

@@ -344,3 +344,16 @@ def test_a_file_giving_both_the_old_and_the_new_name_is_refused(tmp_path: Path) 
     assert "exec.reap_orphans is the old name of exec.stop_orphans" in detail
     assert "give only exec.stop_orphans" in detail
     assert str(path) in detail
+
+
+def test_the_guards_grace_keeps_its_old_name_as_an_alias(tmp_path: Path) -> None:
+    old = load_settings(write(tmp_path, "[exec]\nreap_grace_seconds = 1.5\n", "old.toml"))
+    new = load_settings(write(tmp_path, "[exec]\nstop_grace_seconds = 1.5\n", "new.toml"))
+    assert old == new
+    assert old.exec.to_actor().grace_seconds == 1.5
+    both = write(tmp_path, "[exec]\nstop_grace_seconds = 1\nreap_grace_seconds = 2\n", "both.toml")
+    with pytest.raises(ConfigError, match="reap_grace_seconds is the old name"):
+        load_settings(both)
+    # The reap actor's own grace keeps its name: [reap] reap_grace_seconds is no alias.
+    reap = load_settings(write(tmp_path, "[reap]\nreap_grace_seconds = 2.5\n", "reap.toml"))
+    assert reap.reap.reap_grace_seconds == 2.5
