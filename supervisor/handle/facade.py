@@ -35,11 +35,12 @@ from actors.replies import (
 from actors.retirement.inbox import AutoRetireTick, FleetCountsQuery, RetirementInbox
 from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
-from supervisor.errors import ActorStopped, PermissionDenied, ProfilesUnreadable, SupervisorError
+from supervisor.errors import PermissionDenied, ProfilesUnreadable, SupervisorError
 from supervisor.handle.checks import ControlStep, WriterCalls
 from supervisor.handle.control import CONTROL_STEPS, allocation
 from supervisor.handle.declared import ControlCalls, FleetCalls, LinkCalls, ReapCalls
 from supervisor.handle.links import LINK_STEPS
+from supervisor.handle.queries import Query
 from supervisor.handle.reap import ask_reap
 from supervisor.observe.logs import get_logger
 from supervisor.operations.registry import OPERATIONS
@@ -208,52 +209,18 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
             return await self._refuse(profile, "allocate", message)
         return await self._send(profile, "allocate", message)
 
-    async def auto_retire(self) -> Mapping[str, Any]:
-        return await ask(
-            self._retirement, lambda reply: AutoRetireTick(reply=reply), actor="retirement"
-        )
+    # --- the daemon's queries of its actors: each a message of its own --------------------
 
-    async def fleet_counts(self) -> FleetCounts:
-        return await ask(
-            self._retirement, lambda reply: FleetCountsQuery(reply=reply), actor="retirement"
-        )
-
-    async def liveness_status(self) -> LivenessStatus:
-        return await ask(
-            self._liveness, lambda reply: LivenessStatusQuery(reply=reply), actor="liveness"
-        )
-
-    async def liveness_counts(self) -> LivenessCounts:
-        """``liveness_status`` without the verdicts: what ``status`` and health read."""
-        return await ask(
-            self._liveness, lambda reply: LivenessCountsQuery(reply=reply), actor="liveness"
-        )
-
-    async def census(self, *, fresh: bool = False) -> Census:
-        """Every MCP server on this host (``fresh``: swept now, not at the last sweep)."""
-        return await ask(
-            self._census_outbox(),
-            lambda reply: TakeCensus(fresh=fresh, reply=reply),
-            actor="census",
-        )
-
-    async def census_report(self, *, fresh: bool = False) -> CensusView:
-        """The census with its counts, duplicates, rollups and history."""
-        return await ask(
-            self._census_outbox(),
-            lambda reply: ReportCensus(fresh=fresh, reply=reply),
-            actor="census",
-        )
-
-    def _census_outbox(self) -> MemoryObjectSendStream[CensusInbox]:
-        if self._census is None:
-            raise ActorStopped("census is not running")
-        return self._census
-
-    async def lease_owners(self) -> LeaseOwners:
-        return await ask(
-            self._lease_watch, lambda reply: LeaseOwnersQuery(reply=reply), actor="lease_watch"
-        )
+    auto_retire = Query[Mapping[str, Any]]("_retirement", "retirement", AutoRetireTick)
+    fleet_counts = Query[FleetCounts]("_retirement", "retirement", FleetCountsQuery)
+    liveness_status = Query[LivenessStatus]("_liveness", "liveness", LivenessStatusQuery)
+    #: ``liveness_status`` without the verdicts: what ``status`` and health read.
+    liveness_counts = Query[LivenessCounts]("_liveness", "liveness", LivenessCountsQuery)
+    #: Every MCP server on this host (``fresh=True``: swept now, not at the last sweep).
+    census = Query[Census]("_census", "census", TakeCensus)
+    #: The census with its counts, duplicates, rollups and history.
+    census_report = Query[CensusView]("_census", "census", ReportCensus)
+    lease_owners = Query[LeaseOwners]("_lease_watch", "lease_watch", LeaseOwnersQuery)
 
     async def upsert_lease(self, lease: Mapping[str, Any]) -> WriteAck:
         return await ask(
