@@ -21,8 +21,8 @@ from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL, TOOL_NAMES
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.surfaces.socket.answers import to_wire
+from supervisor.surfaces.socket.frame import Frame
 from supervisor.surfaces.socket.protocol import decode_request
-from supervisor.surfaces.socket.request import Request
 from supervisor.wire import TOKEN_ENV, encode, error_frame, ok_frame
 from tests.integration.helpers_mcp import call, call_error
 
@@ -42,7 +42,7 @@ class FakeDaemon:
     #: Answer every request with a frame for some other request id.
     misdirect: bool = False
 
-    def answer(self, request: Request) -> dict[str, Any]:
+    def answer(self, request: Frame) -> dict[str, Any]:
         if self.misdirect:
             return ok_frame("someone-else", {"success": True})
         if request.token != TOKEN:

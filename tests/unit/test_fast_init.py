@@ -15,7 +15,7 @@ from actors.writer.inbox import HeartbeatWrite, TouchHeartbeats
 from supervisor.operations.requests import REQUESTS
 from supervisor.policy.fast_init import fast_init
 from supervisor.policy.retirement.plan import PlanEntry
-from supervisor.surfaces.socket.request import Request
+from supervisor.surfaces.socket.frame import Frame
 
 #: The heartbeat's (and release's) request: the registration a beat names, in full.
 FencedArgs: Any = REQUESTS["heartbeat"]
@@ -26,7 +26,7 @@ _DECORATED = (
     HeartbeatWrite,
     TouchHeartbeats,
     FencedArgs,
-    Request,
+    Frame,
     PlanEntry,
 )
 

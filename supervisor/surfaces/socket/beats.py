@@ -7,16 +7,15 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.replies import HeartbeatResult
-from supervisor.operations.requests import REQUESTS
-from supervisor.operations.requests import Request as OpRequest
+from supervisor.operations.requests import REQUESTS, Request
 from supervisor.surfaces.socket.fleet_args import MAX_TEXT
-from supervisor.surfaces.socket.request import MAX_ID, Request
+from supervisor.surfaces.socket.frame import MAX_ID, Frame
 from supervisor.wire import PROTOCOL_VERSION, encode
 
 __all__ = ["beat_answer", "well_formed_heartbeat"]
 
 
-def well_formed_heartbeat(data: Any) -> Request | None:
+def well_formed_heartbeat(data: Any) -> Frame | None:
     """The request ``protocol._decoded`` would return for a heartbeat with nothing to
     refuse, else None.
 
@@ -56,7 +55,7 @@ def well_formed_heartbeat(data: Any) -> Request | None:
         or not 0 <= epoch < 2**63
     ):
         return None
-    return Request(
+    return Frame(
         id=request_id,
         op="heartbeat",
         token=token,
@@ -102,7 +101,7 @@ def beat_answer(request_id: str | None, result: HeartbeatResult) -> bytes:
 
 _ESCAPE = json.encoder.encode_basestring_ascii
 #: The heartbeat's request type, looked up once: every beat builds one.
-_HEARTBEAT: Callable[..., OpRequest] = REQUESTS["heartbeat"]
+_HEARTBEAT: Callable[..., Request] = REQUESTS["heartbeat"]
 
 
 def _json_text(value: str | None) -> str:

@@ -22,10 +22,10 @@ from supervisor.operations.fleet import WORKER_OPS
 from supervisor.operations.registry import HOST_OPS, OPERATIONS
 from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.socket.answers import to_wire
+from supervisor.surfaces.socket.frame import Frame
 from supervisor.surfaces.socket.hosts import dispatch_hosts
 from supervisor.surfaces.socket.peer_auth import Conversation, authorize_pid
 from supervisor.surfaces.socket.protocol import Unauthenticated
-from supervisor.surfaces.socket.request import Request
 from supervisor.surfaces.socket.status import ServerFigures, status_report
 from supervisor.system.probes import ProbeBackend
 from supervisor.wire import INTERNAL_ERROR, TIMEOUT, error_frame, ok_frame
@@ -34,7 +34,7 @@ __all__ = ["Dispatcher", "ProfileLookupWithAuth"]
 
 _log = get_logger()
 
-_Handler = Callable[["Dispatcher", Request, Conversation], Awaitable[object]]
+_Handler = Callable[["Dispatcher", Frame, Conversation], Awaitable[object]]
 
 
 class ProfileLookupWithAuth(Protocol):
@@ -60,7 +60,7 @@ class Dispatcher:
     figures: Callable[[], ServerFigures]
     timeout: float
 
-    async def respond(self, request: Request, peer: Conversation) -> dict[str, Any]:
+    async def respond(self, request: Frame, peer: Conversation) -> dict[str, Any]:
         request_id, op = request.id, request.op
         try:
             with anyio.fail_after(self.timeout):
@@ -88,13 +88,13 @@ class Dispatcher:
 
     # --- workers: peer credentials, not tokens ------------------------------------------
 
-    async def register(self, request: Request, peer: Conversation) -> object:
+    async def register(self, request: Frame, peer: Conversation) -> object:
         args: Any = request.args
         pid = args.pid if args.pid is not None else peer.pid("register")
         await self.authorize_pid(pid, peer, "register")
         return await self.handle.register(pid, args.claims or {})
 
-    async def fenced(self, request: Request, peer: Conversation) -> object:
+    async def fenced(self, request: Frame, peer: Conversation) -> object:
         """Heartbeat or release, for the registration it names in full."""
         args: Any = request.args
         await self.authorize_pid(args.pid, peer, request.op)
@@ -108,23 +108,23 @@ class Dispatcher:
 
     # --- the operator: a profile token --------------------------------------------------
 
-    async def operator(self, request: Request, peer: Conversation) -> object:
+    async def operator(self, request: Frame, peer: Conversation) -> object:
         """Every op of a profile: its request to the handle's one ``call`` (the grant first)."""
         profile = await self._authenticate(request, peer)
         return await self.handle.call(profile, request.args)
 
-    async def status(self, request: Request, peer: Conversation) -> object:
+    async def status(self, request: Frame, peer: Conversation) -> object:
         figures = self.figures()
         profile = await self._status_caller(request, peer)
         return await status_report(self.handle, profile, figures)
 
-    async def host(self, request: Request, peer: Conversation) -> object:
+    async def host(self, request: Frame, peer: Conversation) -> object:
         profile = await self._authenticate(request, peer)
         return await dispatch_hosts(self.hosts, profile, request.args)
 
     async def _authenticate(
         self,
-        request: Request,
+        request: Frame,
         peer: Conversation,
         *,
         missing: str = "this operation needs a profile token (token)",
@@ -156,7 +156,7 @@ class Dispatcher:
         )
         raise Unauthenticated(reason)
 
-    async def _status_caller(self, request: Request, peer: Conversation) -> Profile | None:
+    async def _status_caller(self, request: Frame, peer: Conversation) -> Profile | None:
         """A token's profile; without a token, None for the socket's owner (same uid as
         this daemon, by peer credentials), who may read ``status`` as at their terminal."""
         credentials = peer.credentials

@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 
 from supervisor.errors import PermissionDenied, ProtocolError
 from supervisor.operations.registry import CONTROL_OPS, HOST_OPS, OPERATIONS
-from supervisor.operations.requests import Request as OpRequest
+from supervisor.operations.requests import Request
 from supervisor.surfaces.socket.beats import well_formed_heartbeat
 from supervisor.surfaces.socket.fleet_args import FLEET_PARSERS, MAX_TEXT
+from supervisor.surfaces.socket.frame import MAX_ID, Frame
 from supervisor.surfaces.socket.protocol_control import parse_control_args
 from supervisor.surfaces.socket.protocol_hosts import parse_host_args
-from supervisor.surfaces.socket.request import MAX_ID, Request
 from supervisor.wire import FRAME_TOO_LARGE, PROTOCOL_VERSION, UNAUTHENTICATED, UNKNOWN_OP
 
 __all__ = [
@@ -45,7 +45,7 @@ class Unauthenticated(PermissionDenied):
     code: ClassVar[str] = UNAUTHENTICATED
 
 
-def _parser(op: str) -> Callable[[Mapping[str, Any]], OpRequest]:
+def _parser(op: str) -> Callable[[Mapping[str, Any]], Request]:
     if op in CONTROL_OPS:
         return lambda args: parse_control_args(op, args)
     if op in HOST_OPS:
@@ -54,7 +54,7 @@ def _parser(op: str) -> Callable[[Mapping[str, Any]], OpRequest]:
 
 
 #: Every declared op -> the parser of its arguments (unknown keys: see each parser).
-_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], OpRequest]] = {
+_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Request]] = {
     op: _parser(op) for op in OPERATIONS
 }
 
@@ -142,13 +142,13 @@ def peek_request_id(frame: bytes) -> str | None:
 _KNOWN_OPS = sorted(_PARSERS)
 
 
-def decode_request(frame: bytes) -> Request:
+def decode_request(frame: bytes) -> Frame:
     """Parse and validate one frame; anything malformed raises a ``ProtocolError``."""
     data = _load(frame)
     return well_formed_heartbeat(data) or _decoded(data)
 
 
-def _decoded(data: Any) -> Request:
+def _decoded(data: Any) -> Frame:
     if not isinstance(data, dict):
         raise ProtocolError("frame must be a JSON object")
     version = data.get("v", PROTOCOL_VERSION)
@@ -171,4 +171,4 @@ def _decoded(data: Any) -> Request:
     args = data.get("args", {})
     if not isinstance(args, dict):
         raise ProtocolError("args must be an object")
-    return Request(id=request_id, op=op, token=token, args=_PARSERS[op](args))
+    return Frame(id=request_id, op=op, token=token, args=_PARSERS[op](args))

@@ -20,10 +20,10 @@ from supervisor.settings.config import SocketConfig
 from supervisor.surfaces.socket.beats import beat_answer
 from supervisor.surfaces.socket.bind import SocketInUse, bound_listener
 from supervisor.surfaces.socket.dispatch import Dispatcher, ProfileLookupWithAuth
+from supervisor.surfaces.socket.frame import Frame
 from supervisor.surfaces.socket.frame_channel import FrameChannel, Oversized, open_frame_channel
 from supervisor.surfaces.socket.peer_auth import Conversation
 from supervisor.surfaces.socket.protocol import decode_request, peek_request_id
-from supervisor.surfaces.socket.request import Request
 from supervisor.surfaces.socket.status import ServerFigures
 from supervisor.system.peers import peer_credentials
 from supervisor.system.probes import ProbeBackend
@@ -242,7 +242,7 @@ class _SocketServer:
         answered alone and in order, so a pipelined register-then-heartbeat still works.
         """
         answers: list[bytes] = []
-        run: list[tuple[Request, bytes]] = []
+        run: list[tuple[Frame, bytes]] = []
         for frame in frames:
             if isinstance(frame, Oversized):
                 answers += await self._beats(run, peer)
@@ -263,7 +263,7 @@ class _SocketServer:
         answers += await self._beats(run, peer)
         return answers, False
 
-    async def _beats(self, run: Sequence[tuple[Request, bytes]], peer: Conversation) -> list[bytes]:
+    async def _beats(self, run: Sequence[tuple[Frame, bytes]], peer: Conversation) -> list[bytes]:
         """Answer a run of heartbeat requests with one hand-off to the heartbeat actor."""
         if not run:
             return []
