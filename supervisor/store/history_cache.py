@@ -57,7 +57,10 @@ class HistoryCache:
     Lives in the store object: every change in the log is folded once per
     process, whichever connection read it first. Scope entries are the
     historical rows (token columns only) carrying one identity key, kept current
-    from the same changes, so a plan asks the database only about new keys.
+    from the same changes, so a plan asks the database only about new keys
+    (PostgreSQL only: on SQLite, where a lookup is an indexed read on the
+    reader's thread, remembering them moved no benchmark figure, so every
+    lookup reads its rows afresh).
     What a position means is the engine's: the largest folded change id on
     SQLite (ids commit in order there), a transaction-id horizon on PostgreSQL.
     """

@@ -1,4 +1,4 @@
-"""The history digest on SQLite: fold the change log, cache scope lookups, compact the log."""
+"""The history digest on SQLite: fold the change log, look up scope rows, compact the log."""
 
 from __future__ import annotations
 

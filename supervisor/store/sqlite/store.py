@@ -52,10 +52,6 @@ from supervisor.store.stamp_journal import StampJournal
 __all__ = ["SQLiteStore"]
 
 
-#: Scope lookups tried before giving up (each retry follows a restart of the cache).
-_SCOPE_ATTEMPTS = 3
-
-
 class SQLiteStore(PortableReads):
     """The SQLite implementation of ``supervisor.store.base.Store``.
 
@@ -125,21 +121,11 @@ class SQLiteStore(PortableReads):
 
     async def read_history_scope(self, keys: Collection[tuple[str, str]]) -> list[bytes]:
         self._check_open()
-        cache = self._history
-        wanted = set(keys)
-        for _ in range(_SCOPE_ATTEMPTS):
-            missing = [key for key in wanted if key not in cache.scope]
-            base, changes, found = await history_call(
-                submit(self._reader, partial(scope_job, since=cache.through, keys=missing))
-            )
-            cache.advance(base, changes)
-            # A restart from the digest row (another store compacted past this cache)
-            # empties the scope entries, ones this lookup counted on too: ask again.
-            if all(key in found or key in cache.scope for key in wanted):
-                held = {key: found[key] if key in found else cache.scope[key] for key in wanted}
-                cache.remember(found)  # may empty the cache when full: held first
-                return scope_digests(held)
-        raise StoreError("history scope entries kept being dropped during a lookup; try again")
+        base, changes, found = await history_call(
+            submit(self._reader, partial(scope_job, since=self._history.through, keys=set(keys)))
+        )
+        self._history.advance(base, changes)
+        return scope_digests(found)
 
     async def read_history(
         self, *, after: str | None = None, limit: int = 100, needle: str | None = None
