@@ -190,6 +190,8 @@ def _corrupt(text: str, cut: int, junk: str) -> str:
 def test_a_malformed_file_stops_every_write(tmp_path: Path, text: str, cut: int, junk: str) -> None:
     home, project = _home(tmp_path)
     broken = _corrupt(text, cut, junk)
+    if broken.rstrip() == text.rstrip():
+        return  # only the final newline cut: a generated config is valid (JSONC too)
     try:
         json.loads(broken)
     except ValueError:
