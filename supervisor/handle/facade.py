@@ -35,7 +35,7 @@ from actors.replies import (
 from actors.retirement.inbox import AutoRetireTick, FleetCountsQuery, RetirementInbox
 from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
-from supervisor.errors import PermissionDenied, ProfilesUnreadable, SupervisorError
+from supervisor.errors import PermissionDenied, ProfilesUnreadable, ProtocolError, SupervisorError
 from supervisor.handle.checks import ControlStep, WriterCalls
 from supervisor.handle.control import CONTROL_STEPS, allocation
 from supervisor.handle.declared import ControlCalls, FleetCalls, LinkCalls, ReapCalls
@@ -158,7 +158,10 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
             denied = await self.deny(profile, op, task=task, **_DENIED_WITH.get(op, {}))
             if denied is not None:
                 return denied
-        route = _ROUTES[op]
+        route = _ROUTES.get(op)
+        if route is None:
+            # The workers' ops, status and host ops have paths of their own (see the socket).
+            raise ProtocolError(f"op {op!r} is not answered through the handle's call")
         return await route(self, profile, request)
 
     async def plan(
