@@ -174,7 +174,8 @@ class Operation:
 
     #: The socket op.
     name: str
-    #: The handle method it becomes (``SupervisorHandle.<call>(profile, **args)``).
+    #: Its keyword call on the handle (``SupervisorHandle.<call>(profile, **args)``,
+    #: generated into ``handle/declared/``): the seed's function name.
     call: str
     #: The permission task(s) the handle checks, with their rules.
     tasks: Mapping[str, TaskRule]
@@ -192,7 +193,7 @@ class Operation:
         cls, name: str, rule: TaskRule, *, call: str | None = None, **declared: Any
     ) -> Operation:
         """An operation behind one permission task named as the op itself (most are),
-        served by the handle method ``call`` (by default the op's own name)."""
+        with the keyword call ``call`` (by default the op's own name)."""
         return cls(name, call or name, {name: rule}, **declared)
 
     @property
