@@ -158,4 +158,8 @@ def test_the_newcomer_path_works_from_an_installed_package(
                 with suppress(ProcessLookupError):
                     os.killpg(client.pid, signal.SIGKILL)
                 client.wait(timeout=30)
+            if client is not None and client.stdout is not None:
+                # Closed on every path: a failed wait left it open for the garbage collector,
+                # whose ResourceWarning then failed whichever test ran next.
+                client.stdout.close()
             kill_all(marker)
