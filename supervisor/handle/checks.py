@@ -13,7 +13,7 @@ from actors.mailbox import Reply, ask
 from actors.replies import WriteAck
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
-from supervisor.operations.grants import PERMISSION_DENIED, grant
+from supervisor.operations.grants import grant
 from supervisor.policy.control.allocation import OUTCOME_ROLE_INELIGIBLE
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.control.plane import (
@@ -25,7 +25,6 @@ from supervisor.policy.control.plane import (
 from supervisor.policy.refusal import refused
 
 __all__ = [
-    "PERMISSION_DENIED",
     "ControlStep",
     "WriterCalls",
     "WriterMessage",
@@ -97,10 +96,11 @@ def ineligible(reason: str, role: object) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class ControlStep:
     """A control op's step: ``check`` reads the op's request (its policy checks; a
-    ``ControlPlaneRefusal`` refuses it) and returns the one writer message it becomes;
-    ``refusal`` is what every refusal of the op says besides its code and reasons."""
+    ``ControlPlaneRefusal`` refuses it) and returns the one writer message it becomes, or
+    the refusal it decided itself; ``refusal`` is what every refusal of the op says besides
+    its code and reasons."""
 
-    check: Callable[[Any, Profile | None], WriterMessage]
+    check: Callable[[Any, Profile | None], WriterMessage | dict[str, Any]]
     refusal: tuple[tuple[str, Any], ...] = ()
 
 
@@ -136,6 +136,8 @@ class WriterCalls:
         except ControlPlaneRefusal as exc:
             answer = refused(exc.code, exc.detail, **dict(step.refusal))
             return await self._refuse(profile, op, answer)
+        if isinstance(message, dict):
+            return await self._refuse(profile, op, message)
         return await self._send(profile, op, message)
 
     async def deny(

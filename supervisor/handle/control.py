@@ -39,8 +39,9 @@ from supervisor.policy.control.plane import (
     check_state,
     work_ref,
 )
+from supervisor.policy.refusal import refused
 
-__all__ = ["CONTROL_STEPS", "allocation"]
+__all__ = ["CONTROL_STEPS"]
 
 # Every step reads its op's request (``operations.requests``): ``r`` has exactly the
 # fields the op declares, None where the caller gave nothing.
@@ -157,13 +158,14 @@ def terminal_lock_get(r: Any, profile: Profile | None) -> WriterMessage:
     return lambda reply: GetTerminalLock(remote=remote, org=org, repo=repo, reply=reply)
 
 
-def allocation(r: Any, profile: Profile) -> WriterMessage | dict[str, Any]:
+def allocate(r: Any, profile: Profile | None) -> WriterMessage | dict[str, Any]:
     """The next item for the caller's role: a preview, or with ``apply`` a leased assignment;
-    an ineligible role is answered (as the refusal returned) before anything is checked.
+    an ineligible role is refused before anything else is checked.
 
     The role is the caller's profile role; asking for another is ``role_ineligible``, so an
     author profile can never be handed a merge.
     """
+    assert profile is not None  # grant() refuses a missing profile
     try:
         wanted = check_role(r.role if r.role is not None else profile.role_kind)
     except ControlPlaneRefusal as exc:
@@ -174,11 +176,15 @@ def allocation(r: Any, profile: Profile) -> WriterMessage | dict[str, Any]:
             f"{wanted!r} work"
         )
         return ineligible(reason, r.role)
-    sid = check_session_id(r.session_id)
-    remote, org, repo = check_repository(r.remote, r.org, r.repo)
-    parsed = candidates_from_mappings(list(r.candidates))
-    pid, ttl = pid_arg(r.owner_pid), ttl_arg(r.lease_ttl_seconds)
     apply = bool(r.apply)
+    try:
+        sid = check_session_id(r.session_id)
+        remote, org, repo = check_repository(r.remote, r.org, r.repo)
+        parsed = candidates_from_mappings(list(r.candidates))
+        pid, ttl = pid_arg(r.owner_pid), ttl_arg(r.lease_ttl_seconds)
+    except ControlPlaneRefusal as exc:
+        # Its refusals say whether the caller asked for a lease (``apply``).
+        return refused(exc.code, exc.detail, apply=apply)
     return lambda reply: AllocateWork(
         session_id=sid,
         role=wanted,
@@ -197,6 +203,7 @@ def allocation(r: Any, profile: Profile) -> WriterMessage | dict[str, Any]:
 #: Control op -> its step (and what its refusals say besides the code and reasons).
 CONTROL_STEPS: dict[str, ControlStep] = {
     "session_upsert": ControlStep(session_upsert),
+    "allocate": ControlStep(allocate),
     "work_item_upsert": ControlStep(work_item_upsert),
     "assign": ControlStep(assign),
     "assignment_check": ControlStep(assignment_check, refusal=(("allowed", False),)),

@@ -37,7 +37,7 @@ from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
 from supervisor.errors import PermissionDenied, ProfilesUnreadable, ProtocolError, SupervisorError
 from supervisor.handle.checks import ControlStep, WriterCalls
-from supervisor.handle.control import CONTROL_STEPS, allocation
+from supervisor.handle.control import CONTROL_STEPS
 from supervisor.handle.declared import ControlCalls, FleetCalls, LinkCalls, ReapCalls
 from supervisor.handle.links import LINK_STEPS
 from supervisor.handle.queries import Query
@@ -46,8 +46,6 @@ from supervisor.observe.logs import get_logger
 from supervisor.operations.registry import OPERATIONS
 from supervisor.operations.requests import Request, request
 from supervisor.policy.control.permissions import Profile
-from supervisor.policy.control.plane import ControlPlaneRefusal
-from supervisor.policy.refusal import refused
 from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.view import CensusView, snapshot_part
 from supervisor.wire import UNAUTHENTICATED, PlanQuery, query_args
@@ -199,19 +197,6 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
     async def _reap(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
         return await ask_reap(self._reap_outbox, profile, request)
 
-    async def _allocate(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
-        assert profile is not None  # grant() refuses a missing profile
-        apply = bool(getattr(request, "apply", False))
-        try:
-            message = allocation(request, profile)
-        except ControlPlaneRefusal as exc:
-            return await self._refuse(
-                profile, "allocate", refused(exc.code, exc.detail, apply=apply)
-            )
-        if isinstance(message, dict):
-            return await self._refuse(profile, "allocate", message)
-        return await self._send(profile, "allocate", message)
-
     # --- the daemon's queries of its actors: each a message of its own --------------------
 
     auto_retire = Query[Mapping[str, Any]]("_retirement", "retirement", AutoRetireTick)
@@ -313,7 +298,6 @@ _ROUTES: Mapping[str, _Route] = {
     "apply": SupervisorHandle._ask_retirement,
     "reap_plan": SupervisorHandle._reap,
     "reap_apply": SupervisorHandle._reap,
-    "allocate": SupervisorHandle._allocate,
     **{op: _control(step) for op, step in {**CONTROL_STEPS, **LINK_STEPS}.items()},
 }
 #: Ops that declare two tasks: the one a request asks for.

@@ -7,23 +7,19 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
-from supervisor.errors import PermissionDenied
 from supervisor.operations.registry import OPERATIONS, decide
 from supervisor.policy.control.permissions import Decision, Profile
 from supervisor.policy.refusal import refused
 from supervisor.policy.render import decision_dict
+from supervisor.wire import PERMISSION_DENIED
 
 __all__ = [
-    "PERMISSION_DENIED",
     "Denial",
     "ProfileLookup",
     "grant",
     "regrant",
     "regrant_later",
 ]
-
-#: The code of every permission denial, on every surface (the wire error's code too).
-PERMISSION_DENIED = PermissionDenied.code
 
 
 class ProfileLookup(Protocol):

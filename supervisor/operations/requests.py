@@ -3,7 +3,6 @@ into, what the handle's one ``call`` takes, and what the actor receives."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import field, fields, make_dataclass
 from typing import Any, ClassVar
@@ -72,9 +71,6 @@ def request_type(op: Operation) -> type[Request]:
 
 #: op name -> its request type, for every declared op.
 REQUESTS: Mapping[str, type[Request]] = {name: request_type(op) for name, op in OPERATIONS.items()}
-# Reachable by name (``supervisor.operations.requests.Apply``) for readers and pickling.
-for _kind in REQUESTS.values():
-    setattr(sys.modules[__name__], _kind.__name__, _kind)
 
 
 def request(op: str, **values: Any) -> Request:

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from supervisor.operations.grants import PERMISSION_DENIED, grant, regrant
+from supervisor.operations.grants import grant, regrant
 from supervisor.policy.retirement.host_leases import HostRetirementPlan
+from supervisor.wire import PERMISSION_DENIED
 from tests.actors.harness import READER, RETIRER, Profiles, harness
 from tests.actors.helpers_retirement import apply_plan, plan, status_of
 from tests.actors.test_multi_host import LEASE, RETIRE_AFTER, host, statuses

@@ -18,7 +18,7 @@ from mcp.types import CallToolResult
 
 from supervisor.cli import main
 from supervisor.daemon.ops import OpsState
-from supervisor.operations.grants import PERMISSION_DENIED, grant
+from supervisor.operations.grants import grant
 from supervisor.operations.registry import OPERATIONS
 from supervisor.operations.spec import Operation
 from supervisor.policy.control.permissions import Profile
@@ -29,6 +29,7 @@ from supervisor.surfaces.http.fleet_page import FleetPage
 from supervisor.surfaces.http.ops import OpsRoutes, serve_ops_http
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.tools import build_mcp_server
+from supervisor.wire import PERMISSION_DENIED
 from tests.actors.helpers_app import harness
 from tests.integration.socket_helpers import serve
 from tests.integration.test_operation_reachability import (
