@@ -238,6 +238,15 @@ async def _closing(h: SettledHarness) -> AsyncIterator[None]:
     yield
 
 
+async def fall_silent(silent: SettledHarness, *, seen_by: SettledHarness) -> None:
+    """``silent`` registers a worker and stops; ``seen_by`` waits until its lease is past
+    retirement."""
+    await silent.register()
+    silent.supervisor.stop()
+    await silent.settle()
+    await seen_by.advance(LEASE + RETIRE_AFTER + 1)
+
+
 async def test_host_retirement_needs_its_grants_and_rechecks_apply_before_writing(
     pg_url: str,
 ) -> None:
@@ -245,10 +254,7 @@ async def test_host_retirement_needs_its_grants_and_rechecks_apply_before_writin
         host(pg_url, "host-a", supervisor_id="sup-a", pid_base=1000) as a,
         host(pg_url, "host-c", supervisor_id="sup-c", pid_base=3000) as c,
     ):
-        await c.register()
-        c.supervisor.stop()
-        await c.settle()
-        await a.advance(LEASE + RETIRE_AFTER + 1)
+        await fall_silent(c, seen_by=a)
         denied = await a.supervisor.hosts.plan_retirement(AUTHOR, "host-c")
         assert not isinstance(denied, HostRetirementPlan)
         assert (denied.ok, denied.code) == (False, "permission_denied")

@@ -15,7 +15,7 @@ from supervisor.policy.retirement.host_leases import HostRetirementPlan
 from supervisor.wire import PERMISSION_DENIED
 from tests.actors.harness import READER, RETIRER, Profiles, harness
 from tests.actors.helpers_retirement import apply_plan, plan, status_of
-from tests.actors.test_multi_host import LEASE, RETIRE_AFTER, host, statuses
+from tests.actors.test_multi_host import fall_silent, host, statuses
 from tests.actors.test_reap import reaping
 from tests.actors.test_retirement_permissions import _one_stale_candidate
 from tests.unit.policy.test_reap_plan import server
@@ -69,10 +69,7 @@ async def test_host_leases(pg_url: str) -> None:
         host(pg_url, "host-a", supervisor_id="sup-a", pid_base=1000) as a,
         host(pg_url, "host-c", supervisor_id="sup-c", pid_base=3000) as c,
     ):
-        await c.register()
-        c.supervisor.stop()
-        await c.settle()
-        await a.advance(LEASE + RETIRE_AFTER + 1)
+        await fall_silent(c, seen_by=a)
         planned = await a.supervisor.hosts.plan_retirement(RETIRER, "host-c")
         assert isinstance(planned, HostRetirementPlan)
         a.profiles.revoke(RETIRER.name)
