@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from actors.mailbox import Reply
+from actors.mailbox import Outbox, Reply, ask
 from supervisor.operations.requests import Request
 from supervisor.policy.control.permissions import Profile
 
-__all__ = ["Call"]
+__all__ = ["Call", "ask_call"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,3 +24,12 @@ class Call:
     @property
     def op(self) -> str:
         return self.request.op
+
+
+async def ask_call(
+    outbox: Outbox[Any], profile: Profile | None, request: Request, *, actor: str
+) -> Any:
+    """The answer of the actor behind ``outbox`` to ``request``, asked for ``profile``."""
+    return await ask(
+        outbox, lambda reply: Call(profile=profile, request=request, reply=reply), actor=actor
+    )

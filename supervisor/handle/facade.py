@@ -9,7 +9,7 @@ from typing import Any
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.audit import audit_event, write_audit
-from actors.calls import Call
+from actors.calls import ask_call
 from actors.census.inbox import CensusInbox, ReportCensus, TakeCensus
 from actors.heartbeat.inbox import (
     BeatClaim,
@@ -188,11 +188,7 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
 
     async def _ask_retirement(self, profile: Profile | None, request: Request) -> Any:
         """The retirement actor's answer to a snapshot, plan or apply."""
-        return await ask(
-            self._retirement,
-            lambda reply: Call(profile=profile, request=request, reply=reply),
-            actor="retirement",
-        )
+        return await ask_call(self._retirement, profile, request, actor="retirement")
 
     async def _reap(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
         return await ask_reap(self._reap_outbox, profile, request)

@@ -6,7 +6,7 @@ from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.calls import Call
+from actors.calls import ask_call
 from actors.host_lease.actor import HostLeaseInbox, HostLeaseStatusQuery
 from actors.mailbox import ask
 from actors.replies import HostLeaseStatus, WriteAck
@@ -52,8 +52,4 @@ class HostLeaseCalls(HostCalls, WriterCalls):
             if "audit_recorded" in answer:
                 data["audit_recorded"] = False
             return WriteAck(ok=False, code=answer["code"], detail=answer["reasons"][0], data=data)
-        return await ask(
-            self._keeper,
-            lambda reply: Call(profile=profile, request=request, reply=reply),
-            actor="host_lease",
-        )
+        return await ask_call(self._keeper, profile, request, actor="host_lease")

@@ -7,8 +7,7 @@ from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.calls import Call
-from actors.mailbox import ask
+from actors.calls import ask_call
 from actors.reap.inbox import ReapInbox
 from supervisor.errors import ProtocolError
 from supervisor.operations.requests import Request
@@ -30,7 +29,5 @@ async def ask_reap(
         unknown = sorted(set(include.include or ()) - set(REAP_INCLUDE))
         if unknown:
             raise ProtocolError(f"args.include may name only {list(REAP_INCLUDE)}, got {unknown}")
-    answer: Mapping[str, Any] = await ask(
-        reap, lambda reply: Call(profile=profile, request=request, reply=reply), actor="reap"
-    )
+    answer: Mapping[str, Any] = await ask_call(reap, profile, request, actor="reap")
     return answer
