@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from actors.control.assign import assign_in
-from actors.control.context import ControlContext, refusal
-from actors.control.inbox import AllocateWork, AssignTerms, ItemFacts
+from actors.control.context import ControlContext
+from actors.control.inbox import AssignTerms, ItemFacts, RepoScope
 from actors.control.steps import ensure_session, put_item
 from actors.replies import WriteAck
 from supervisor.policy.canonical import canon
@@ -20,29 +20,36 @@ from supervisor.policy.control.allocation import (
     route,
 )
 from supervisor.policy.control.decisions import split_due
-from supervisor.policy.control.plane import TERMINAL_STATES, ControlPlaneRefusal, work_ref
+from supervisor.policy.control.plane import TERMINAL_STATES, work_ref
 from supervisor.policy.control.render import (
     ASSIGN_OUTCOME_ASSIGNED,
     ASSIGN_OUTCOME_WAIT,
     allocation_view,
 )
-from supervisor.store.base import ControlTx, WriteTx
+from supervisor.store.base import ControlTx
 
-__all__ = ["allocate"]
+__all__ = ["AllocateWork"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocateWork(RepoScope):
+    """Route the candidates and, with ``apply``, reserve the pick in the same transaction,
+    so the item chosen is still free when its lease is written: no other grant can land in
+    between."""
+
+    session_id: str
+    role: str
+    candidates: tuple[Candidate, ...]
+    apply: bool
+    ttl_seconds: float | None = None
+    owner_pid: int | None = None
+    profile: str | None = None
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        return await _allocate(ctx, control, self)
+
 
 _DRY_RUN = "dry run: nothing was reserved; call again with apply=true to take the item"
-
-
-async def allocate(ctx: ControlContext, tx: WriteTx, message: AllocateWork) -> WriteAck:
-    """Answer one allocation request; with ``apply`` the pick is leased before the commit.
-
-    Routing and reservation happen in one writer transaction, so the item chosen is
-    still free when its lease is written: no other grant can land in between.
-    """
-    try:
-        return await _allocate(ctx, tx.control(), message)
-    except ControlPlaneRefusal as refused:
-        return refusal(refused.code, refused.detail)
 
 
 async def _allocate(ctx: ControlContext, control: ControlTx, m: AllocateWork) -> WriteAck:

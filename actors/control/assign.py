@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, assert_never
 
 from actors.control.context import ControlContext, event
-from actors.control.inbox import Assign, AssignTerms, CheckAssignment, ItemFacts
+from actors.control.inbox import AssignTerms, ItemFacts
 from actors.control.links import namespace_gate
 from actors.control.steps import ensure_session, expire_one, item_row, put_item
 from actors.replies import WriteAck
@@ -14,7 +15,7 @@ from supervisor.errors import StoreError
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.decisions import GateVerdict, check_mutation, decide_assign
 from supervisor.policy.control.namespace_health import GATE_NAMESPACE_UNHEALTHY
-from supervisor.policy.control.plane import role_actions
+from supervisor.policy.control.plane import WorkRef, role_actions
 from supervisor.policy.control.render import (
     ASSIGN_OUTCOME_ASSIGNED,
     ASSIGN_OUTCOME_NO_SAFE_WORK,
@@ -26,7 +27,30 @@ from supervisor.policy.control.render import (
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
 
-__all__ = ["actions_for", "assign", "assign_in", "check_gate"]
+__all__ = ["Assign", "CheckAssignment", "actions_for", "assign_in"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assign(AssignTerms):
+    """One transaction: decide, then write the lease and the assignment together (or nothing)."""
+
+    ttl_seconds: float | None = None
+    profile: str | None = None
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        return await _assign(ctx, control, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckAssignment:
+    """The mutation gate (require_valid_assignment): read-only, serialized with every write."""
+
+    session_id: str
+    ref: WorkRef
+    action: str
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        return await _check_gate(ctx, control, self)
 
 
 async def assign_in(
@@ -213,7 +237,9 @@ async def _resume(
     return lease, assignment
 
 
-async def check_gate(ctx: ControlContext, control: ControlTx, message: CheckAssignment) -> WriteAck:
+async def _check_gate(
+    ctx: ControlContext, control: ControlTx, message: CheckAssignment
+) -> WriteAck:
     """require_valid_assignment: reads only, so a refusal leaves no trace but its answer."""
     _, stamp = ctx.now()
     ref = message.ref
@@ -251,7 +277,7 @@ async def check_gate(ctx: ControlContext, control: ControlTx, message: CheckAssi
     )
 
 
-async def assign(ctx: ControlContext, control: ControlTx, message: Assign) -> WriteAck:
+async def _assign(ctx: ControlContext, control: ControlTx, message: Assign) -> WriteAck:
     now, stamp = ctx.now()
     # The message is its own terms; its lease length is checked before anything is written.
     ttl = ctx.ttl(message.ttl_seconds)

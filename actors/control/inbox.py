@@ -1,57 +1,64 @@
-"""The writer's control-plane messages: sessions, items, leases, locks, links, allocation."""
+"""What the writer carries out for the control plane: ``ControlWrite``, one op in a transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
+from actors.control.context import ControlContext, refusal
 from actors.mailbox import Reply
 from actors.replies import WriteAck
-from supervisor.policy.control.allocation import Candidate
-from supervisor.policy.control.incident_links import IncidentLinkSpec
-from supervisor.policy.control.plane import WorkRef
+from supervisor.policy.control.plane import ControlPlaneRefusal, WorkRef
+from supervisor.store.base import ControlTx, WriteTx
+from supervisor.wire import PERMISSION_DENIED
 
 __all__ = [
-    "AllocateWork",
-    "Assign",
     "AssignTerms",
-    "CheckAssignment",
     "ControlOp",
     "ControlWrite",
-    "GetIncidentLinks",
-    "GetTerminalLock",
-    "HeartbeatLease",
     "ItemFacts",
     "LeaseClaim",
-    "LinkOp",
-    "NamespaceHealthGate",
-    "RecordNamespaceHealth",
-    "ReleaseLease",
     "RepoScope",
-    "SetTerminalLock",
-    "UpsertIncidentLink",
-    "UpsertSession",
-    "UpsertWorkItem",
 ]
 
-# Every field arrives validated: the handle turns caller input into these types with the
-# policy's checks (WorkRef, Candidate, check_role, ...) and refuses before sending. Every
-# reply is a WriteAck whose ``data`` holds the structured result (see policy/control_render).
+# Every op arrives validated: the handle turns caller input into these types with the
+# policy's checks (WorkRef, Candidate, check_role, ...) and refuses before sending. Each op
+# is declared beside the step that carries it out (assign.py, lifecycle.py, links.py,
+# sessions.py, allocate.py), so its fields and its SQL are read in one file.
+
+
+class ControlOp(Protocol):
+    """One control-plane op: ``write`` carries it out in the writer's transaction; its
+    answer's ``data`` is the structured result (see policy/control/render)."""
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UpsertSession:
-    """Create or update a session; None fields keep what is stored."""
+class ControlWrite:
+    """A control-plane op for the writer: it calls ``run`` in the batch's transaction (under
+    a savepoint of its own, like every message), which reads the caller's grant again and
+    then carries the op out."""
 
-    session_id: str
-    role: str | None = None
-    profile: str | None = None
-    namespace: str | None = None
-    worker_identity: str | None = None
-    pid: int | None = None
-    status: str = "active"
+    op: ControlOp
+    #: Re-resolves the caller's grant from its source (a denial reason, or None), immediately
+    #: before the op's writes; None for the supervisor's own writes, which no caller asked for.
+    recheck_grant: Callable[[], str | None] | None = None
     reply: Reply[WriteAck]
+
+    async def run(self, ctx: ControlContext, tx: WriteTx) -> WriteAck:
+        """The op's answer; a refusal decided before any write (a revoked grant, or a
+        ``ControlPlaneRefusal`` a step raises) is answered with nothing written."""
+        if self.recheck_grant is not None:
+            denial = self.recheck_grant()
+            if denial is not None:
+                reason = f"grant re-checked immediately before mutation: {denial}"
+                return refusal(PERMISSION_DENIED, reason)
+        try:
+            return await self.op.write(ctx, tx.control())
+        except ControlPlaneRefusal as refused:
+            return refusal(refused.code, refused.detail)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,13 +70,6 @@ class ItemFacts:
     current_head_sha: str | None = None
     title: str | None = None
     priority: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpsertWorkItem(ItemFacts):
-    """Record what Gitea says about an item (the facts are the message's own fields)."""
-
-    reply: Reply[WriteAck]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,41 +88,11 @@ class AssignTerms:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Assign(AssignTerms):
-    """One transaction: decide, then write the lease and the assignment together (or nothing)."""
-
-    ttl_seconds: float | None = None
-    profile: str | None = None
-    reply: Reply[WriteAck]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CheckAssignment:
-    """The mutation gate (require_valid_assignment): read-only, serialized with every write."""
-
-    session_id: str
-    ref: WorkRef
-    action: str
-    reply: Reply[WriteAck]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseClaim:
     """A lease as a session names it: refused unless that session owns it."""
 
     session_id: str
     lease_id: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HeartbeatLease(LeaseClaim):
-    ttl_seconds: float | None = None
-    reply: Reply[WriteAck]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReleaseLease(LeaseClaim):
-    reply: Reply[WriteAck]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,87 +106,3 @@ class RepoScope:
     def where(self) -> dict[str, str]:
         """The repository as keyword arguments (the store's lock lookup, the views)."""
         return {"remote": self.remote, "org": self.org, "repo": self.repo}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SetTerminalLock(RepoScope):
-    """Make ``terminal_pr`` the repository's active terminal-review lock; None clears it."""
-
-    terminal_pr: int | None
-    review_id: str | None = None
-    decision: str | None = None
-    set_by: str | None = None
-    reply: Reply[WriteAck]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GetTerminalLock(RepoScope):
-    reply: Reply[WriteAck]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AllocateWork(RepoScope):
-    """Route the candidates and, with ``apply``, reserve the pick in the same transaction."""
-
-    session_id: str
-    role: str
-    candidates: tuple[Candidate, ...]
-    apply: bool
-    ttl_seconds: float | None = None
-    owner_pid: int | None = None
-    profile: str | None = None
-    reply: Reply[WriteAck]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordNamespaceHealth:
-    """Store a classified probe as the session's latest verdict for its namespace."""
-
-    session_id: str
-    #: The classifier's result (policy.namespace_health.classify_namespace_probe).
-    assessment: Mapping[str, Any]
-    profile: str | None = None
-    reply: Reply[WriteAck]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NamespaceHealthGate:
-    """Read-only: would the session's recorded verdicts let ``task`` run now?"""
-
-    session_id: str
-    task: str
-    reply: Reply[WriteAck]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpsertIncidentLink:
-    """Create or update the link for one provider key; never touches work items."""
-
-    spec: IncidentLinkSpec
-    reply: Reply[WriteAck]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GetIncidentLinks:
-    gitea_org: str
-    gitea_repo: str
-    gitea_issue_number: int
-    reply: Reply[WriteAck]
-
-
-#: Namespace health and incident links (handled in links.py).
-LinkOp = RecordNamespaceHealth | NamespaceHealthGate | UpsertIncidentLink | GetIncidentLinks
-
-#: What ``dispatch.handle_control`` carries out; the allocator has a module of its own.
-ControlOp = (
-    UpsertSession
-    | UpsertWorkItem
-    | Assign
-    | CheckAssignment
-    | HeartbeatLease
-    | ReleaseLease
-    | SetTerminalLock
-    | GetTerminalLock
-    | LinkOp
-)
-ControlWrite = ControlOp | AllocateWork

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from actors.control.context import ControlContext, event, refusal
-from actors.control.inbox import HeartbeatLease, LeaseClaim, ReleaseLease, SetTerminalLock
+from actors.control.inbox import LeaseClaim, RepoScope
 from actors.control.steps import expire_one
 from actors.replies import WriteAck
 from supervisor.errors import StoreError
@@ -15,7 +16,41 @@ from supervisor.policy.control.render import lease_view
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
 
-__all__ = ["heartbeat", "release", "set_lock"]
+__all__ = ["GetTerminalLock", "HeartbeatLease", "ReleaseLease", "SetTerminalLock"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatLease(LeaseClaim):
+    ttl_seconds: float | None = None
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        return await _heartbeat(ctx, control, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseLease(LeaseClaim):
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        return await _release(ctx, control, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetTerminalLock(RepoScope):
+    """Make ``terminal_pr`` the repository's active terminal-review lock; None clears it."""
+
+    terminal_pr: int | None
+    review_id: str | None = None
+    decision: str | None = None
+    set_by: str | None = None
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        return await _set_lock(ctx, control, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetTerminalLock(RepoScope):
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        lock = await control.active_terminal_lock(**self.where())
+        return WriteAck(ok=True, data={"success": True, "terminal_lock": lock})
 
 
 async def _owned(control: ControlTx, message: LeaseClaim) -> tuple[Row, str]:
@@ -49,7 +84,7 @@ async def _lease_event(
     )
 
 
-async def heartbeat(ctx: ControlContext, control: ControlTx, message: HeartbeatLease) -> WriteAck:
+async def _heartbeat(ctx: ControlContext, control: ControlTx, message: HeartbeatLease) -> WriteAck:
     now, stamp = ctx.now()
     requested = ctx.ttl(message.ttl_seconds) if message.ttl_seconds is not None else None
     lease, status = await _owned(control, message)
@@ -84,7 +119,7 @@ async def heartbeat(ctx: ControlContext, control: ControlTx, message: HeartbeatL
     return WriteAck(ok=True, data={"success": True, **lease_view({**lease, **refresh})})
 
 
-async def release(ctx: ControlContext, control: ControlTx, message: ReleaseLease) -> WriteAck:
+async def _release(ctx: ControlContext, control: ControlTx, message: ReleaseLease) -> WriteAck:
     _, stamp = ctx.now()
     lease, status = await _owned(control, message)
     if status != "active":
@@ -104,7 +139,7 @@ async def release(ctx: ControlContext, control: ControlTx, message: ReleaseLease
     return WriteAck(ok=True, data={"success": True, **lease_view({**lease, **changes})})
 
 
-async def set_lock(ctx: ControlContext, control: ControlTx, message: SetTerminalLock) -> WriteAck:
+async def _set_lock(ctx: ControlContext, control: ControlTx, message: SetTerminalLock) -> WriteAck:
     _, stamp = ctx.now()
     where = message.where()
     active = await control.active_terminal_lock(**where)

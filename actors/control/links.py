@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from actors.control.context import ControlContext, event
-from actors.control.inbox import (
-    GetIncidentLinks,
-    LinkOp,
-    NamespaceHealthGate,
-    RecordNamespaceHealth,
-    UpsertIncidentLink,
-)
 from actors.replies import WriteAck
 from supervisor.errors import StoreError
+from supervisor.policy.control.incident_links import IncidentLinkSpec
 from supervisor.policy.control.namespace_health import (
     gate_task_for_action,
     mutation_gate_from_session,
@@ -21,41 +17,77 @@ from supervisor.policy.control.namespace_health import (
 )
 from supervisor.store.base import ControlTx, Row
 
-__all__ = ["handle_link_op", "namespace_gate"]
+__all__ = [
+    "GetIncidentLinks",
+    "NamespaceHealthGate",
+    "RecordNamespaceHealth",
+    "UpsertIncidentLink",
+    "namespace_gate",
+]
 
 
-async def handle_link_op(ctx: ControlContext, control: ControlTx, message: LinkOp) -> WriteAck:
-    match message:
-        case RecordNamespaceHealth():
-            return await _record_health(ctx, control, message)
-        case NamespaceHealthGate():
-            task = message.task
-            reasons = await _gate_reasons(control, message.session_id, task)
-            data = {
-                "success": True,
-                "allowed": not reasons,
-                "task": task,
-                "namespace": required_namespace_for_task(task),
-                "reasons": reasons,
-                "session_id": message.session_id,
-            }
-            return WriteAck(ok=True, data=data)
-        case UpsertIncidentLink():
-            return await _upsert_link(ctx, control, message)
-        case GetIncidentLinks():
-            links = await control.incident_links_for_issue(
-                gitea_org=message.gitea_org,
-                gitea_repo=message.gitea_repo,
-                gitea_issue_number=message.gitea_issue_number,
-            )
-            data = {
-                "success": True,
-                "incident_link": links[0] if links else None,
-                "incident_links": links,
-            }
-            return WriteAck(ok=True, data=data)
-        case _:
-            assert_never(message)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordNamespaceHealth:
+    """Store a classified probe as the session's latest verdict for its namespace."""
+
+    session_id: str
+    #: The classifier's result (policy.namespace_health.classify_namespace_probe).
+    assessment: Mapping[str, Any]
+    profile: str | None = None
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        return await _record_health(ctx, control, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespaceHealthGate:
+    """Read-only: would the session's recorded verdicts let ``task`` run now?"""
+
+    session_id: str
+    task: str
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        task = self.task
+        reasons = await _gate_reasons(control, self.session_id, task)
+        data = {
+            "success": True,
+            "allowed": not reasons,
+            "task": task,
+            "namespace": required_namespace_for_task(task),
+            "reasons": reasons,
+            "session_id": self.session_id,
+        }
+        return WriteAck(ok=True, data=data)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpsertIncidentLink:
+    """Create or update the link for one provider key; never touches work items."""
+
+    spec: IncidentLinkSpec
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        return await _upsert_link(ctx, control, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetIncidentLinks:
+    gitea_org: str
+    gitea_repo: str
+    gitea_issue_number: int
+
+    async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
+        links = await control.incident_links_for_issue(
+            gitea_org=self.gitea_org,
+            gitea_repo=self.gitea_repo,
+            gitea_issue_number=self.gitea_issue_number,
+        )
+        data = {
+            "success": True,
+            "incident_link": links[0] if links else None,
+            "incident_links": links,
+        }
+        return WriteAck(ok=True, data=data)
 
 
 async def _gate_reasons(control: ControlTx, session_id: str, task: str) -> list[str]:

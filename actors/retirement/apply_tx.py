@@ -48,7 +48,8 @@ __all__ = ["ApplyRetirement", "ApplySettings", "LeaseFenceMoved", "run_apply"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApplyRetirement:
-    """Run the whole compare-and-swap apply in one writer transaction."""
+    """Run the whole compare-and-swap apply in one writer transaction: the writer hands
+    this message to ``run_apply`` (below), alone, after the writes queued before it."""
 
     mode: TokenMode
     expected_token: str

@@ -5,15 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import InitVar, dataclass, field, replace
-from typing import Any
+from typing import Any, assert_never
 
 import anyio
 from anyio.abc import TaskGroup
 
-from actors.control.allocate import allocate
 from actors.control.context import ControlClock, ControlSettings
-from actors.control.dispatch import handle_control
-from actors.control.inbox import AllocateWork
+from actors.control.inbox import ControlWrite
 from actors.control.steps import after_expiry
 from actors.host_lease.writes import RenewHostLease, RetireHostRows, handle_host_write
 from actors.mailbox import Actor, Inbox, Reply
@@ -274,7 +272,8 @@ class RegistryWriter(Actor[WriterInbox]):
             async with tx.savepoint():
                 ack = await self._handle(tx, message)
         except Exception as exc:
-            _log.warning("write_refused", message=type(message).__name__, error=repr(exc))
+            name = type(message.op if isinstance(message, ControlWrite) else message).__name__
+            _log.warning("write_refused", message=name, error=repr(exc))
             ack = WriteAck(ok=False, code="store_error", detail=str(exc))
         return message.reply or Reply.discarding(), ack
 
@@ -295,15 +294,15 @@ class RegistryWriter(Actor[WriterInbox]):
             case AppendAudit():
                 await tx.append_audit(message.event)
                 return WriteAck(ok=True)
-            case AllocateWork():
-                return await allocate(self._control, tx, message)
+            case ControlWrite():
+                # The op carries itself out (each is declared beside its step).
+                return await message.run(self._control, tx)
             case RenewHostLease() | RetireHostRows():
                 return await handle_host_write(tx, message, self.clock.now())
             case RecordObservedServers():
                 return await record_observed(tx, message)
             case _:
-                # What is left is a control-plane op (mypy narrows it to ControlOp).
-                return await handle_control(self._control, tx, message)
+                assert_never(message)
 
     async def _apply(self, message: ApplyRetirement) -> None:
         with message.reply:

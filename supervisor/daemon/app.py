@@ -163,6 +163,7 @@ class Supervisor:
             reap=self._reap_tx,
             clock=self.clock,
             census=self._census_tx,
+            profiles=self.profiles,
         )
         self._stop = anyio.Event()
         self._book = ActorBook()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.audit import audit_refusal
-from actors.mailbox import Reply, ask
+from actors.control.inbox import ControlOp
 from actors.replies import WriteAck
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
@@ -27,7 +27,6 @@ from supervisor.policy.refusal import refused
 __all__ = [
     "ControlStep",
     "WriterCalls",
-    "WriterMessage",
     "actions_arg",
     "control_answer",
     "ineligible",
@@ -37,9 +36,6 @@ __all__ = [
 ]
 
 _MAX_TEXT = 200
-
-#: A writer message waiting for its reply channel (what a checked call sends).
-WriterMessage = Callable[[Reply[WriteAck]], WriterInbox]
 
 
 def control_answer(ack: WriteAck) -> dict[str, Any]:
@@ -96,27 +92,20 @@ def ineligible(reason: str, role: object) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class ControlStep:
     """A control op's step: ``check`` reads the op's request (its policy checks; a
-    ``ControlPlaneRefusal`` refuses it) and returns the one writer message it becomes, or
+    ``ControlPlaneRefusal`` refuses it) and returns the one op the writer carries out, or
     the refusal it decided itself; ``refusal`` is what every refusal of the op says besides
     its code and reasons."""
 
-    check: Callable[[Any, Profile | None], WriterMessage | dict[str, Any]]
+    check: Callable[[Any, Profile | None], ControlOp | dict[str, Any]]
     refusal: tuple[tuple[str, Any], ...] = ()
 
 
 class WriterCalls:
-    """What every control-plane call shares: the grant check and one message to the writer."""
+    """What every handle shares: the grant check at entry, and refusals audited through the
+    writer before they are answered."""
 
     _writer: MemoryObjectSendStream[WriterInbox]
     _clock: Clock
-
-    async def _send(self, profile: Profile | None, op: str, build: WriterMessage) -> dict[str, Any]:
-        """The writer's answer to one message; a refusal is audited before it is returned."""
-        ack: WriteAck = await ask(self._writer, build, actor="registry_writer")
-        answer = control_answer(ack)
-        if not ack.ok:
-            await self.audit_refusal(profile, op, answer)
-        return answer
 
     async def _refuse(
         self, profile: Profile | None, op: str, answer: dict[str, Any]
@@ -124,21 +113,6 @@ class WriterCalls:
         """``answer``, a refusal decided before anything was sent, audited first."""
         await self.audit_refusal(profile, op, answer)
         return answer
-
-    async def _step(
-        self, op: str, profile: Profile | None, request: Any, step: ControlStep
-    ) -> Mapping[str, Any]:
-        """Check, send: ``step`` validates the request and builds the writer message (a
-        ``ControlPlaneRefusal`` is answered as a refusal); nothing is sent for a refused
-        call. Every refusal, the writer's included, is audited before it is answered."""
-        try:
-            message = step.check(request, profile)
-        except ControlPlaneRefusal as exc:
-            answer = refused(exc.code, exc.detail, **dict(step.refusal))
-            return await self._refuse(profile, op, answer)
-        if isinstance(message, dict):
-            return await self._refuse(profile, op, message)
-        return await self._send(profile, op, message)
 
     async def deny(
         self, profile: Profile | None, op: str, *, task: str | None = None, **extra: Any

@@ -1,25 +1,18 @@
 """The control plane's steps: each op's request checked by the policy's validators and
-turned into the one message the writer runs (sessions, work items, leases, terminal locks,
+turned into the one op the writer carries out (sessions, work items, leases, terminal locks,
 the allocator)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from actors.control.inbox import (
-    AllocateWork,
-    Assign,
-    CheckAssignment,
-    GetTerminalLock,
-    HeartbeatLease,
-    ReleaseLease,
-    SetTerminalLock,
-    UpsertSession,
-    UpsertWorkItem,
-)
+from actors.control.allocate import AllocateWork
+from actors.control.assign import Assign, CheckAssignment
+from actors.control.inbox import ControlOp
+from actors.control.lifecycle import GetTerminalLock, HeartbeatLease, ReleaseLease, SetTerminalLock
+from actors.control.sessions import UpsertSession, UpsertWorkItem
 from supervisor.handle.checks import (
     ControlStep,
-    WriterMessage,
     actions_arg,
     ineligible,
     optional_text,
@@ -55,7 +48,7 @@ def _name(profile: Profile | None) -> str | None:
     return profile.name if profile else None
 
 
-def session_upsert(r: Any, profile: Profile | None) -> WriterMessage:
+def session_upsert(r: Any, profile: Profile | None) -> ControlOp:
     sid = check_session_id(r.session_id)
     role = check_role(r.role) if r.role is not None else None
     pid = pid_arg(r.pid)
@@ -64,7 +57,7 @@ def session_upsert(r: Any, profile: Profile | None) -> WriterMessage:
     status = r.status if r.status is not None else "active"
     if status not in ("active", "ended"):
         raise ControlPlaneRefusal("invalid_argument", "status must be active or ended")
-    return lambda reply: UpsertSession(
+    return UpsertSession(
         session_id=sid,
         role=role,
         profile=_name(profile),
@@ -72,11 +65,10 @@ def session_upsert(r: Any, profile: Profile | None) -> WriterMessage:
         worker_identity=worker,
         pid=pid,
         status=status,
-        reply=reply,
     )
 
 
-def work_item_upsert(r: Any, profile: Profile | None) -> WriterMessage:
+def work_item_upsert(r: Any, profile: Profile | None) -> ControlOp:
     ref = _ref(r)
     state = check_state(r.state) if r.state is not None else None
     head = check_head_sha(r.current_head_sha)
@@ -86,12 +78,12 @@ def work_item_upsert(r: Any, profile: Profile | None) -> WriterMessage:
         isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 2**30
     ):
         raise ControlPlaneRefusal("invalid_argument", "priority must be an integer")
-    return lambda reply: UpsertWorkItem(
-        ref=ref, state=state, current_head_sha=head, title=title, priority=priority, reply=reply
+    return UpsertWorkItem(
+        ref=ref, state=state, current_head_sha=head, title=title, priority=priority
     )
 
 
-def assign(r: Any, profile: Profile | None) -> WriterMessage:
+def assign(r: Any, profile: Profile | None) -> ControlOp:
     # The kind first, so an incident is refused as such before anything else.
     ref = _ref(r)
     sid, role = check_session_id(r.session_id), check_role(r.role)
@@ -100,7 +92,7 @@ def assign(r: Any, profile: Profile | None) -> WriterMessage:
     forbidden = actions_arg(r.forbidden_actions, "forbidden_actions")
     phase = optional_text(r.phase, "phase")
     pid, ttl = pid_arg(r.owner_pid), ttl_arg(r.lease_ttl_seconds)
-    return lambda reply: Assign(
+    return Assign(
         session_id=sid,
         role=role,
         ref=ref,
@@ -111,37 +103,36 @@ def assign(r: Any, profile: Profile | None) -> WriterMessage:
         ttl_seconds=ttl,
         owner_pid=pid,
         profile=_name(profile),
-        reply=reply,
     )
 
 
-def assignment_check(r: Any, profile: Profile | None) -> WriterMessage:
+def assignment_check(r: Any, profile: Profile | None) -> ControlOp:
     """The mutation gate: ``success`` only for a live lease covering ``action`` now."""
     ref = _ref(r)
     sid = check_session_id(r.session_id)
     [action] = check_actions([r.action], "action")
-    return lambda reply: CheckAssignment(session_id=sid, ref=ref, action=action, reply=reply)
+    return CheckAssignment(session_id=sid, ref=ref, action=action)
 
 
-def lease_heartbeat(r: Any, profile: Profile | None) -> WriterMessage:
+def lease_heartbeat(r: Any, profile: Profile | None) -> ControlOp:
     sid, lid = check_session_id(r.session_id), check_session_id(r.lease_id)
     ttl = ttl_arg(r.lease_ttl_seconds)
-    return lambda reply: HeartbeatLease(session_id=sid, lease_id=lid, ttl_seconds=ttl, reply=reply)
+    return HeartbeatLease(session_id=sid, lease_id=lid, ttl_seconds=ttl)
 
 
-def lease_release(r: Any, profile: Profile | None) -> WriterMessage:
+def lease_release(r: Any, profile: Profile | None) -> ControlOp:
     sid, lid = check_session_id(r.session_id), check_session_id(r.lease_id)
-    return lambda reply: ReleaseLease(session_id=sid, lease_id=lid, reply=reply)
+    return ReleaseLease(session_id=sid, lease_id=lid)
 
 
-def terminal_lock_set(r: Any, profile: Profile | None) -> WriterMessage:
+def terminal_lock_set(r: Any, profile: Profile | None) -> ControlOp:
     """Make ``terminal_pr`` the repository's terminal-review lock; None clears it."""
     remote, org, repo = check_repository(r.remote, r.org, r.repo)
     if r.terminal_pr is not None:
         work_ref(remote, org, repo, "pr", r.terminal_pr)
     review = optional_text(r.review_id, "review_id")
     verdict = optional_text(r.decision, "decision")
-    return lambda reply: SetTerminalLock(
+    return SetTerminalLock(
         remote=remote,
         org=org,
         repo=repo,
@@ -149,16 +140,15 @@ def terminal_lock_set(r: Any, profile: Profile | None) -> WriterMessage:
         review_id=review,
         decision=verdict,
         set_by=_name(profile),
-        reply=reply,
     )
 
 
-def terminal_lock_get(r: Any, profile: Profile | None) -> WriterMessage:
+def terminal_lock_get(r: Any, profile: Profile | None) -> ControlOp:
     remote, org, repo = check_repository(r.remote, r.org, r.repo)
-    return lambda reply: GetTerminalLock(remote=remote, org=org, repo=repo, reply=reply)
+    return GetTerminalLock(remote=remote, org=org, repo=repo)
 
 
-def allocate(r: Any, profile: Profile | None) -> WriterMessage | dict[str, Any]:
+def allocate(r: Any, profile: Profile | None) -> ControlOp | dict[str, Any]:
     """The next item for the caller's role: a preview, or with ``apply`` a leased assignment;
     an ineligible role is refused before anything else is checked.
 
@@ -185,7 +175,7 @@ def allocate(r: Any, profile: Profile | None) -> WriterMessage | dict[str, Any]:
     except ControlPlaneRefusal as exc:
         # Its refusals say whether the caller asked for a lease (``apply``).
         return refused(exc.code, exc.detail, apply=apply)
-    return lambda reply: AllocateWork(
+    return AllocateWork(
         session_id=sid,
         role=wanted,
         remote=remote,
@@ -196,7 +186,6 @@ def allocate(r: Any, profile: Profile | None) -> WriterMessage | dict[str, Any]:
         ttl_seconds=ttl,
         owner_pid=pid,
         profile=profile.name,
-        reply=reply,
     )
 
 

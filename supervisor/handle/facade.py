@@ -11,6 +11,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from actors.audit import audit_event, write_audit
 from actors.calls import ask_call
 from actors.census.inbox import CensusInbox, ReportCensus, TakeCensus
+from actors.control.inbox import ControlWrite
 from actors.heartbeat.inbox import (
     BeatClaim,
     Heartbeat,
@@ -36,16 +37,19 @@ from actors.retirement.inbox import AutoRetireTick, FleetCountsQuery, Retirement
 from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
 from supervisor.errors import PermissionDenied, ProfilesUnreadable, ProtocolError, SupervisorError
-from supervisor.handle.checks import ControlStep, WriterCalls
+from supervisor.handle.checks import ControlStep, WriterCalls, control_answer
 from supervisor.handle.control import CONTROL_STEPS
 from supervisor.handle.declared import ControlCalls, FleetCalls, LinkCalls, ReapCalls
 from supervisor.handle.links import LINK_STEPS
 from supervisor.handle.queries import Query
 from supervisor.handle.reap import ask_reap
 from supervisor.observe.logs import get_logger
+from supervisor.operations.grants import ProfileLookup, regrant_later
 from supervisor.operations.registry import OPERATIONS
 from supervisor.operations.requests import Request, request
 from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import ControlPlaneRefusal
+from supervisor.policy.refusal import refused
 from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.view import CensusView, snapshot_part
 from supervisor.wire import UNAUTHENTICATED, PlanQuery, query_args
@@ -93,8 +97,12 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
         reap: MemoryObjectSendStream[ReapInbox],
         clock: Clock | None = None,
         census: MemoryObjectSendStream[CensusInbox] | None = None,
+        profiles: ProfileLookup | None = None,
     ) -> None:
         self._clock: Clock = clock or SystemClock()
+        #: Where a control op's grant is read again before its write (``regrant``); None:
+        #: no source to read again, so the grant decided at entry stands.
+        self._profiles = profiles
         self._heartbeat = heartbeat
         self._retirement = retirement
         self._liveness = liveness
@@ -193,6 +201,36 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
     async def _reap(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
         return await ask_reap(self._reap_outbox, profile, request)
 
+    async def _control(
+        self, profile: Profile | None, request: Request, step: ControlStep
+    ) -> Mapping[str, Any]:
+        """A control op: its step checks the request and names the op (``handle/control.py``,
+        ``handle/links.py``); the writer reads the grant again and carries the op out in
+        one transaction (``ControlWrite``). Nothing is sent for a refused call, and every
+        refusal, the writer's included, is audited before it is answered."""
+        op = request.op
+        try:
+            checked = step.check(request, profile)
+        except ControlPlaneRefusal as exc:
+            answer = refused(exc.code, exc.detail, **dict(step.refusal))
+            return await self._refuse(profile, op, answer)
+        if isinstance(checked, dict):
+            return await self._refuse(profile, op, checked)
+        recheck = None
+        if self._profiles is not None:
+            task = _TASK_OF[op](request) if op in _TASK_OF else None
+            name = profile.name if profile else None
+            recheck = regrant_later(self._profiles, name, op, task=task)
+        ack: WriteAck = await ask(
+            self._writer,
+            lambda reply: ControlWrite(op=checked, recheck_grant=recheck, reply=reply),
+            actor="registry_writer",
+        )
+        answer = control_answer(ack)
+        if not ack.ok:
+            await self.audit_refusal(profile, op, answer)
+        return answer
+
     # --- the daemon's queries of its actors: each a message of its own --------------------
 
     auto_retire = Query[Mapping[str, Any]]("_retirement", "retirement", AutoRetireTick)
@@ -282,7 +320,7 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
 
 def _control(step: ControlStep) -> _Route:
     async def route(handle: SupervisorHandle, profile: Profile | None, request: Request) -> Any:
-        return await handle._step(request.op, profile, request, step)
+        return await handle._control(profile, request, step)
 
     return route
 

@@ -1,18 +1,19 @@
 """Namespace health and incident link steps: each op's request checked and turned into the
-one message the writer runs."""
+one op the writer carries out."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from actors.control.inbox import (
+from actors.control.inbox import ControlOp
+from actors.control.links import (
     GetIncidentLinks,
     NamespaceHealthGate,
     RecordNamespaceHealth,
     UpsertIncidentLink,
 )
-from supervisor.handle.checks import ControlStep, WriterMessage, optional_text
+from supervisor.handle.checks import ControlStep, optional_text
 from supervisor.operations.requests import arguments
 from supervisor.policy.control.incident_links import check_incident_link, check_issue_target
 from supervisor.policy.control.namespace_health import classify_namespace_probe
@@ -59,7 +60,7 @@ def _path(value: object) -> str | None:
     return value
 
 
-def namespace_health_assess(r: Any, profile: Profile | None) -> WriterMessage:
+def namespace_health_assess(r: Any, profile: Profile | None) -> ControlOp:
     """Classify the probe evidence and record it as the session's verdict for ``namespace``.
 
     The classification is pure and runs here; the writer stores the verdict, so every
@@ -83,35 +84,32 @@ def namespace_health_assess(r: Any, profile: Profile | None) -> WriterMessage:
         configured=configured,
         probe_source=r.probe_source,
     )
-    return lambda reply: RecordNamespaceHealth(
+    return RecordNamespaceHealth(
         session_id=sid,
         assessment=verdict,
         profile=profile.name if profile else None,
-        reply=reply,
     )
 
 
-def namespace_health_gate(r: Any, profile: Profile | None) -> WriterMessage:
+def namespace_health_gate(r: Any, profile: Profile | None) -> ControlOp:
     """Whether the session's recorded verdicts let ``task`` (merge_pr, ...) run now."""
     sid = check_session_id(r.session_id)
     task = optional_text(r.task, "task")
     if task is None:
         raise _invalid("task is required")
-    return lambda reply: NamespaceHealthGate(session_id=sid, task=task, reply=reply)
+    return NamespaceHealthGate(session_id=sid, task=task)
 
 
-def incident_link_upsert(r: Any, profile: Profile | None) -> WriterMessage:
+def incident_link_upsert(r: Any, profile: Profile | None) -> ControlOp:
     """Create or update the one link for this provider key; it is never a work item."""
     link = check_incident_link(**arguments(r))
-    return lambda reply: UpsertIncidentLink(spec=link, reply=reply)
+    return UpsertIncidentLink(spec=link)
 
 
-def incident_link_get(r: Any, profile: Profile | None) -> WriterMessage:
+def incident_link_get(r: Any, profile: Profile | None) -> ControlOp:
     """The link (lowest link_id) and every link pointing at this Gitea issue."""
     org, repo, number = check_issue_target(r.gitea_org, r.gitea_repo, r.gitea_issue_number)
-    return lambda reply: GetIncidentLinks(
-        gitea_org=org, gitea_repo=repo, gitea_issue_number=number, reply=reply
-    )
+    return GetIncidentLinks(gitea_org=org, gitea_repo=repo, gitea_issue_number=number)
 
 
 #: Namespace health and incident link op -> its step.

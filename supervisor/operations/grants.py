@@ -71,18 +71,21 @@ def grant(profile: Profile | None, op: str, *, task: str | None = None) -> Denia
     return None if decision.allowed else Denial(op, decision)
 
 
-def regrant(profiles: ProfileLookup, profile_name: str | None, op: str) -> str | None:
-    """Why the grant of ``op``, resolved again now by the profile's name from its source of
-    truth, no longer allows it; None when it still does. Run immediately before a mutation
-    (inside the writer's transaction for registry rows, before the first signal for a
-    reap), so a grant revoked between plan and apply refuses the apply."""
+def regrant(
+    profiles: ProfileLookup, profile_name: str | None, op: str, *, task: str | None = None
+) -> str | None:
+    """Why the grant of ``op`` (its ``task``, as for ``grant``), resolved again now by the
+    profile's name from its source of truth, no longer allows it; None when it still does.
+    Run immediately before a mutation (inside the writer's transaction for registry and
+    control-plane rows, before the first signal for a reap), so a grant revoked after entry
+    (between plan and apply, or while the write waited for the writer) refuses it."""
     current = profiles.get(profile_name) if profile_name else None
-    denial = grant(current, op)
+    denial = grant(current, op, task=task)
     return None if denial is None else denial.decision.reason
 
 
 def regrant_later(
-    profiles: ProfileLookup, profile_name: str | None, op: str
+    profiles: ProfileLookup, profile_name: str | None, op: str, *, task: str | None = None
 ) -> Callable[[], str | None]:
     """``regrant`` of these arguments, to be run by whoever performs the mutation."""
-    return partial(regrant, profiles, profile_name, op)
+    return partial(regrant, profiles, profile_name, op, task=task)

@@ -19,6 +19,7 @@ from supervisor.policy.identity.instance import mint_instance_id
 from supervisor.store.base import Store
 from supervisor.store.sqlite.open import open_sqlite_store
 from supervisor.store.sqlite.store import SQLiteStore
+from tests.actors.profiles import CONTROL_PROFILES
 from tests.census_source import Take, census_source, empty_census
 from tests.fakes import ScriptedProbes
 
@@ -42,7 +43,7 @@ class Profiles:
     """A mutable profile source, so tests can revoke a grant mid-call."""
 
     by_name: dict[str, Profile] = field(
-        default_factory=lambda: {p.name: p for p in (READER, RETIRER, AUTHOR)}
+        default_factory=lambda: {p.name: p for p in (READER, RETIRER, AUTHOR, *CONTROL_PROFILES)}
     )
 
     def get(self, name: str) -> Profile | None:

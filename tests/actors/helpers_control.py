@@ -7,9 +7,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from supervisor.policy.control.permissions import OP_LEASE, OP_READ, Profile
+from supervisor.policy.control.permissions import Profile
 from supervisor.policy.stamps import format_stamp
 from tests.actors.harness import START, Harness
+from tests.actors.profiles import (
+    AUTHOR_P,
+    CONTROLLER_P,
+    LOOKER_P,
+    MERGER_P,
+    RECONCILER_P,
+    REVIEWER_P,
+)
 from tests.store.rowdata import raw_query
 
 __all__ = [
@@ -27,15 +35,6 @@ __all__ = [
     "check",
     "events",
 ]
-
-_LEASE = frozenset({OP_READ, OP_LEASE})
-CONTROLLER_P = Profile(name="cp-controller", role_kind="controller", allowed_operations=_LEASE)
-RECONCILER_P = Profile(name="cp-reconciler", role_kind="reconciler", allowed_operations=_LEASE)
-AUTHOR_P = Profile(name="cp-author", role_kind="author", allowed_operations=_LEASE)
-REVIEWER_P = Profile(name="cp-reviewer", role_kind="reviewer", allowed_operations=_LEASE)
-MERGER_P = Profile(name="cp-merger", role_kind="merger", allowed_operations=_LEASE)
-#: Can look (preview, gate, lock) but not take a lease.
-LOOKER_P = Profile(name="cp-looker", role_kind="author", allowed_operations=frozenset({OP_READ}))
 
 SHA_1 = "1" * 40
 SHA_2 = "2" * 40
