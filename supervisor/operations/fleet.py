@@ -29,7 +29,7 @@ from supervisor.wire import DEFAULT_PAGE, MAX_EXAMPLES, MAX_PAGE
 
 __all__ = ["FLEET_OPERATIONS", "OPERATOR_OPS", "WORKER_OPS"]
 
-# Their wire arguments are read by ``surfaces.socket.fleet_args`` from these declarations:
+# Their wire arguments are read by ``surfaces.socket.protocol`` from these declarations:
 # strings must be non-empty, integers within their bounds, and the arguments are checked
 # in the order declared here (a frame with several faults is refused for the first).
 # Every worker heartbeat takes a fast path there; their MCP tools answer through hooks

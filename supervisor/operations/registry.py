@@ -34,7 +34,7 @@ OPERATIONS: Mapping[str, Operation] = {
         *REAP_OPERATIONS,
     )
 }
-#: The ops whose socket arguments the control reader checks (``protocol_control``).
+#: The ops whose socket arguments the control reader checks (``protocol.parse_control_args``).
 CONTROL_OPS: frozenset[str] = frozenset(
     op.name for op in (*CONTROL_OPERATIONS, *LINK_OPERATIONS, *REAP_OPERATIONS)
 )

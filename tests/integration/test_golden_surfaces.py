@@ -21,13 +21,12 @@ import pytest
 from mcp import Client as McpClient
 
 from supervisor.operations.fleet import OPERATOR_OPS, WORKER_OPS
-from supervisor.operations.registry import CONTROL_OPS
+from supervisor.operations.registry import CONTROL_OPS, HOST_OPS
 from supervisor.settings.config import SocketConfig
 from supervisor.settings.profile_edits import create_token
 from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.tools import build_mcp_server
-from supervisor.surfaces.socket.protocol_hosts import HOST_OPS
 from tests.actors.harness import INSTANCE, READER, REPO
 from tests.actors.helpers_app import SettledHarness, harness
 from tests.actors.helpers_retirement import PAST_TTL, enroll, ensure_swept

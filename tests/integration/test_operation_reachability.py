@@ -26,8 +26,7 @@ from supervisor.settings.profile_edits import create_token
 from supervisor.settings.profiles import ProfileBook
 from supervisor.surfaces.mcp.bridge import SocketToolBackend
 from supervisor.surfaces.mcp.tools import build_mcp_server
-from supervisor.surfaces.socket.protocol import decode_request
-from supervisor.surfaces.socket.protocol_control import CONTROL_SCHEMAS
+from supervisor.surfaces.socket.protocol import CONTROL_SCHEMAS, decode_request
 from tests.actors.helpers_app import harness
 from tests.integration.socket_helpers import read_frames, serve, short_dir
 

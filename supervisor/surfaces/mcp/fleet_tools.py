@@ -18,7 +18,7 @@ from supervisor.surfaces.mcp.answers import tool_answer
 from supervisor.surfaces.mcp.backend import ToolBackend
 from supervisor.surfaces.mcp.operation_tools import add_declared_tool
 from supervisor.surfaces.mcp.size import fit_result
-from supervisor.surfaces.socket.fleet_args import (
+from supervisor.surfaces.socket.protocol import (
     parse_manifest,
     parse_plan_query,
     parse_worker_identities,

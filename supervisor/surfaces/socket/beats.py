@@ -8,8 +8,7 @@ from typing import Any
 
 from actors.replies import HeartbeatResult
 from supervisor.operations.requests import REQUESTS, Request
-from supervisor.surfaces.socket.fleet_args import MAX_TEXT
-from supervisor.surfaces.socket.frame import MAX_ID, Frame
+from supervisor.surfaces.socket.frame import MAX_ID, MAX_TEXT, Frame
 from supervisor.wire import PROTOCOL_VERSION, encode
 
 __all__ = ["beat_answer", "well_formed_heartbeat"]
@@ -20,7 +19,7 @@ def well_formed_heartbeat(data: Any) -> Frame | None:
     refuse, else None.
 
     Every worker heartbeat comes through here, so the checks of ``protocol._decoded`` and
-    ``fleet_args._text`` and ``_int`` are inlined for the one op; any frame they would
+    ``protocol._text`` and ``_int`` are inlined for the one op; any frame they would
     refuse (or that is not a heartbeat) is left to ``protocol._decoded``, which raises the
     proper error.
     """

@@ -20,10 +20,10 @@ from supervisor.settings.config import SocketConfig
 from supervisor.surfaces.socket.beats import beat_answer
 from supervisor.surfaces.socket.bind import SocketInUse, bound_listener
 from supervisor.surfaces.socket.dispatch import Dispatcher, ProfileLookupWithAuth
-from supervisor.surfaces.socket.frame import Frame
+from supervisor.surfaces.socket.frame import Frame, peek_request_id
 from supervisor.surfaces.socket.frame_channel import FrameChannel, Oversized, open_frame_channel
 from supervisor.surfaces.socket.peer_auth import Conversation
-from supervisor.surfaces.socket.protocol import decode_request, peek_request_id
+from supervisor.surfaces.socket.protocol import decode_request
 from supervisor.surfaces.socket.status import ServerFigures
 from supervisor.system.peers import peer_credentials
 from supervisor.system.probes import ProbeBackend

@@ -12,8 +12,7 @@ from supervisor.errors import ProtocolError
 from supervisor.operations.fleet import FLEET_OPERATIONS
 from supervisor.operations.requests import REQUESTS
 from supervisor.operations.spec import BOOL, INT, TEXT, Operation
-from supervisor.surfaces.socket.fleet_args import FLEET_PARSERS
-from supervisor.surfaces.socket.protocol import decode_request
+from supervisor.surfaces.socket.protocol import FLEET_PARSERS, decode_request
 
 #: A value every declared argument of that shape accepts.
 GOOD: dict[str, Any] = {TEXT: "x", INT: 1, BOOL: True}

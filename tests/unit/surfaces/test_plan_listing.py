@@ -14,8 +14,7 @@ from supervisor.errors import ProtocolError
 from supervisor.operations.requests import REQUESTS, given
 from supervisor.policy.retirement.reasons import REASON_ALREADY_TERMINAL
 from supervisor.surfaces.mcp.size import fit_result
-from supervisor.surfaces.socket.fleet_args import parse_plan_query
-from supervisor.surfaces.socket.protocol import decode_request
+from supervisor.surfaces.socket.protocol import decode_request, parse_plan_query
 from supervisor.wire import DEFAULT_PAGE, PlanQuery, query_args
 
 

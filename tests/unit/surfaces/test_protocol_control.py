@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 
 from supervisor.errors import ProtocolError
-from supervisor.operations.registry import TASKS
+from supervisor.operations.registry import CONTROL_OPS, TASKS
 from supervisor.operations.requests import REQUESTS, given
-from supervisor.surfaces.socket.protocol import decode_request
-from supervisor.surfaces.socket.protocol_control import CONTROL_OPS, CONTROL_SCHEMAS
+from supervisor.surfaces.socket.protocol import CONTROL_SCHEMAS, decode_request
 
 WHERE = {"remote": "prgs", "org": "org", "repo": "repo"}
 

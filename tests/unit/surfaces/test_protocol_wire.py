@@ -13,7 +13,8 @@ from supervisor.errors import ProtocolError
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.beats import beat_answer
 from supervisor.surfaces.socket.beats import well_formed_heartbeat as _well_formed_heartbeat
-from supervisor.surfaces.socket.protocol import _decoded, _load, decode_request
+from supervisor.surfaces.socket.frame import load_frame as _load
+from supervisor.surfaces.socket.protocol import _decoded, decode_request
 from supervisor.wire import encode, ok_frame
 
 _text = st.text(max_size=40)
