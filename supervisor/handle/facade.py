@@ -42,7 +42,6 @@ from supervisor.handle.control import CONTROL_STEPS
 from supervisor.handle.declared import ControlCalls, FleetCalls, LinkCalls, ReapCalls
 from supervisor.handle.links import LINK_STEPS
 from supervisor.handle.queries import Query
-from supervisor.handle.reap import ask_reap
 from supervisor.observe.logs import get_logger
 from supervisor.operations.grants import ProfileLookup, regrant_later
 from supervisor.operations.registry import OPERATIONS
@@ -54,7 +53,10 @@ from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.view import CensusView, snapshot_part
 from supervisor.wire import UNAUTHENTICATED, PlanQuery, query_args
 
-__all__ = ["SupervisorHandle"]
+__all__ = ["REAP_INCLUDE", "SupervisorHandle"]
+
+#: What ``reap plan --include`` may name: kept servers the user may ask to plan too.
+REAP_INCLUDE = ("superseded",)
 
 _Route = Callable[["SupervisorHandle", Profile | None, Request], Awaitable[Any]]
 
@@ -199,7 +201,18 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
         return await ask_call(self._retirement, profile, request, actor="retirement")
 
     async def _reap(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
-        return await ask_reap(self._reap_outbox, profile, request)
+        """The reap actor's answer to a plan or apply; the actor decides and audits its own
+        refusals, and reads the apply's grant again (``regrant``) before any signal."""
+        if request.op == "reap_plan":
+            include: Any = request
+            unknown = sorted(set(include.include or ()) - set(REAP_INCLUDE))
+            if unknown:
+                detail = f"args.include may name only {list(REAP_INCLUDE)}, got {unknown}"
+                raise ProtocolError(detail)
+        answer: Mapping[str, Any] = await ask_call(
+            self._reap_outbox, profile, request, actor="reap"
+        )
+        return answer
 
     async def _control(
         self, profile: Profile | None, request: Request, step: ControlStep
