@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from actors.mailbox import Outbox, Reply, ask
 from supervisor.operations.requests import Request
 from supervisor.policy.control.permissions import Profile
 
 __all__ = ["Call", "ask_call"]
+
+_R = TypeVar("_R", bound=Request)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,6 +26,14 @@ class Call:
     @property
     def op(self) -> str:
         return self.request.op
+
+    def request_as(self, kind: type[_R]) -> _R:
+        """The request as ``kind``, the request type of the op the actor is answering (a
+        route that sent another op's request is a bug, raised as such)."""
+        request = self.request
+        if not isinstance(request, kind):
+            raise TypeError(f"{kind.__name__} expected, got {type(request).__name__}")
+        return request
 
 
 async def ask_call(

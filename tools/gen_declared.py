@@ -3,7 +3,8 @@
 Each call builds the op's request (``operations.requests``) from its keyword arguments and
 hands it to the one generic ``call``, so no hand-written file repeats an op's argument
 list. One module per family of operations (``supervisor/operations/<family>.py``); it
-also writes the table of op names in docs/development.md. Run
+also writes the table of op names in docs/development.md, the workers' library's named
+calls and each op's request type (``tools/gen_requests.py``). Run
 ``python -m tools.gen_declared`` after changing a declaration; ``--check`` exits 1 when
 the files are not what this writes (``tests/unit/test_declared_current.py``).
 """
@@ -21,6 +22,7 @@ from supervisor.operations.hosts import HOST_OPERATIONS
 from supervisor.operations.links import LINK_OPERATIONS
 from supervisor.operations.reap import REAP_OPERATIONS
 from supervisor.operations.spec import Arg, Operation
+from tools.gen_requests import ANNOTATIONS, REQUEST_FILE, render_requests
 
 __all__ = ["CLIENT", "DOC", "FAMILIES", "TARGET", "main", "name_table", "render", "render_client"]
 
@@ -45,18 +47,8 @@ FAMILIES: Mapping[str, tuple[str, tuple[Operation, ...]]] = {
 _HAND_WRITTEN = frozenset({"register", "heartbeat", "release", "status", "plan", "host_status"})
 
 #: A parameter's annotation by wire shape, when given (optional ones add ``| None``).
-_TYPES: Mapping[str, str] = {
-    spec.TEXT: "str",
-    spec.INT: "int",
-    spec.INT_OR_NULL: "int | None",
-    spec.NUMBER: "float",
-    spec.BOOL: "bool",
-    spec.TEXTS: "Sequence[str]",
-    spec.OBJECTS: "Sequence[Any]",
-    spec.OBJECT: "Mapping[str, Any]",
-    spec.INTS: "Sequence[int]",
-    spec.TEXT_OR_TEXTS: "Sequence[str] | str",
-}
+_TYPES = ANNOTATIONS
+
 
 _HEADER = '''"""The handle's keyword call of every {family} op: its request, built from the keyword
 arguments, handed to the one generic ``call`` (generated; do not edit)."""
@@ -284,8 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         doc = DOC.read_text(encoding="utf-8")
         if _doc(doc) != doc:
             stale.append(str(DOC))
-        if not CLIENT.exists() or CLIENT.read_text(encoding="utf-8") != render_client():
-            stale.append(str(CLIENT))
+        for path, text in ((CLIENT, render_client()), (REQUEST_FILE, render_requests())):
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(str(path))
         if stale or extra:
             names = ", ".join([*stale, *extra])
             sys.stderr.write(
@@ -298,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         (TARGET / name).write_text(text, encoding="utf-8")
     DOC.write_text(_doc(DOC.read_text(encoding="utf-8")), encoding="utf-8")
     CLIENT.write_text(render_client(), encoding="utf-8")
+    REQUEST_FILE.write_text(render_requests(), encoding="utf-8")
     return 0
 
 

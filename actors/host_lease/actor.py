@@ -15,6 +15,7 @@ from actors.replies import HostLeaseStatus, WriteAck
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
+from supervisor.operations.declared_requests import HostApplyRequest
 from supervisor.operations.grants import ProfileLookup, regrant_later
 from supervisor.policy.canonical import canon
 from supervisor.policy.retirement.host_leases import (
@@ -177,7 +178,7 @@ class HostLeaseKeeper(Actor[HostLeaseInbox]):
         )
 
     async def _apply(self, call: Call) -> WriteAck:
-        request: Any = call.request
+        request = call.request_as(HostApplyRequest)
         caller = call.profile.name if call.profile is not None else None
         name = caller or "unknown"
         try:

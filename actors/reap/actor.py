@@ -39,6 +39,7 @@ from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import PermissionDenied, SupervisorError
 from supervisor.observe.logs import get_logger
+from supervisor.operations.declared_requests import ReapApplyRequest, ReapPlanRequest
 from supervisor.operations.grants import ProfileLookup, regrant
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.retirement.apply_rules import (
@@ -158,8 +159,8 @@ class ReapActor(Actor[ReapInbox]):
     async def plan(self, call: Call) -> Mapping[str, Any]:
         """The plan of a census taken now (the caller's read grant was decided at entry);
         ``include`` names the kinds of kept servers to plan too (superseded)."""
-        include: Any = call.request
-        superseded = "superseded" in (include.include or ())
+        include = call.request_as(ReapPlanRequest).include
+        superseded = "superseded" in (include or ())
         plan = await self._plan(call.profile, include_superseded=superseded)
         answer = reap_plan_dict(plan)
         answer["profile"] = call.profile.name if call.profile else None
@@ -193,7 +194,7 @@ class ReapActor(Actor[ReapInbox]):
     # --- apply --------------------------------------------------------------------------
 
     async def apply(self, call: Call) -> Mapping[str, Any]:
-        request: Any = call.request
+        request = call.request_as(ReapApplyRequest)
         async with self._applying:
             return await self._apply(
                 call.profile, request.plan_token, override=bool(request.override_mass_guard)

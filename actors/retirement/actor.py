@@ -36,6 +36,7 @@ from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
+from supervisor.operations.declared_requests import ApplyRequest, SnapshotRequest
 from supervisor.operations.grants import ProfileLookup, grant, regrant_later
 from supervisor.operations.requests import given, request
 from supervisor.policy.control.permissions import Profile
@@ -175,7 +176,7 @@ class RetirementActor(Actor[RetirementInbox]):
 
     async def snapshot(self, call: Call) -> Mapping[str, Any]:
         """The fleet classified (the caller's grant was decided at entry: ``grant``)."""
-        request: Any = call.request
+        request = call.request_as(SnapshotRequest)
         if request.include_history:
             # Every row, so historical_workers lists them; history=None says so.
             inputs = PlanInputs(rows=await self.store.read_registrations(), history=None)
@@ -282,7 +283,7 @@ class RetirementActor(Actor[RetirementInbox]):
         return result
 
     async def apply(self, call: Call) -> Mapping[str, Any]:
-        request: Any = call.request
+        request = call.request_as(ApplyRequest)
         profile = call.profile
         try:
             mode, token = token_of(request)

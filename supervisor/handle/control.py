@@ -19,6 +19,17 @@ from supervisor.handle.checks import (
     pid_arg,
     ttl_arg,
 )
+from supervisor.operations.declared_requests import (
+    AllocateRequest,
+    AssignmentCheckRequest,
+    AssignRequest,
+    LeaseHeartbeatRequest,
+    LeaseReleaseRequest,
+    SessionUpsertRequest,
+    TerminalLockGetRequest,
+    TerminalLockSetRequest,
+    WorkItemUpsertRequest,
+)
 from supervisor.policy.control.candidates import candidates_from_mappings
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.control.plane import (
@@ -36,11 +47,11 @@ from supervisor.policy.refusal import refused
 
 __all__ = ["CONTROL_STEPS"]
 
-# Every step reads its op's request (``operations.requests``): ``r`` has exactly the
-# fields the op declares, None where the caller gave nothing.
+# Every step reads its op's request (``operations.declared_requests``): ``r`` has exactly
+# the fields the op declares, None where the caller gave nothing.
 
 
-def _ref(r: Any) -> WorkRef:
+def _ref(r: WorkItemUpsertRequest | AssignRequest | AssignmentCheckRequest) -> WorkRef:
     return work_ref(r.remote, r.org, r.repo, r.kind, r.number)
 
 
@@ -48,7 +59,7 @@ def _name(profile: Profile | None) -> str | None:
     return profile.name if profile else None
 
 
-def session_upsert(r: Any, profile: Profile | None) -> ControlOp:
+def session_upsert(r: SessionUpsertRequest, profile: Profile | None) -> ControlOp:
     sid = check_session_id(r.session_id)
     role = check_role(r.role) if r.role is not None else None
     pid = pid_arg(r.pid)
@@ -68,7 +79,7 @@ def session_upsert(r: Any, profile: Profile | None) -> ControlOp:
     )
 
 
-def work_item_upsert(r: Any, profile: Profile | None) -> ControlOp:
+def work_item_upsert(r: WorkItemUpsertRequest, profile: Profile | None) -> ControlOp:
     ref = _ref(r)
     state = check_state(r.state) if r.state is not None else None
     head = check_head_sha(r.current_head_sha)
@@ -83,7 +94,7 @@ def work_item_upsert(r: Any, profile: Profile | None) -> ControlOp:
     )
 
 
-def assign(r: Any, profile: Profile | None) -> ControlOp:
+def assign(r: AssignRequest, profile: Profile | None) -> ControlOp:
     # The kind first, so an incident is refused as such before anything else.
     ref = _ref(r)
     sid, role = check_session_id(r.session_id), check_role(r.role)
@@ -106,7 +117,7 @@ def assign(r: Any, profile: Profile | None) -> ControlOp:
     )
 
 
-def assignment_check(r: Any, profile: Profile | None) -> ControlOp:
+def assignment_check(r: AssignmentCheckRequest, profile: Profile | None) -> ControlOp:
     """The mutation gate: ``success`` only for a live lease covering ``action`` now."""
     ref = _ref(r)
     sid = check_session_id(r.session_id)
@@ -114,18 +125,18 @@ def assignment_check(r: Any, profile: Profile | None) -> ControlOp:
     return CheckAssignment(session_id=sid, ref=ref, action=action)
 
 
-def lease_heartbeat(r: Any, profile: Profile | None) -> ControlOp:
+def lease_heartbeat(r: LeaseHeartbeatRequest, profile: Profile | None) -> ControlOp:
     sid, lid = check_session_id(r.session_id), check_session_id(r.lease_id)
     ttl = ttl_arg(r.lease_ttl_seconds)
     return HeartbeatLease(session_id=sid, lease_id=lid, ttl_seconds=ttl)
 
 
-def lease_release(r: Any, profile: Profile | None) -> ControlOp:
+def lease_release(r: LeaseReleaseRequest, profile: Profile | None) -> ControlOp:
     sid, lid = check_session_id(r.session_id), check_session_id(r.lease_id)
     return ReleaseLease(session_id=sid, lease_id=lid)
 
 
-def terminal_lock_set(r: Any, profile: Profile | None) -> ControlOp:
+def terminal_lock_set(r: TerminalLockSetRequest, profile: Profile | None) -> ControlOp:
     """Make ``terminal_pr`` the repository's terminal-review lock; None clears it."""
     remote, org, repo = check_repository(r.remote, r.org, r.repo)
     if r.terminal_pr is not None:
@@ -143,12 +154,12 @@ def terminal_lock_set(r: Any, profile: Profile | None) -> ControlOp:
     )
 
 
-def terminal_lock_get(r: Any, profile: Profile | None) -> ControlOp:
+def terminal_lock_get(r: TerminalLockGetRequest, profile: Profile | None) -> ControlOp:
     remote, org, repo = check_repository(r.remote, r.org, r.repo)
     return GetTerminalLock(remote=remote, org=org, repo=repo)
 
 
-def allocate(r: Any, profile: Profile | None) -> ControlOp | dict[str, Any]:
+def allocate(r: AllocateRequest, profile: Profile | None) -> ControlOp | dict[str, Any]:
     """The next item for the caller's role: a preview, or with ``apply`` a leased assignment;
     an ineligible role is refused before anything else is checked.
 
@@ -170,7 +181,7 @@ def allocate(r: Any, profile: Profile | None) -> ControlOp | dict[str, Any]:
     try:
         sid = check_session_id(r.session_id)
         remote, org, repo = check_repository(r.remote, r.org, r.repo)
-        parsed = candidates_from_mappings(list(r.candidates))
+        parsed = candidates_from_mappings(list(r.candidates or ()))
         pid, ttl = pid_arg(r.owner_pid), ttl_arg(r.lease_ttl_seconds)
     except ControlPlaneRefusal as exc:
         # Its refusals say whether the caller asked for a lease (``apply``).

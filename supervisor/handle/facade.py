@@ -43,6 +43,7 @@ from supervisor.handle.declared import ControlCalls, FleetCalls, LinkCalls, Reap
 from supervisor.handle.links import LINK_STEPS
 from supervisor.handle.queries import Query
 from supervisor.observe.logs import get_logger
+from supervisor.operations.declared_requests import ReapPlanRequest
 from supervisor.operations.grants import ProfileLookup, regrant_later
 from supervisor.operations.registry import OPERATIONS
 from supervisor.operations.requests import Request, request
@@ -203,9 +204,8 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
     async def _reap(self, profile: Profile | None, request: Request) -> Mapping[str, Any]:
         """The reap actor's answer to a plan or apply; the actor decides and audits its own
         refusals, and reads the apply's grant again (``regrant``) before any signal."""
-        if request.op == "reap_plan":
-            include: Any = request
-            unknown = sorted(set(include.include or ()) - set(REAP_INCLUDE))
+        if isinstance(request, ReapPlanRequest):
+            unknown = sorted(set(request.include or ()) - set(REAP_INCLUDE))
             if unknown:
                 detail = f"args.include may name only {list(REAP_INCLUDE)}, got {unknown}"
                 raise ProtocolError(detail)

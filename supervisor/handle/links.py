@@ -14,6 +14,12 @@ from actors.control.links import (
     UpsertIncidentLink,
 )
 from supervisor.handle.checks import ControlStep, optional_text
+from supervisor.operations.declared_requests import (
+    IncidentLinkGetRequest,
+    IncidentLinkUpsertRequest,
+    NamespaceHealthAssessRequest,
+    NamespaceHealthGateRequest,
+)
 from supervisor.operations.requests import arguments
 from supervisor.policy.control.incident_links import check_incident_link, check_issue_target
 from supervisor.policy.control.namespace_health import classify_namespace_probe
@@ -60,7 +66,7 @@ def _path(value: object) -> str | None:
     return value
 
 
-def namespace_health_assess(r: Any, profile: Profile | None) -> ControlOp:
+def namespace_health_assess(r: NamespaceHealthAssessRequest, profile: Profile | None) -> ControlOp:
     """Classify the probe evidence and record it as the session's verdict for ``namespace``.
 
     The classification is pure and runs here; the writer stores the verdict, so every
@@ -91,7 +97,7 @@ def namespace_health_assess(r: Any, profile: Profile | None) -> ControlOp:
     )
 
 
-def namespace_health_gate(r: Any, profile: Profile | None) -> ControlOp:
+def namespace_health_gate(r: NamespaceHealthGateRequest, profile: Profile | None) -> ControlOp:
     """Whether the session's recorded verdicts let ``task`` (merge_pr, ...) run now."""
     sid = check_session_id(r.session_id)
     task = optional_text(r.task, "task")
@@ -100,13 +106,13 @@ def namespace_health_gate(r: Any, profile: Profile | None) -> ControlOp:
     return NamespaceHealthGate(session_id=sid, task=task)
 
 
-def incident_link_upsert(r: Any, profile: Profile | None) -> ControlOp:
+def incident_link_upsert(r: IncidentLinkUpsertRequest, profile: Profile | None) -> ControlOp:
     """Create or update the one link for this provider key; it is never a work item."""
     link = check_incident_link(**arguments(r))
     return UpsertIncidentLink(spec=link)
 
 
-def incident_link_get(r: Any, profile: Profile | None) -> ControlOp:
+def incident_link_get(r: IncidentLinkGetRequest, profile: Profile | None) -> ControlOp:
     """The link (lowest link_id) and every link pointing at this Gitea issue."""
     org, repo, number = check_issue_target(r.gitea_org, r.gitea_repo, r.gitea_issue_number)
     return GetIncidentLinks(gitea_org=org, gitea_repo=repo, gitea_issue_number=number)

@@ -3,74 +3,17 @@ into, what the handle's one ``call`` takes, and what the actor receives."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import field, fields, make_dataclass
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
 
-from supervisor.operations import spec
-from supervisor.operations.registry import OPERATIONS
-from supervisor.operations.spec import Operation
-from supervisor.policy.fast_init import fast_init
+from supervisor.operations.declared_requests import REQUEST_TYPES
+from supervisor.operations.spec import Request
 
-__all__ = ["REQUESTS", "Request", "arguments", "given", "request", "request_type"]
+__all__ = ["REQUESTS", "Request", "arguments", "given", "request"]
 
-
-class Request:
-    """The base of every op's request type: a frozen, slotted, keyword-only dataclass whose
-    fields are the op's declared arguments (absent ones are None, or a switch's default)."""
-
-    __slots__ = ()
-    #: The op this is a request of (its name on the socket).
-    op: ClassVar[str]
-    #: The seed's name for it, where the op is also an MCP tool (else the op's name).
-    alias: ClassVar[str]
-
-
-#: The Python type each wire shape is held as once checked (lists become tuples).
-_TYPES: Mapping[str, Any] = {
-    spec.TEXT: str | None,
-    spec.INT: int | None,
-    spec.INT_OR_NULL: int | None,
-    spec.NUMBER: float | None,
-    spec.BOOL: bool | None,
-    spec.TEXTS: Sequence[str] | None,
-    spec.OBJECTS: Sequence[Any] | None,
-    spec.OBJECT: Mapping[str, Any] | None,
-    spec.INTS: Sequence[int] | None,
-    spec.TEXT_OR_TEXTS: Sequence[str] | str | None,
-}
-
-
-def _camel(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
-
-
-def _default(arg: spec.Arg) -> Any:
-    return arg.default if arg.shape == spec.BOOL else None
-
-
-def request_type(op: Operation) -> type[Request]:
-    """The request type of ``op``: one field per declared argument, in declared order."""
-    # A switch's absence is its default (false, or true where --not-X turns it off);
-    # every other absent argument is None, and the actor applies its own default.
-    specs = [(arg.name, _TYPES[arg.shape], field(default=_default(arg))) for arg in op.args]
-    kind = make_dataclass(
-        _camel(op.name),
-        specs,
-        bases=(Request,),
-        namespace={"op": op.name, "alias": op.tool_name or op.name},
-        frozen=True,
-        slots=True,
-        kw_only=True,
-    )
-    kind.__module__ = __name__
-    kind.__doc__ = f"The arguments of ``{op.name}``, as its declaration says (``{op.call}``)."
-    # A heartbeat's request is built once per beat: the cheaper __init__ (``fast_init``).
-    return fast_init(kind)
-
-
-#: op name -> its request type, for every declared op.
-REQUESTS: Mapping[str, type[Request]] = {name: request_type(op) for name, op in OPERATIONS.items()}
+#: op name -> its request type (``declared_requests``, generated), for every declared op.
+REQUESTS: Mapping[str, type[Request]] = {kind.op: kind for kind in REQUEST_TYPES}
 
 
 def request(op: str, **values: Any) -> Request:

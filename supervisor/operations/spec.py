@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from supervisor.policy.control.permissions import TaskRule
 
@@ -24,6 +24,7 @@ __all__ = [
     "Command",
     "Flag",
     "Operation",
+    "Request",
     "Tool",
     "describe",
 ]
@@ -44,6 +45,18 @@ INTS = "a list of integers"
 TEXT_OR_TEXTS = "a string or a list of strings"
 #: The largest integer the store's 64-bit columns hold (the top of open-ended bounds).
 INT64_MAX = 2**63 - 1
+
+
+class Request:
+    """The base of every op's request type (``declared_requests``, generated): a frozen,
+    slotted, keyword-only dataclass whose fields are the op's declared arguments (absent
+    ones are None, or a switch's default)."""
+
+    __slots__ = ()
+    #: The op this is a request of (its name on the socket).
+    op: ClassVar[str]
+    #: The seed's name for it, where the op is also an MCP tool (else the op's name).
+    alias: ClassVar[str]
 
 
 @dataclass(frozen=True, slots=True)
