@@ -118,6 +118,9 @@ async def _surfaces(tmp_path: Path, sock_dir: Path) -> AsyncIterator[dict[str, A
     book = ProfileBook(path_of_profiles)
     async with AsyncExitStack() as stack:
         h = await stack.enter_async_context(harness(tmp_path))
+        # The supervisor reads a grant again before each write from its profile source,
+        # which must know these profiles as the daemon's profiles file does.
+        h.profiles.by_name.update({p.name: p for p in PROFILES})
         path = await stack.enter_async_context(
             serve(h, SocketConfig(path=sock_dir / "s.sock"), book, hosts=h.supervisor.hosts)
         )

@@ -133,6 +133,9 @@ async def _surfaces(tmp_path: Path, sock_dir: Path) -> AsyncIterator[dict[str, A
         McpClient(build_mcp_server(bystander_backend, profile_resolver=lambda: None)) as b_by,
         McpClient(build_mcp_server(granted_backend, profile_resolver=lambda: None)) as b_granted,
     ):
+        # The supervisor reads a grant again before each write from its profile source,
+        # which must know these profiles as the daemon's profiles file does.
+        h.profiles.by_name.update({p.name: p for p in (BYSTANDER, GRANTED)})
         yield {
             "h": h,
             "path": path,

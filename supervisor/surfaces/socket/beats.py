@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from actors.replies import HeartbeatResult
-from supervisor.operations.requests import REQUESTS, Request
+from supervisor.operations.declared_requests import HeartbeatRequest
 from supervisor.surfaces.socket.frame import MAX_ID, MAX_TEXT, Frame
 from supervisor.wire import PROTOCOL_VERSION, encode
 
@@ -58,7 +57,7 @@ def well_formed_heartbeat(data: Any) -> Frame | None:
         id=request_id,
         op="heartbeat",
         token=token,
-        args=_HEARTBEAT(
+        args=HeartbeatRequest(
             worker_identity=identity,
             pid=pid,
             generation_id=generation,
@@ -99,8 +98,6 @@ def beat_answer(request_id: str | None, result: HeartbeatResult) -> bytes:
 
 
 _ESCAPE = json.encoder.encode_basestring_ascii
-#: The heartbeat's request type, looked up once: every beat builds one.
-_HEARTBEAT: Callable[..., Request] = REQUESTS["heartbeat"]
 
 
 def _json_text(value: str | None) -> str:

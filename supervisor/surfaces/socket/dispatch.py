@@ -18,6 +18,11 @@ from supervisor.errors import (
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.observe.logs import get_logger
+from supervisor.operations.declared_requests import (
+    HeartbeatRequest,
+    RegisterRequest,
+    ReleaseRequest,
+)
 from supervisor.operations.fleet import WORKER_OPS
 from supervisor.operations.registry import HOST_OPS, OPERATIONS
 from supervisor.policy.control.permissions import Profile
@@ -89,14 +94,18 @@ class Dispatcher:
     # --- workers: peer credentials, not tokens ------------------------------------------
 
     async def register(self, request: Frame, peer: Conversation) -> object:
-        args: Any = request.args
+        args = request.args
+        if not isinstance(args, RegisterRequest):
+            raise TypeError(f"RegisterRequest expected, got {type(args).__name__}")
         pid = args.pid if args.pid is not None else peer.pid("register")
         await self.authorize_pid(pid, peer, "register")
         return await self.handle.register(pid, args.claims or {})
 
     async def fenced(self, request: Frame, peer: Conversation) -> object:
         """Heartbeat or release, for the registration it names in full."""
-        args: Any = request.args
+        args = request.args
+        if not isinstance(args, HeartbeatRequest | ReleaseRequest):
+            raise TypeError(f"a heartbeat or release expected, got {type(args).__name__}")
         await self.authorize_pid(args.pid, peer, request.op)
         call = self.handle.heartbeat if request.op == "heartbeat" else self.handle.release
         return await call(

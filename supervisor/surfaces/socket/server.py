@@ -16,6 +16,7 @@ from supervisor.errors import ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.observe.logs import get_logger
+from supervisor.operations.declared_requests import HeartbeatRequest
 from supervisor.settings.config import SocketConfig
 from supervisor.surfaces.socket.beats import beat_answer
 from supervisor.surfaces.socket.bind import SocketInUse, bound_listener
@@ -268,9 +269,11 @@ class _SocketServer:
         if not run:
             return []
         answers: list[bytes | None] = [None] * len(run)
-        accepted: list[tuple[int, Any]] = []
+        accepted: list[tuple[int, HeartbeatRequest]] = []
         for index, (request, _) in enumerate(run):
-            args: Any = request.args  # the heartbeat's request: a BeatClaim
+            args = request.args
+            if not isinstance(args, HeartbeatRequest):
+                raise TypeError(f"HeartbeatRequest expected, got {type(args).__name__}")
             try:
                 await self._authorize_pid(args.pid, peer, "heartbeat")
             except SupervisorError as exc:
