@@ -16,13 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from supervisor.operations import spec
-from supervisor.operations.control import CONTROL_OPERATIONS
 from supervisor.operations.fleet import FLEET_OPERATIONS
-from supervisor.operations.hosts import HOST_OPERATIONS
-from supervisor.operations.links import LINK_OPERATIONS
-from supervisor.operations.reap import REAP_OPERATIONS
 from supervisor.operations.spec import Arg, Operation
-from tools.gen_requests import ANNOTATIONS, REQUEST_FILE, render_requests
+from tools.gen_requests import ANNOTATIONS, OP_FAMILIES, REQUEST_DIR, render_requests
 
 __all__ = ["CLIENT", "DOC", "FAMILIES", "TARGET", "main", "name_table", "render", "render_client"]
 
@@ -32,12 +28,15 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "development.md"
 _TABLE_START, _TABLE_END = "<!-- operation-names:start -->", "<!-- operation-names:end -->"
 
 #: Module -> (its class, the ops it serves).
+_CLASSES = {
+    "fleet": "FleetCalls",
+    "control": "ControlCalls",
+    "links": "LinkCalls",
+    "reap": "ReapCalls",
+    "hosts": "HostCalls",
+}
 FAMILIES: Mapping[str, tuple[str, tuple[Operation, ...]]] = {
-    "fleet": ("FleetCalls", FLEET_OPERATIONS),
-    "control": ("ControlCalls", CONTROL_OPERATIONS),
-    "links": ("LinkCalls", LINK_OPERATIONS),
-    "reap": ("ReapCalls", REAP_OPERATIONS),
-    "hosts": ("HostCalls", HOST_OPERATIONS),
+    family: (_CLASSES[family], ops) for family, ops in OP_FAMILIES.items()
 }
 
 #: Ops the handle answers by other means: the workers' own (peer credentials, the
@@ -267,18 +266,19 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     files = render()
     if "--check" in args:
-        stale = [
-            name
-            for name, text in files.items()
-            if not (TARGET / name).exists() or (TARGET / name).read_text(encoding="utf-8") != text
-        ]
-        extra = sorted(p.name for p in TARGET.glob("*.py") if p.name not in files)
+        stale: list[str] = []
+        extra: list[str] = []
         doc = DOC.read_text(encoding="utf-8")
         if _doc(doc) != doc:
             stale.append(str(DOC))
-        for path, text in ((CLIENT, render_client()), (REQUEST_FILE, render_requests())):
-            if not path.exists() or path.read_text(encoding="utf-8") != text:
-                stale.append(str(path))
+        if not CLIENT.exists() or CLIENT.read_text(encoding="utf-8") != render_client():
+            stale.append(str(CLIENT))
+        for directory, made in ((TARGET, files), (REQUEST_DIR, render_requests())):
+            for name, text in made.items():
+                path = directory / name
+                if not path.exists() or path.read_text(encoding="utf-8") != text:
+                    stale.append(str(path))
+            extra += sorted(str(p) for p in directory.glob("*.py") if p.name not in made)
         if stale or extra:
             names = ", ".join([*stale, *extra])
             sys.stderr.write(
@@ -291,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         (TARGET / name).write_text(text, encoding="utf-8")
     DOC.write_text(_doc(DOC.read_text(encoding="utf-8")), encoding="utf-8")
     CLIENT.write_text(render_client(), encoding="utf-8")
-    REQUEST_FILE.write_text(render_requests(), encoding="utf-8")
+    REQUEST_DIR.mkdir(exist_ok=True)
+    for name, text in render_requests().items():
+        (REQUEST_DIR / name).write_text(text, encoding="utf-8")
     return 0
 
 

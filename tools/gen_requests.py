@@ -1,9 +1,10 @@
-"""Writes ``supervisor/operations/declared_requests.py``: each operation's request type.
+"""Writes ``supervisor/operations/declared/``: each operation's request type.
 
-One frozen, slotted, keyword-only dataclass per declared op, with one typed field per
-argument in declared order, so the steps and actors that read a request are checked by
-mypy. ``python -m tools.gen_declared`` writes it with the handle's calls; ``--check``
-fails when it is not what the declarations make.
+One frozen, slotted, keyword-only dataclass per declared op (one module per family of
+operations), with one typed field per argument in declared order, so the steps and
+actors that read a request are checked by mypy. ``python -m tools.gen_declared`` writes
+them with the handle's calls; ``--check`` fails when they are not what the declarations
+make.
 """
 
 from __future__ import annotations
@@ -12,14 +13,25 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from supervisor.operations import spec
-from supervisor.operations.registry import OPERATIONS
+from supervisor.operations.control import CONTROL_OPERATIONS
+from supervisor.operations.fleet import FLEET_OPERATIONS
+from supervisor.operations.hosts import HOST_OPERATIONS
+from supervisor.operations.links import LINK_OPERATIONS
+from supervisor.operations.reap import REAP_OPERATIONS
 from supervisor.operations.spec import Arg, Operation
 
-__all__ = ["ANNOTATIONS", "REQUEST_FILE", "render_requests", "type_name"]
+__all__ = ["ANNOTATIONS", "OP_FAMILIES", "REQUEST_DIR", "render_requests", "type_name"]
 
-REQUEST_FILE = (
-    Path(__file__).resolve().parents[1] / "supervisor" / "operations" / "declared_requests.py"
-)
+REQUEST_DIR = Path(__file__).resolve().parents[1] / "supervisor" / "operations" / "declared"
+
+#: Each family's module (``supervisor/operations/<family>.py``) and its ops.
+OP_FAMILIES: Mapping[str, tuple[Operation, ...]] = {
+    "fleet": FLEET_OPERATIONS,
+    "control": CONTROL_OPERATIONS,
+    "links": LINK_OPERATIONS,
+    "reap": REAP_OPERATIONS,
+    "hosts": HOST_OPERATIONS,
+}
 
 #: The Python type each wire shape is held as once checked (lists may become tuples); the
 #: handle's generated keyword calls annotate their parameters with it too.
@@ -36,24 +48,40 @@ ANNOTATIONS: Mapping[str, str] = {
     spec.TEXT_OR_TEXTS: "Sequence[str] | str",
 }
 
-_HEADER = '''"""Each operation's request type, made from its declaration (generated; do not edit):
-what every surface parses into, what the handle's one ``call`` takes and what the actor
-reads."""
+_HEADER = '''"""The request type of every {family} op, made from its declaration (generated; do not
+edit): what every surface parses into, what the handle's one ``call`` takes and what the
+actor reads."""
 
-# Written by ``python -m tools.gen_declared`` from supervisor/operations/;
+# Written by ``python -m tools.gen_declared`` from supervisor/operations/{family}.py;
 # tests/unit/test_declared_current.py fails when this is not what it writes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+{abc}from dataclasses import dataclass
+from typing import {typing}
 
 from supervisor.operations.spec import Request
 from supervisor.policy.fast_init import fast_init
 
 __all__ = [
 {names}]
+'''
+
+_INIT = '''"""Each operation's request type, generated from the declarations (do not edit)."""
+
+# Written by ``python -m tools.gen_declared``; tests/unit/test_declared_current.py fails
+# when this is not what it writes.
+
+from __future__ import annotations
+
+{imports}from supervisor.operations.spec import Request
+
+__all__ = [
+{names}]
+
+#: Every declared op's request type.
+REQUEST_TYPES: tuple[type[Request], ...] = (
+{table})
 '''
 
 
@@ -89,16 +117,26 @@ def _class(op: Operation) -> str:
     )
 
 
-def render_requests() -> str:
-    """The text of ``supervisor/operations/declared_requests.py``."""
-    ops = list(OPERATIONS.values())
-    names = [type_name(op) for op in ops]
-    listed = "".join(f'    "{name}",\n' for name in ["REQUEST_TYPES", *sorted(names)])
+def _family(family: str, ops: tuple[Operation, ...]) -> str:
     classes = "".join(_class(op) for op in ops)
-    table = "".join(f"    {name},\n" for name in names)
-    return (
-        _HEADER.format(names=listed)
-        + classes
-        + f"\n\n#: Every declared op's request type, in declaration order.\n"
-        f"REQUEST_TYPES: tuple[type[Request], ...] = (\n{table})\n"
+    used = [kind for kind in ("Mapping", "Sequence") if f"{kind}[" in classes]
+    abc = f"from collections.abc import {', '.join(used)}\n" if used else ""
+    typing = "Any, ClassVar" if "Any" in classes else "ClassVar"
+    names = "".join(f'    "{name}",\n' for name in sorted(type_name(op) for op in ops))
+    return _HEADER.format(family=family, abc=abc, typing=typing, names=names) + classes
+
+
+def render_requests() -> dict[str, str]:
+    """File name -> text of ``supervisor/operations/declared/``, one module per family."""
+    files = {f"{family}.py": _family(family, ops) for family, ops in OP_FAMILIES.items()}
+    imports = "".join(
+        f"from supervisor.operations.declared.{family} import (\n"
+        + "".join(f"    {name},\n" for name in sorted((type_name(op) for op in ops), key=str.lower))
+        + ")\n"
+        for family, ops in sorted(OP_FAMILIES.items())
     )
+    every = [type_name(op) for ops in OP_FAMILIES.values() for op in ops]
+    names = "".join(f'    "{name}",\n' for name in ["REQUEST_TYPES", *sorted(every)])
+    table = "".join(f"    {name},\n" for name in every)
+    files["__init__.py"] = _INIT.format(imports=imports, names=names, table=table)
+    return files

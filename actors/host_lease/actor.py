@@ -15,7 +15,7 @@ from actors.replies import HostLeaseStatus, WriteAck
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.observe.logs import get_logger
-from supervisor.operations.declared_requests import HostApplyRequest
+from supervisor.operations.declared import HostApplyRequest
 from supervisor.operations.grants import ProfileLookup, regrant_later
 from supervisor.policy.canonical import canon
 from supervisor.policy.retirement.host_leases import (

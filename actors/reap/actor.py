@@ -39,7 +39,7 @@ from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
 from supervisor.errors import PermissionDenied, SupervisorError
 from supervisor.observe.logs import get_logger
-from supervisor.operations.declared_requests import ReapApplyRequest, ReapPlanRequest
+from supervisor.operations.declared import ReapApplyRequest, ReapPlanRequest
 from supervisor.operations.grants import ProfileLookup, regrant
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.retirement.apply_rules import (

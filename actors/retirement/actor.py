@@ -36,7 +36,7 @@ from supervisor.clock import Clock
 from supervisor.errors import SupervisorError
 from supervisor.observe.logs import get_logger
 from supervisor.observe.metrics import Metrics
-from supervisor.operations.declared_requests import ApplyRequest, SnapshotRequest
+from supervisor.operations.declared import ApplyRequest, SnapshotRequest
 from supervisor.operations.grants import ProfileLookup, grant, regrant_later
 from supervisor.operations.requests import given, request
 from supervisor.policy.control.permissions import Profile

@@ -19,7 +19,7 @@ from supervisor.handle.checks import (
     pid_arg,
     ttl_arg,
 )
-from supervisor.operations.declared_requests import (
+from supervisor.operations.declared import (
     AllocateRequest,
     AssignmentCheckRequest,
     AssignRequest,
@@ -47,7 +47,7 @@ from supervisor.policy.refusal import refused
 
 __all__ = ["CONTROL_STEPS"]
 
-# Every step reads its op's request (``operations.declared_requests``): ``r`` has exactly
+# Every step reads its op's request (``operations.declared``): ``r`` has exactly
 # the fields the op declares, None where the caller gave nothing.
 
 

@@ -43,7 +43,7 @@ from supervisor.handle.declared import ControlCalls, FleetCalls, LinkCalls, Reap
 from supervisor.handle.links import LINK_STEPS
 from supervisor.handle.queries import Query
 from supervisor.observe.logs import get_logger
-from supervisor.operations.declared_requests import ReapPlanRequest
+from supervisor.operations.declared import ReapPlanRequest
 from supervisor.operations.grants import ProfileLookup, regrant_later
 from supervisor.operations.registry import OPERATIONS
 from supervisor.operations.requests import Request, request

@@ -14,7 +14,7 @@ from actors.control.links import (
     UpsertIncidentLink,
 )
 from supervisor.handle.checks import ControlStep, optional_text
-from supervisor.operations.declared_requests import (
+from supervisor.operations.declared import (
     IncidentLinkGetRequest,
     IncidentLinkUpsertRequest,
     NamespaceHealthAssessRequest,

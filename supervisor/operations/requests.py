@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from supervisor.operations.declared_requests import REQUEST_TYPES
+from supervisor.operations.declared import REQUEST_TYPES
 from supervisor.operations.spec import Request
 
 __all__ = ["REQUESTS", "Request", "arguments", "given", "request"]
 
-#: op name -> its request type (``declared_requests``, generated), for every declared op.
+#: op name -> its request type (``operations.declared``, generated), for every declared op.
 REQUESTS: Mapping[str, type[Request]] = {kind.op: kind for kind in REQUEST_TYPES}
 
 

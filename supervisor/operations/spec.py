@@ -48,7 +48,7 @@ INT64_MAX = 2**63 - 1
 
 
 class Request:
-    """The base of every op's request type (``declared_requests``, generated): a frozen,
+    """The base of every op's request type (``operations.declared``, generated): a frozen,
     slotted, keyword-only dataclass whose fields are the op's declared arguments (absent
     ones are None, or a switch's default)."""
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from actors.replies import HeartbeatResult
-from supervisor.operations.declared_requests import HeartbeatRequest
+from supervisor.operations.declared import HeartbeatRequest
 from supervisor.surfaces.socket.frame import MAX_ID, MAX_TEXT, Frame
 from supervisor.wire import PROTOCOL_VERSION, encode
 

@@ -18,7 +18,7 @@ from supervisor.errors import (
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.observe.logs import get_logger
-from supervisor.operations.declared_requests import (
+from supervisor.operations.declared import (
     HeartbeatRequest,
     RegisterRequest,
     ReleaseRequest,

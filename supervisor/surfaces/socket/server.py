@@ -16,7 +16,7 @@ from supervisor.errors import ProtocolError, SupervisorError
 from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.observe.logs import get_logger
-from supervisor.operations.declared_requests import HeartbeatRequest
+from supervisor.operations.declared import HeartbeatRequest
 from supervisor.settings.config import SocketConfig
 from supervisor.surfaces.socket.beats import beat_answer
 from supervisor.surfaces.socket.bind import SocketInUse, bound_listener
