@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,7 +223,3 @@ def _check(
         old_rest = {k: v for k, v in before[key].items() if k not in ("command", "args")}
         if fields.get("command") != command or fields.get("args") != args or rest != old_rest:
             raise DocumentError(f"entry {key[1]!r} would not read back as intended")
-
-
-def selected_names(results: Sequence[EntryResult], action: str) -> list[str]:
-    return [r.name for r in results if r.action == action]
