@@ -121,7 +121,8 @@ def _family(family: str, ops: tuple[Operation, ...]) -> str:
     classes = "".join(_class(op) for op in ops)
     used = [kind for kind in ("Mapping", "Sequence") if f"{kind}[" in classes]
     abc = f"from collections.abc import {', '.join(used)}\n" if used else ""
-    typing = "Any, ClassVar" if "Any" in classes else "ClassVar"
+    shapes = {arg.shape for op in ops for arg in op.args}
+    typing = "Any, ClassVar" if any("Any" in ANNOTATIONS[s] for s in shapes) else "ClassVar"
     names = "".join(f'    "{name}",\n' for name in sorted(type_name(op) for op in ops))
     return _HEADER.format(family=family, abc=abc, typing=typing, names=names) + classes
 
