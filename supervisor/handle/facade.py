@@ -331,7 +331,7 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
         await write_audit(self._writer, event)
 
 
-def _control(step: ControlStep) -> _Route:
+def _control_route(step: ControlStep) -> _Route:
     async def route(handle: SupervisorHandle, profile: Profile | None, request: Request) -> Any:
         return await handle._control(profile, request, step)
 
@@ -345,7 +345,7 @@ _ROUTES: Mapping[str, _Route] = {
     "apply": SupervisorHandle._ask_retirement,
     "reap_plan": SupervisorHandle._reap,
     "reap_apply": SupervisorHandle._reap,
-    **{op: _control(step) for op, step in {**CONTROL_STEPS, **LINK_STEPS}.items()},
+    **{op: _control_route(step) for op, step in {**CONTROL_STEPS, **LINK_STEPS}.items()},
 }
 #: Ops that declare two tasks: the one a request asks for.
 _TASK_OF: Mapping[str, Callable[[Any], str]] = {
