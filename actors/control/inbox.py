@@ -42,7 +42,7 @@ class ControlWrite:
     then carries the op out."""
 
     op: ControlOp
-    #: Re-resolves the caller's grant from its source (a denial reason, or None), immediately
+    #: Re-resolves the caller's grant from its source (the refusal's line, or None), immediately
     #: before the op's writes; None for the supervisor's own writes, which no caller asked for.
     recheck_grant: Callable[[], str | None] | None = None
     reply: Reply[WriteAck]
@@ -53,8 +53,7 @@ class ControlWrite:
         if self.recheck_grant is not None:
             denial = self.recheck_grant()
             if denial is not None:
-                reason = f"grant re-checked immediately before mutation: {denial}"
-                return refusal(PERMISSION_DENIED, reason)
+                return refusal(PERMISSION_DENIED, denial)
         try:
             return await self.op.write(ctx, tx.control())
         except ControlPlaneRefusal as refused:

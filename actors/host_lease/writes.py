@@ -188,7 +188,7 @@ async def _retire(tx: WriteTx, message: RetireHostRows, now: datetime) -> WriteA
         return WriteAck(
             ok=False,
             code=PermissionDenied.code,
-            detail=f"grant re-checked immediately before mutation: {denial}",
+            detail=denial,
         )
     stamp = format_stamp(now)
     try:

@@ -345,7 +345,7 @@ async def _decide_and_write(
         result["outcome"] = OUTCOME_REFUSED
         result["code"] = PermissionDenied.code
         result["success"] = False
-        result["reasons"] = [f"grant re-checked immediately before mutation: {denial}"]
+        result["reasons"] = [denial]
         return result
 
     stamp = format_stamp(now)

@@ -84,8 +84,17 @@ def regrant(
     return None if denial is None else denial.decision.reason
 
 
+def _rechecked(
+    profiles: ProfileLookup, profile_name: str | None, op: str, task: str | None
+) -> str | None:
+    denied = regrant(profiles, profile_name, op, task=task)
+    return None if denied is None else f"grant re-checked immediately before mutation: {denied}"
+
+
 def regrant_later(
     profiles: ProfileLookup, profile_name: str | None, op: str, *, task: str | None = None
 ) -> Callable[[], str | None]:
-    """``regrant`` of these arguments, to be run by whoever performs the mutation."""
-    return partial(regrant, profiles, profile_name, op, task=task)
+    """``regrant`` of these arguments, to be run by the writer just before the mutation: the
+    refusal's one line (the same for a retirement, a host or a control-plane write), or
+    None when the grant still holds."""
+    return partial(_rechecked, profiles, profile_name, op, task)
