@@ -163,8 +163,8 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
         The socket, both MCP surfaces, the page and every keyword call come through here."""
         op = request.op
         if OPERATIONS[op].tasks:
-            task = _TASK_OF[op](request) if op in _TASK_OF else None
-            denied = await self.deny(profile, op, task=task, **_DENIED_WITH.get(op, {}))
+            extra = _DENIED_WITH.get(op, {})
+            denied = await self.deny(profile, op, task=_task_of(request), **extra)
             if denied is not None:
                 return denied
         route = _ROUTES.get(op)
@@ -231,9 +231,8 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
             return await self._refuse(profile, op, checked)
         recheck = None
         if self._profiles is not None:
-            task = _TASK_OF[op](request) if op in _TASK_OF else None
             name = profile.name if profile else None
-            recheck = regrant_later(self._profiles, name, op, task=task)
+            recheck = regrant_later(self._profiles, name, op, task=_task_of(request))
         ack: WriteAck = await ask(
             self._writer,
             lambda reply: ControlWrite(op=checked, recheck_grant=recheck, reply=reply),
@@ -351,6 +350,14 @@ _ROUTES: Mapping[str, _Route] = {
 _TASK_OF: Mapping[str, Callable[[Any], str]] = {
     "allocate": lambda r: "allocate_apply" if r.apply else "allocate_preview",
 }
+
+
+def _task_of(request: Request) -> str | None:
+    """The task ``request`` asks about, where its op declares two (else the op's one)."""
+    pick = _TASK_OF.get(request.op)
+    return pick(request) if pick is not None else None
+
+
 #: What a denial of a retirement op says besides its code (as its other refusals do).
 _DENIED_WITH: Mapping[str, Mapping[str, Any]] = {
     op: {"retired_count": 0} for op in ("snapshot", "plan", "apply")
