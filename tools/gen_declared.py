@@ -248,7 +248,7 @@ def name_table() -> str:
             cli = " ".join(w for w in (command.group, command.name) if w) if command else ""
             tasks = ", ".join(f"`{t}`" for t in op.tasks) or "(peer or any profile)"
             tool = f"`{op.tool_name}`" if op.tool_name else ""
-            by = _ANSWERED_BY.get(op.name, "registry_writer (control step)")
+            by = _ANSWERED_BY.get(op.name, "registry_writer (control op)")
             rows.append(
                 f"| `{op.name}` | {tool} | {f'`{cli}`' if cli else ''} | {tasks} |"
                 f" `{op.call}` | {by} |"

@@ -1,4 +1,5 @@
-"""allocate_next_work in the writer: route on fresh rows, then reserve in the same transaction."""
+"""allocate_next_work: the request checked for the caller's role, then, in the writer, routed
+on fresh rows and reserved in the same transaction."""
 
 from __future__ import annotations
 
@@ -10,22 +11,36 @@ from actors.control.context import ControlContext
 from actors.control.inbox import AssignTerms, ItemFacts, RepoScope
 from actors.control.steps import ensure_session, put_item
 from actors.replies import WriteAck
+from supervisor.operations.declared import AllocateRequest
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.allocation import (
     OUTCOME_ASSIGNED,
     OUTCOME_NO_SAFE,
     OUTCOME_PREVIEW,
+    OUTCOME_ROLE_INELIGIBLE,
     OUTCOME_WAIT,
     Candidate,
     route,
 )
+from supervisor.policy.control.candidates import candidates_from_mappings
 from supervisor.policy.control.decisions import split_due
-from supervisor.policy.control.plane import TERMINAL_STATES, work_ref
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import (
+    TERMINAL_STATES,
+    ControlPlaneRefusal,
+    check_repository,
+    check_role,
+    check_session_id,
+    pid_arg,
+    ttl_arg,
+    work_ref,
+)
 from supervisor.policy.control.render import (
     ASSIGN_OUTCOME_ASSIGNED,
     ASSIGN_OUTCOME_WAIT,
     allocation_view,
 )
+from supervisor.policy.refusal import refused
 from supervisor.store.base import ControlTx
 
 __all__ = ["AllocateWork"]
@@ -45,8 +60,61 @@ class AllocateWork(RepoScope):
     owner_pid: int | None = None
     profile: str | None = None
 
+    @classmethod
+    def check(cls, r: AllocateRequest, profile: Profile | None) -> AllocateWork | dict[str, Any]:
+        """The next item for the caller's role: a preview, or with ``apply`` a leased
+        assignment; an ineligible role is refused before anything else is checked.
+
+        The role is the caller's profile role; asking for another is ``role_ineligible``, so
+        an author profile can never be handed a merge.
+        """
+        assert profile is not None  # grant() refuses a missing profile
+        try:
+            wanted = check_role(r.role if r.role is not None else profile.role_kind)
+        except ControlPlaneRefusal as exc:
+            return _ineligible(exc.detail, r.role)
+        if wanted != profile.role_kind:
+            reason = (
+                f"profile {profile.name!r} has role {profile.role_kind!r}; it cannot take "
+                f"{wanted!r} work"
+            )
+            return _ineligible(reason, r.role)
+        apply = bool(r.apply)
+        try:
+            sid = check_session_id(r.session_id)
+            remote, org, repo = check_repository(r.remote, r.org, r.repo)
+            parsed = candidates_from_mappings(list(r.candidates or ()))
+            pid, ttl = pid_arg(r.owner_pid), ttl_arg(r.lease_ttl_seconds)
+        except ControlPlaneRefusal as exc:
+            # Its refusals say whether the caller asked for a lease (``apply``).
+            return refused(exc.code, exc.detail, apply=apply)
+        return cls(
+            session_id=sid,
+            role=wanted,
+            remote=remote,
+            org=org,
+            repo=repo,
+            candidates=parsed,
+            apply=apply,
+            ttl_seconds=ttl,
+            owner_pid=pid,
+            profile=profile.name,
+        )
+
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         return await _allocate(ctx, control, self)
+
+
+def _ineligible(reason: str, role: object) -> dict[str, Any]:
+    return refused(
+        OUTCOME_ROLE_INELIGIBLE,
+        reason,
+        outcome=OUTCOME_ROLE_INELIGIBLE,
+        role=role,
+        selected=None,
+        skipped=[],
+        assignment=None,
+    )
 
 
 _DRY_RUN = "dry run: nothing was reserved; call again with apply=true to take the item"

@@ -1,4 +1,5 @@
-"""Assign-and-lease inside the writer's transaction: grant, owner-resume, and the mutation gate."""
+"""Assign-and-lease and the mutation gate: each op checked from its request, then decided and
+written in the writer's transaction (grant, owner-resume)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,24 @@ from actors.control.links import namespace_gate
 from actors.control.steps import ensure_session, expire_one, item_row, put_item
 from actors.replies import WriteAck
 from supervisor.errors import StoreError
+from supervisor.operations.declared import AssignmentCheckRequest, AssignRequest
 from supervisor.policy.canonical import canon
 from supervisor.policy.control.decisions import GateVerdict, check_mutation, decide_assign
 from supervisor.policy.control.namespace_health import GATE_NAMESPACE_UNHEALTHY
-from supervisor.policy.control.plane import WorkRef, role_actions
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import (
+    WorkRef,
+    actions_arg,
+    check_actions,
+    check_head_sha,
+    check_role,
+    check_session_id,
+    optional_text,
+    pid_arg,
+    role_actions,
+    ttl_arg,
+    work_ref,
+)
 from supervisor.policy.control.render import (
     ASSIGN_OUTCOME_ASSIGNED,
     ASSIGN_OUTCOME_NO_SAFE_WORK,
@@ -37,6 +52,29 @@ class Assign(AssignTerms):
     ttl_seconds: float | None = None
     profile: str | None = None
 
+    @classmethod
+    def check(cls, r: AssignRequest, profile: Profile | None) -> Assign:
+        # The kind first, so an incident is refused as such before anything else.
+        ref = work_ref(r.remote, r.org, r.repo, r.kind, r.number)
+        sid, role = check_session_id(r.session_id), check_role(r.role)
+        head = check_head_sha(r.expected_head_sha)
+        allowed = actions_arg(r.allowed_actions, "allowed_actions")
+        forbidden = actions_arg(r.forbidden_actions, "forbidden_actions")
+        phase = optional_text(r.phase, "phase")
+        pid, ttl = pid_arg(r.owner_pid), ttl_arg(r.lease_ttl_seconds)
+        return cls(
+            session_id=sid,
+            role=role,
+            ref=ref,
+            expected_head_sha=head,
+            allowed_actions=allowed,
+            forbidden_actions=forbidden,
+            phase=phase or "assigned",
+            ttl_seconds=ttl,
+            owner_pid=pid,
+            profile=profile.name if profile else None,
+        )
+
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         return await _assign(ctx, control, self)
 
@@ -48,6 +86,14 @@ class CheckAssignment:
     session_id: str
     ref: WorkRef
     action: str
+
+    @classmethod
+    def check(cls, r: AssignmentCheckRequest, profile: Profile | None) -> CheckAssignment:
+        """``success`` only for a live lease covering ``action`` now."""
+        ref = work_ref(r.remote, r.org, r.repo, r.kind, r.number)
+        sid = check_session_id(r.session_id)
+        [action] = check_actions([r.action], "action")
+        return cls(session_id=sid, ref=ref, action=action)
 
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         return await _check_gate(ctx, control, self)

@@ -22,10 +22,11 @@ __all__ = [
     "RepoScope",
 ]
 
-# Every op arrives validated: the handle turns caller input into these types with the
-# policy's checks (WorkRef, Candidate, check_role, ...) and refuses before sending. Each op
-# is declared beside the step that carries it out (assign.py, lifecycle.py, links.py,
-# sessions.py, allocate.py), so its fields and its SQL are read in one file.
+# Every op arrives validated: the handle makes it with the op's own ``check`` from the
+# op's request (the policy's checks: WorkRef, Candidate, check_role, ...) and refuses
+# before sending. Each op's class holds its ``check`` and its ``write`` (assign.py,
+# lifecycle.py, links.py, sessions.py, allocate.py), so its fields, checks and writes are
+# read in one file.
 
 
 class ControlOp(Protocol):

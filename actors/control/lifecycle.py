@@ -1,4 +1,5 @@
-"""Lease heartbeats and releases, and terminal-review locks, inside the writer's transaction."""
+"""Lease heartbeats and releases, and terminal-review locks: each op checked from its request,
+and written in the writer's transaction."""
 
 from __future__ import annotations
 
@@ -10,8 +11,22 @@ from actors.control.inbox import LeaseClaim, RepoScope
 from actors.control.steps import expire_one
 from actors.replies import WriteAck
 from supervisor.errors import StoreError
+from supervisor.operations.declared import (
+    LeaseHeartbeatRequest,
+    LeaseReleaseRequest,
+    TerminalLockGetRequest,
+    TerminalLockSetRequest,
+)
 from supervisor.policy.canonical import canon
-from supervisor.policy.control.plane import ControlPlaneRefusal
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import (
+    ControlPlaneRefusal,
+    check_repository,
+    check_session_id,
+    optional_text,
+    ttl_arg,
+    work_ref,
+)
 from supervisor.policy.control.render import lease_view
 from supervisor.policy.stamps import format_stamp
 from supervisor.store.base import ControlTx, Row
@@ -23,12 +38,22 @@ __all__ = ["GetTerminalLock", "HeartbeatLease", "ReleaseLease", "SetTerminalLock
 class HeartbeatLease(LeaseClaim):
     ttl_seconds: float | None = None
 
+    @classmethod
+    def check(cls, r: LeaseHeartbeatRequest, profile: Profile | None) -> HeartbeatLease:
+        sid, lid = check_session_id(r.session_id), check_session_id(r.lease_id)
+        return cls(session_id=sid, lease_id=lid, ttl_seconds=ttl_arg(r.lease_ttl_seconds))
+
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         return await _heartbeat(ctx, control, self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReleaseLease(LeaseClaim):
+    @classmethod
+    def check(cls, r: LeaseReleaseRequest, profile: Profile | None) -> ReleaseLease:
+        sid, lid = check_session_id(r.session_id), check_session_id(r.lease_id)
+        return cls(session_id=sid, lease_id=lid)
+
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         return await _release(ctx, control, self)
 
@@ -42,12 +67,34 @@ class SetTerminalLock(RepoScope):
     decision: str | None = None
     set_by: str | None = None
 
+    @classmethod
+    def check(cls, r: TerminalLockSetRequest, profile: Profile | None) -> SetTerminalLock:
+        remote, org, repo = check_repository(r.remote, r.org, r.repo)
+        if r.terminal_pr is not None:
+            work_ref(remote, org, repo, "pr", r.terminal_pr)
+        review = optional_text(r.review_id, "review_id")
+        verdict = optional_text(r.decision, "decision")
+        return cls(
+            remote=remote,
+            org=org,
+            repo=repo,
+            terminal_pr=r.terminal_pr,
+            review_id=review,
+            decision=verdict,
+            set_by=profile.name if profile else None,
+        )
+
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         return await _set_lock(ctx, control, self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetTerminalLock(RepoScope):
+    @classmethod
+    def check(cls, r: TerminalLockGetRequest, profile: Profile | None) -> GetTerminalLock:
+        remote, org, repo = check_repository(r.remote, r.org, r.repo)
+        return cls(remote=remote, org=org, repo=repo)
+
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         lock = await control.active_terminal_lock(**self.where())
         return WriteAck(ok=True, data={"success": True, "terminal_lock": lock})

@@ -1,4 +1,5 @@
-"""Namespace health verdicts and incident links inside the writer's transaction."""
+"""Namespace health verdicts and incident links: each op checked from its request, and written
+in the writer's transaction."""
 
 from __future__ import annotations
 
@@ -9,12 +10,26 @@ from typing import Any
 from actors.control.context import ControlContext, event
 from actors.replies import WriteAck
 from supervisor.errors import StoreError
-from supervisor.policy.control.incident_links import IncidentLinkSpec
+from supervisor.operations.declared import (
+    IncidentLinkGetRequest,
+    IncidentLinkUpsertRequest,
+    NamespaceHealthAssessRequest,
+    NamespaceHealthGateRequest,
+)
+from supervisor.operations.requests import arguments
+from supervisor.policy.control.incident_links import (
+    IncidentLinkSpec,
+    check_incident_link,
+    check_issue_target,
+)
 from supervisor.policy.control.namespace_health import (
+    classify_namespace_probe,
     gate_task_for_action,
     mutation_gate_from_session,
     required_namespace_for_task,
 )
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import ControlPlaneRefusal, check_session_id, optional_text
 from supervisor.store.base import ControlTx, Row
 
 __all__ = [
@@ -24,6 +39,43 @@ __all__ = [
     "UpsertIncidentLink",
     "namespace_gate",
 ]
+
+_MAX_TOOLS = 1000
+_MAX_PATH = 1024
+
+
+def _invalid(detail: str) -> ControlPlaneRefusal:
+    return ControlPlaneRefusal("invalid_argument", detail)
+
+
+def _tools(value: object) -> str | list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if (
+        not isinstance(value, list | tuple | set | frozenset)
+        or len(value) > _MAX_TOOLS
+        or not all(isinstance(v, str) and len(v) <= 200 for v in value)
+    ):
+        raise _invalid("registered_tools must be a tool name or a list of tool names")
+    return sorted(value) if isinstance(value, set | frozenset) else list(value)
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _invalid(f"{what} must be an object")
+    return value
+
+
+def _path(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= _MAX_PATH:
+        raise _invalid(f"config_path must be 1-{_MAX_PATH} characters")
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +87,35 @@ class RecordNamespaceHealth:
     assessment: Mapping[str, Any]
     profile: str | None = None
 
+    @classmethod
+    def check(
+        cls, r: NamespaceHealthAssessRequest, profile: Profile | None
+    ) -> RecordNamespaceHealth:
+        """Classify the probe evidence as the session's verdict for ``namespace``.
+
+        The classification is pure and runs here; the writer stores the verdict, so every
+        surface and a restarted daemon see the same gate."""
+        sid = check_session_id(r.session_id)
+        ns = optional_text(r.namespace, "namespace")
+        if ns is None:
+            raise _invalid("namespace is required")
+        configured = True if r.configured is None else r.configured
+        if not isinstance(configured, bool):
+            raise _invalid("configured must be true or false")
+        if r.probe_source is not None and not isinstance(r.probe_source, str):
+            raise _invalid("probe_source must be a string")
+        verdict = classify_namespace_probe(
+            ns,
+            required_tool=optional_text(r.required_tool, "required_tool"),
+            registered_tools=_tools(r.registered_tools),
+            probe_result=_mapping(r.probe_result, "probe_result"),
+            process=_mapping(r.process, "process"),
+            config_path=_path(r.config_path),
+            configured=configured,
+            probe_source=r.probe_source,
+        )
+        return cls(session_id=sid, assessment=verdict, profile=profile.name if profile else None)
+
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         return await _record_health(ctx, control, self)
 
@@ -45,6 +126,15 @@ class NamespaceHealthGate:
 
     session_id: str
     task: str
+
+    @classmethod
+    def check(cls, r: NamespaceHealthGateRequest, profile: Profile | None) -> NamespaceHealthGate:
+        """Whether the session's recorded verdicts let ``task`` (merge_pr, ...) run now."""
+        sid = check_session_id(r.session_id)
+        task = optional_text(r.task, "task")
+        if task is None:
+            raise _invalid("task is required")
+        return cls(session_id=sid, task=task)
 
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         task = self.task
@@ -66,15 +156,26 @@ class UpsertIncidentLink:
 
     spec: IncidentLinkSpec
 
+    @classmethod
+    def check(cls, r: IncidentLinkUpsertRequest, profile: Profile | None) -> UpsertIncidentLink:
+        return cls(spec=check_incident_link(**arguments(r)))
+
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         return await _upsert_link(ctx, control, self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetIncidentLinks:
+    """The link (lowest link_id) and every link pointing at this Gitea issue."""
+
     gitea_org: str
     gitea_repo: str
     gitea_issue_number: int
+
+    @classmethod
+    def check(cls, r: IncidentLinkGetRequest, profile: Profile | None) -> GetIncidentLinks:
+        org, repo, number = check_issue_target(r.gitea_org, r.gitea_repo, r.gitea_issue_number)
+        return cls(gitea_org=org, gitea_repo=repo, gitea_issue_number=number)
 
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         links = await control.incident_links_for_issue(

@@ -1,4 +1,5 @@
-"""Session and work-item upserts inside the writer's transaction: each op and its step."""
+"""Session and work-item upserts: each op checked from its request, and written in the
+writer's transaction."""
 
 from __future__ import annotations
 
@@ -8,6 +9,18 @@ from actors.control.context import ControlContext, event
 from actors.control.inbox import ItemFacts
 from actors.control.steps import put_item
 from actors.replies import WriteAck
+from supervisor.operations.declared import SessionUpsertRequest, WorkItemUpsertRequest
+from supervisor.policy.control.permissions import Profile
+from supervisor.policy.control.plane import (
+    ControlPlaneRefusal,
+    check_head_sha,
+    check_role,
+    check_session_id,
+    check_state,
+    optional_text,
+    pid_arg,
+    work_ref,
+)
 from supervisor.store.base import ControlTx, Row
 
 __all__ = ["UpsertSession", "UpsertWorkItem"]
@@ -24,6 +37,27 @@ class UpsertSession:
     worker_identity: str | None = None
     pid: int | None = None
     status: str = "active"
+
+    @classmethod
+    def check(cls, r: SessionUpsertRequest, profile: Profile | None) -> UpsertSession:
+        # In this order: the first bad argument is the one refused.
+        sid = check_session_id(r.session_id)
+        role = check_role(r.role) if r.role is not None else None
+        pid = pid_arg(r.pid)
+        namespace = optional_text(r.namespace, "namespace")
+        worker = optional_text(r.worker_identity, "worker_identity")
+        status = r.status if r.status is not None else "active"
+        if status not in ("active", "ended"):
+            raise ControlPlaneRefusal("invalid_argument", "status must be active or ended")
+        return cls(
+            session_id=sid,
+            role=role,
+            profile=profile.name if profile else None,
+            namespace=namespace,
+            worker_identity=worker,
+            pid=pid,
+            status=status,
+        )
 
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         _, stamp = ctx.now()
@@ -56,6 +90,19 @@ class UpsertSession:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpsertWorkItem(ItemFacts):
     """Record what Gitea says about an item (the facts are the op's own fields)."""
+
+    @classmethod
+    def check(cls, r: WorkItemUpsertRequest, profile: Profile | None) -> UpsertWorkItem:
+        ref = work_ref(r.remote, r.org, r.repo, r.kind, r.number)
+        state = check_state(r.state) if r.state is not None else None
+        head = check_head_sha(r.current_head_sha)
+        title = optional_text(r.title, "title")
+        priority = r.priority
+        if priority is not None and (
+            isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) > 2**30
+        ):
+            raise ControlPlaneRefusal("invalid_argument", "priority must be an integer")
+        return cls(ref=ref, state=state, current_head_sha=head, title=title, priority=priority)
 
     async def write(self, ctx: ControlContext, control: ControlTx) -> WriteAck:
         _, stamp = ctx.now()

@@ -8,10 +8,19 @@ from typing import Any
 
 from anyio.streams.memory import MemoryObjectSendStream
 
-from actors.audit import audit_event, write_audit
 from actors.calls import ask_call
 from actors.census.inbox import CensusInbox, ReportCensus, TakeCensus
+from actors.control.allocate import AllocateWork
+from actors.control.assign import Assign, CheckAssignment
 from actors.control.inbox import ControlWrite
+from actors.control.lifecycle import GetTerminalLock, HeartbeatLease, ReleaseLease, SetTerminalLock
+from actors.control.links import (
+    GetIncidentLinks,
+    NamespaceHealthGate,
+    RecordNamespaceHealth,
+    UpsertIncidentLink,
+)
+from actors.control.sessions import UpsertSession, UpsertWorkItem
 from actors.heartbeat.inbox import (
     BeatClaim,
     Heartbeat,
@@ -36,13 +45,10 @@ from actors.replies import (
 from actors.retirement.inbox import AutoRetireTick, FleetCountsQuery, RetirementInbox
 from actors.writer.inbox import SetMassGuard, UpsertLease, WriterInbox
 from supervisor.clock import Clock, SystemClock
-from supervisor.errors import PermissionDenied, ProfilesUnreadable, ProtocolError, SupervisorError
-from supervisor.handle.checks import ControlStep, WriterCalls, control_answer
-from supervisor.handle.control import CONTROL_STEPS
+from supervisor.errors import ProtocolError, SupervisorError
 from supervisor.handle.declared import ControlCalls, FleetCalls, LinkCalls, ReapCalls
-from supervisor.handle.links import LINK_STEPS
 from supervisor.handle.queries import Query
-from supervisor.observe.logs import get_logger
+from supervisor.handle.refusals import ControlCheck, WriterCalls, control_answer
 from supervisor.operations.declared import ReapPlanRequest
 from supervisor.operations.grants import ProfileLookup, regrant_later
 from supervisor.operations.registry import OPERATIONS
@@ -52,7 +58,7 @@ from supervisor.policy.control.plane import ControlPlaneRefusal
 from supervisor.policy.refusal import refused
 from supervisor.policy.servers.census import Census
 from supervisor.policy.servers.view import CensusView, snapshot_part
-from supervisor.wire import UNAUTHENTICATED, PlanQuery, query_args
+from supervisor.wire import PlanQuery, query_args
 
 __all__ = ["REAP_INCLUDE", "SupervisorHandle"]
 
@@ -60,8 +66,6 @@ __all__ = ["REAP_INCLUDE", "SupervisorHandle"]
 REAP_INCLUDE = ("superseded",)
 
 _Route = Callable[["SupervisorHandle", Profile | None, Request], Awaitable[Any]]
-
-_log = get_logger()
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,17 +219,18 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
         return answer
 
     async def _control(
-        self, profile: Profile | None, request: Request, step: ControlStep
+        self, profile: Profile | None, request: Request, taken: ControlCheck
     ) -> Mapping[str, Any]:
-        """A control op: its step checks the request and names the op (``handle/control.py``,
-        ``handle/links.py``); the writer reads the grant again and carries the op out in
-        one transaction (``ControlWrite``). Nothing is sent for a refused call, and every
-        refusal, the writer's included, is audited before it is answered."""
+        """A control op: the op's own check reads the request and makes the op
+        (``Assign.check``, in ``actors/control/assign.py`` beside its ``write``); the writer
+        reads the grant again and carries the op out in one transaction (``ControlWrite``).
+        Nothing is sent for a refused call, and every refusal, the writer's included, is
+        audited before it is answered."""
         op = request.op
         try:
-            checked = step.check(request, profile)
+            checked = taken.check(request, profile)
         except ControlPlaneRefusal as exc:
-            answer = refused(exc.code, exc.detail, **dict(step.refusal))
+            answer = refused(exc.code, exc.detail, **dict(taken.refusal))
             return await self._refuse(profile, op, answer)
         if isinstance(checked, dict):
             return await self._refuse(profile, op, checked)
@@ -271,70 +276,32 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
             actor="registry_writer",
         )
 
-    async def audit_unauthenticated(
-        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
-    ) -> None:
-        """Log and audit a request whose token proved no profile, before it is refused.
 
-        Written through the registry writer like every audit event and committed before
-        the refusal goes out. The token itself is never recorded. A failed write is
-        logged, not raised: the caller is refused either way.
-        """
-        # The audit outcome is the code the caller is refused with.
-        await self._audit_caller(
-            UNAUTHENTICATED, surface=surface, action=action, reason=reason, peer=peer_pid
-        )
-
-    async def audit_profiles_unreadable(
-        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
-    ) -> None:
-        """Log and audit a request with a token refused because the profiles file cannot
-        be read (so no token can be proved), as ``audit_unauthenticated`` does."""
-        await self._audit_caller(
-            ProfilesUnreadable.code, surface=surface, action=action, reason=reason, peer=peer_pid
-        )
-
-    async def audit_peer_denied(
-        self, *, surface: str, action: str, reason: str, peer_pid: int | None = None
-    ) -> None:
-        """Log and audit a worker op refused because the peer may not act for the pid it
-        names (peer credentials, not a token), as ``audit_unauthenticated`` does."""
-        await self._audit_caller(
-            "refused",
-            surface=surface,
-            action=action,
-            reason=reason,
-            peer=peer_pid,
-            code=PermissionDenied.code,
-        )
-
-    async def _audit_caller(
-        self,
-        outcome: str,
-        *,
-        surface: str,
-        action: str,
-        reason: str,
-        peer: int | None,
-        code: str | None = None,
-    ) -> None:
-        code = code or outcome
-        result = {"outcome": outcome, "code": code, "mutation_performed": False}
-        event = audit_event(None, action, {**result, "reasons": [reason]}, at=self._clock.now())
-        event["detail"] = {**event["detail"], "surface": surface, "peer_pid": peer}
-        # The event names are fixed words: unauthenticated_request,
-        # profiles_unreadable_request, permission_denied_request.
-        _log.warning(
-            f"{code}_request", surface=surface, action=action, reason=reason, peer_pid=peer
-        )
-        await write_audit(self._writer, event)
-
-
-def _control_route(step: ControlStep) -> _Route:
+def _control_route(taken: ControlCheck) -> _Route:
     async def route(handle: SupervisorHandle, profile: Profile | None, request: Request) -> Any:
-        return await handle._control(profile, request, step)
+        return await handle._control(profile, request, taken)
 
     return route
+
+
+_NOT_ALLOWED = (("allowed", False),)
+#: Each control op -> the op its request becomes (its ``check``), and what its refusals say
+#: besides the code and reasons.
+_CONTROL: Mapping[str, ControlCheck] = {
+    "session_upsert": ControlCheck(UpsertSession.check),
+    "allocate": ControlCheck(AllocateWork.check),
+    "work_item_upsert": ControlCheck(UpsertWorkItem.check),
+    "assign": ControlCheck(Assign.check),
+    "assignment_check": ControlCheck(CheckAssignment.check, refusal=_NOT_ALLOWED),
+    "lease_heartbeat": ControlCheck(HeartbeatLease.check),
+    "lease_release": ControlCheck(ReleaseLease.check),
+    "terminal_lock_set": ControlCheck(SetTerminalLock.check),
+    "terminal_lock_get": ControlCheck(GetTerminalLock.check),
+    "namespace_health_assess": ControlCheck(RecordNamespaceHealth.check),
+    "namespace_health_gate": ControlCheck(NamespaceHealthGate.check, refusal=_NOT_ALLOWED),
+    "incident_link_upsert": ControlCheck(UpsertIncidentLink.check),
+    "incident_link_get": ControlCheck(GetIncidentLinks.check),
+}
 
 
 #: Each declared op the handle answers -> its route to the actor that answers it.
@@ -344,7 +311,7 @@ _ROUTES: Mapping[str, _Route] = {
     "apply": SupervisorHandle._ask_retirement,
     "reap_plan": SupervisorHandle._reap,
     "reap_apply": SupervisorHandle._reap,
-    **{op: _control_route(step) for op, step in {**CONTROL_STEPS, **LINK_STEPS}.items()},
+    **{op: _control_route(taken) for op, taken in _CONTROL.items()},
 }
 #: Ops that declare two tasks: the one a request asks for.
 _TASK_OF: Mapping[str, Callable[[Any], str]] = {

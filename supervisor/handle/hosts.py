@@ -12,8 +12,8 @@ from actors.mailbox import ask
 from actors.replies import HostLeaseStatus, WriteAck
 from actors.writer.inbox import WriterInbox
 from supervisor.clock import Clock
-from supervisor.handle.checks import WriterCalls
 from supervisor.handle.declared import HostCalls
+from supervisor.handle.refusals import WriterCalls
 from supervisor.operations.requests import Request
 from supervisor.policy.control.permissions import Profile
 

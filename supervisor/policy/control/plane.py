@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from supervisor.policy.identity.worker_env import NAMESPACES
@@ -22,6 +22,7 @@ __all__ = [
     "WORK_STATES",
     "ControlPlaneRefusal",
     "WorkRef",
+    "actions_arg",
     "check_actions",
     "check_head_sha",
     "check_kind",
@@ -31,7 +32,10 @@ __all__ = [
     "check_session_id",
     "check_state",
     "check_ttl",
+    "optional_text",
+    "pid_arg",
     "role_actions",
+    "ttl_arg",
     "work_ref",
 ]
 
@@ -59,6 +63,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _ACTION = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
 _TOKEN = re.compile(r"[\x21-\x7e]{1,200}\Z")
 _SHA = re.compile(r"[0-9A-Za-z._-]{1,128}\Z")
+#: The longest free-text argument (a phase, a title, a namespace).
+_MAX_TEXT = 200
 
 #: Per role: what an assignment lets the holder do, and what it explicitly never does.
 ROLE_ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -226,3 +232,33 @@ def check_ttl(value: object, *, default: float, maximum: float) -> float:
             "invalid_ttl", f"lease_ttl_seconds must be > 0 and <= {maximum:g}, got {value!r:.40}"
         )
     return float(value)
+
+
+# The arguments a control op may leave out: None stays None (the writer's default).
+
+
+def optional_text(value: object, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value.strip()) <= _MAX_TEXT:
+        raise ControlPlaneRefusal("invalid_argument", f"{what} must be 1-{_MAX_TEXT} characters")
+    return value.strip()
+
+
+def pid_arg(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31:
+        raise ControlPlaneRefusal("invalid_argument", "pid must be a positive integer")
+    return value
+
+
+def ttl_arg(value: object) -> float | None:
+    """None (the writer's default) or a TTL within the hard bound; the writer applies its own."""
+    if value is None:
+        return None
+    return check_ttl(value, default=0.0, maximum=MAX_LEASE_TTL_SECONDS)
+
+
+def actions_arg(value: Sequence[object] | None, what: str) -> tuple[str, ...] | None:
+    return None if value is None else check_actions(value, what)
