@@ -1,4 +1,4 @@
-"""The façade surfaces and tests call: one method per request, each one actor message."""
+"""The façade surfaces and tests call: every declared op's request through one ``call``."""
 
 from __future__ import annotations
 

@@ -219,7 +219,7 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
         return answer
 
     async def _control(
-        self, profile: Profile | None, request: Request, taken: ControlCheck
+        self, profile: Profile | None, request: Request, entry: ControlCheck
     ) -> Mapping[str, Any]:
         """A control op: the op's own check reads the request and makes the op
         (``Assign.check``, in ``actors/control/assign.py`` beside its ``write``); the writer
@@ -228,9 +228,9 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
         audited before it is answered."""
         op = request.op
         try:
-            checked = taken.check(request, profile)
+            checked = entry.check(request, profile)
         except ControlPlaneRefusal as exc:
-            answer = refused(exc.code, exc.detail, **dict(taken.refusal))
+            answer = refused(exc.code, exc.detail, **dict(entry.refusal))
             return await self._refuse(profile, op, answer)
         if isinstance(checked, dict):
             return await self._refuse(profile, op, checked)
@@ -277,9 +277,9 @@ class SupervisorHandle(FleetCalls, ControlCalls, LinkCalls, ReapCalls, WriterCal
         )
 
 
-def _control_route(taken: ControlCheck) -> _Route:
+def _control_route(entry: ControlCheck) -> _Route:
     async def route(handle: SupervisorHandle, profile: Profile | None, request: Request) -> Any:
-        return await handle._control(profile, request, taken)
+        return await handle._control(profile, request, entry)
 
     return route
 
@@ -311,7 +311,7 @@ _ROUTES: Mapping[str, _Route] = {
     "apply": SupervisorHandle._ask_retirement,
     "reap_plan": SupervisorHandle._reap,
     "reap_apply": SupervisorHandle._reap,
-    **{op: _control_route(taken) for op, taken in _CONTROL.items()},
+    **{op: _control_route(entry) for op, entry in _CONTROL.items()},
 }
 #: Ops that declare two tasks: the one a request asks for.
 _TASK_OF: Mapping[str, Callable[[Any], str]] = {
