@@ -1,28 +1,24 @@
-"""The fleet MCP tools (snapshot, plan, apply): declared with their operations, each answered
-by a hook from tool arguments to a backend's call, with the socket's own parsers."""
+"""The fleet MCP tools (snapshot, plan, apply): declared with their operations, their
+arguments read by the socket's own parser, answered by a backend's call."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from supervisor.errors import ProtocolError
 from supervisor.operations.registry import operation, tool_name
-from supervisor.operations.requests import request
-from supervisor.operations.spec import Operation
+from supervisor.operations.requests import Request, given
+from supervisor.operations.spec import TEXT, Arg, Operation
 from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.mcp.answers import tool_answer
 from supervisor.surfaces.mcp.backend import ToolBackend
 from supervisor.surfaces.mcp.operation_tools import add_declared_tool
 from supervisor.surfaces.mcp.size import fit_result
-from supervisor.surfaces.socket.protocol import (
-    parse_manifest,
-    parse_plan_query,
-    parse_worker_identities,
-)
+from supervisor.surfaces.socket.protocol import FLEET_PARSERS
 
 __all__ = [
     "APPLY_TOOL",
@@ -41,8 +37,6 @@ PLAN_TOOL = tool_name("plan")
 APPLY_TOOL = tool_name("apply")
 TOOL_NAMES = (SNAPSHOT_TOOL, PLAN_TOOL, APPLY_TOOL)
 
-_T = TypeVar("_T")
-
 ProfileResolver = Callable[[], Profile | None]
 
 
@@ -54,17 +48,23 @@ class ToolArgumentError(ToolError):
         self.reasons = tuple(reasons)
 
 
-def _optional_text(value: str | None) -> str | None:
-    # A blank string from a model means "not given"; the socket protocol would refuse it.
-    return value if value is not None and value.strip() else None
-
-
-def _parsed(parse: Callable[[object], _T], raw: object) -> _T:
-    """The socket protocol's own parser, so both surfaces accept and refuse the same input."""
+def _request(op: Operation, a: Mapping[str, Any]) -> Request:
+    """The op's request from the tool's arguments, read by the socket's own parser, so both
+    surfaces (and the stdio bridge, which sends them over the socket) accept and refuse the
+    same input. A blank optional text means "not given": a model sends "" for "none"."""
+    values = {
+        arg.name: None if _blank(arg, a[arg.name]) else a[arg.name]
+        for arg in op.args
+        if arg.name in a
+    }
     try:
-        return parse(raw)
+        return FLEET_PARSERS[op.name](values)
     except ProtocolError as exc:
         raise ToolArgumentError([exc.detail]) from exc
+
+
+def _blank(arg: Arg, value: object) -> bool:
+    return arg.shape == TEXT and not arg.required and isinstance(value, str) and not value.strip()
 
 
 def _body_budget(max_result_bytes: int) -> int:
@@ -87,7 +87,7 @@ async def _answer(
 
 
 def _located(
-    result: dict[str, Any], arguments: Mapping[str, Any], max_result_bytes: int
+    result: dict[str, Any], arguments: Mapping[str, Any], asked: Request, max_result_bytes: int
 ) -> dict[str, Any]:
     """``result`` with the audit context it was asked in (remote, host, org, repo), cut to size."""
     result["repository"] = {
@@ -97,57 +97,14 @@ def _located(
         "repo": arguments["repo"],
         # The supervisor's default applies when none was given; report the one it used.
         "canonical_repository": result.get("canonical_repository")
-        or _optional_text(arguments["canonical_repository"]),
+        or given(asked).get("canonical_repository"),
     }
     return fit_result(result, _body_budget(max_result_bytes))
 
 
-def _snapshot_values(a: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "canonical_repository": _optional_text(a["canonical_repository"]),
-        "expected_manifest": _parsed(parse_manifest, a["expected_manifest"]),
-        "expected_live_revision": _optional_text(a["expected_live_revision"]),
-        "include_history": a["include_history"] is True,
-    }
-
-
-def _plan_values(a: Mapping[str, Any]) -> dict[str, Any]:
-    wanted: dict[str, Any] = {
-        key: value
-        for key, value in {
-            "reason": _optional_text(a["reason"]),
-            "namespace": _optional_text(a["namespace"]),
-            "instance": _optional_text(a["instance"]),
-            "limit": a["limit"],
-            "cursor": _optional_text(a["cursor"]),
-            "full": a["full"],
-        }.items()
-        if value is not None
-    }
-    # Checked as the socket checks a plan's listing; sent as its fields.
-    _parsed(lambda _raw: parse_plan_query(wanted), wanted)
-    return {"canonical_repository": _optional_text(a["canonical_repository"]), **wanted}
-
-
-def _apply_values(a: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "candidate_fingerprint": a["candidate_fingerprint"],
-        "worker_identities": _parsed(parse_worker_identities, a["worker_identities"]),
-        "registry_fingerprint": _optional_text(a["registry_fingerprint"]),
-        "scope_fingerprint": _optional_text(a["scope_fingerprint"]),
-        "canonical_repository": _optional_text(a["canonical_repository"]),
-        "override_mass_guard": a["override_mass_guard"] is True,
-    }
-
-
-#: Each fleet tool: its operation, the backend's keyword arguments read from the tool's
-#: arguments (refusals come before the backend is asked), and whether its answer reports
-#: the repository it was asked about (plan and apply; a snapshot has none of its own).
-_HOOKS: tuple[tuple[Operation, Callable[[Mapping[str, Any]], dict[str, Any]], bool], ...] = (
-    (SNAPSHOT, _snapshot_values, False),
-    (PLAN, _plan_values, True),
-    (APPLY, _apply_values, True),
-)
+#: Each fleet tool's operation, and whether its answer reports the repository it was asked
+#: about (plan and apply; a snapshot has none of its own).
+_HOOKS: tuple[tuple[Operation, bool], ...] = ((SNAPSHOT, False), (PLAN, True), (APPLY, True))
 
 
 def register_fleet_tools(
@@ -161,17 +118,15 @@ def register_fleet_tools(
     them, each handing the backend's ``call`` the op's request its hook reads (as the
     socket does); every decision is the backend's."""
 
-    def hook(
-        op: Operation, values_of: Callable[[Mapping[str, Any]], dict[str, Any]], located: bool
-    ) -> Callable[..., Awaitable[dict[str, Any]]]:
+    def hook(op: Operation, located: bool) -> Callable[..., Awaitable[dict[str, Any]]]:
         async def call(**a: Any) -> dict[str, Any]:
-            asked = request(op.name, **values_of(a))
+            asked = _request(op, a)  # refused before the backend is asked
             result = await _answer(op, a, backend.call(profile_resolver(), asked))
             if located:
-                return _located(result, a, max_result_bytes)
+                return _located(result, a, asked, max_result_bytes)
             return fit_result(result, _body_budget(max_result_bytes))
 
         return call
 
-    for op, values_of, located in _HOOKS:
-        add_declared_tool(server, op, hook(op, values_of, located))
+    for op, located in _HOOKS:
+        add_declared_tool(server, op, hook(op, located))

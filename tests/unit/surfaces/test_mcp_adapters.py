@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,12 +11,19 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 
-from supervisor.errors import ActorStopped, PermissionDenied, SupervisorError, Unavailable
+from supervisor.errors import (
+    ActorStopped,
+    PermissionDenied,
+    ProtocolError,
+    SupervisorError,
+    Unavailable,
+)
 from supervisor.operations.requests import Request, arguments
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL
 from supervisor.surfaces.mcp.tools import build_mcp_server
+from supervisor.surfaces.socket.protocol import decode_request
 from supervisor.version import package_version
 
 pytestmark = pytest.mark.anyio
@@ -104,6 +112,36 @@ async def test_blank_optional_strings_mean_not_given() -> None:
         "expected_live_revision": None,
         "include_history": False,
     }
+
+
+@pytest.mark.parametrize(
+    ("tool", "op", "args"),
+    [
+        (SNAPSHOT_TOOL, "snapshot", {"expected_live_revision": "r" * 513}),
+        (SNAPSHOT_TOOL, "snapshot", {"expected_manifest": [{"client_type": "codex"}]}),
+        (PLAN_TOOL, "plan", {"cursor": "c" * 513}),
+        (PLAN_TOOL, "plan", {"reason": "not_a_reason"}),
+        (APPLY_TOOL, "apply", {**APPLY_ARGS, "candidate_fingerprint": "f" * 513}),
+        (APPLY_TOOL, "apply", {**APPLY_ARGS, "candidate_fingerprint": " "}),
+        (APPLY_TOOL, "apply", {**APPLY_ARGS, "worker_identities": '["w-1", ""]'}),
+    ],
+)
+async def test_a_tool_refuses_what_the_socket_refuses_in_its_words(
+    tool: str, op: str, args: dict[str, Any]
+) -> None:
+    """The daemon's tools read their arguments with the socket's parser, as the stdio bridge
+    (which sends them over the socket) always has: the same input, the same refusal, and
+    nothing reaches the backend."""
+    frame = json.dumps({"v": 1, "op": op, "token": "t", "args": args}).encode()
+    with pytest.raises(ProtocolError) as on_the_socket:
+        decode_request(frame)
+    backend = Recorder()
+
+    result = await structured(backend, tool, expect_error=True, **args)
+
+    assert result["success"] is False
+    assert result["reasons"] == [on_the_socket.value.detail]
+    assert backend.calls == []
 
 
 async def test_include_history_reaches_the_backend() -> None:
