@@ -3,22 +3,19 @@ arguments read by the socket's own parser, answered by a backend's call."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 
-from supervisor.errors import ProtocolError
 from supervisor.operations.registry import operation, tool_name
 from supervisor.operations.requests import Request, given
-from supervisor.operations.spec import TEXT, Arg, Operation
+from supervisor.operations.spec import Operation
 from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.mcp.answers import tool_answer
 from supervisor.surfaces.mcp.backend import ToolBackend
-from supervisor.surfaces.mcp.operation_tools import add_declared_tool
+from supervisor.surfaces.mcp.operation_tools import add_declared_tool, tool_request
 from supervisor.surfaces.mcp.size import fit_result
-from supervisor.surfaces.socket.protocol import FLEET_PARSERS
 
 __all__ = [
     "APPLY_TOOL",
@@ -26,7 +23,6 @@ __all__ = [
     "SNAPSHOT_TOOL",
     "TOOL_NAMES",
     "ProfileResolver",
-    "ToolArgumentError",
     "register_fleet_tools",
 ]
 
@@ -38,33 +34,6 @@ APPLY_TOOL = tool_name("apply")
 TOOL_NAMES = (SNAPSHOT_TOOL, PLAN_TOOL, APPLY_TOOL)
 
 ProfileResolver = Callable[[], Profile | None]
-
-
-class ToolArgumentError(ToolError):
-    """A tool's arguments are unusable; the server answers with a structured refusal."""
-
-    def __init__(self, reasons: Sequence[str]) -> None:
-        super().__init__("; ".join(reasons))
-        self.reasons = tuple(reasons)
-
-
-def _request(op: Operation, a: Mapping[str, Any]) -> Request:
-    """The op's request from the tool's arguments, read by the socket's own parser, so both
-    surfaces (and the stdio bridge, which sends them over the socket) accept and refuse the
-    same input. A blank optional text means "not given": a model sends "" for "none"."""
-    values = {
-        arg.name: None if _blank(arg, a[arg.name]) else a[arg.name]
-        for arg in op.args
-        if arg.name in a
-    }
-    try:
-        return FLEET_PARSERS[op.name](values)
-    except ProtocolError as exc:
-        raise ToolArgumentError([exc.detail]) from exc
-
-
-def _blank(arg: Arg, value: object) -> bool:
-    return arg.shape == TEXT and not arg.required and isinstance(value, str) and not value.strip()
 
 
 def _body_budget(max_result_bytes: int) -> int:
@@ -120,7 +89,7 @@ def register_fleet_tools(
 
     def hook(op: Operation, located: bool) -> Callable[..., Awaitable[dict[str, Any]]]:
         async def call(**a: Any) -> dict[str, Any]:
-            asked = _request(op, a)  # refused before the backend is asked
+            asked = tool_request(op, a, blank_is_absent=True)  # refused before the backend
             result = await _answer(op, a, backend.call(profile_resolver(), asked))
             if located:
                 return _located(result, a, asked, max_result_bytes)

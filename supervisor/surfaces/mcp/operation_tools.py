@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
+from supervisor.errors import ProtocolError
 from supervisor.operations import spec
 from supervisor.operations.registry import OPERATIONS, tool_name
-from supervisor.operations.requests import request
-from supervisor.operations.spec import Operation, describe
+from supervisor.operations.requests import Request
+from supervisor.operations.spec import Arg, Operation, describe
 from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.mcp.answers import tool_answer
 from supervisor.surfaces.mcp.backend import ToolBackend
+from supervisor.surfaces.socket.protocol import PARSERS
 
 __all__ = [
     "ALLOCATE_TOOL",
@@ -28,8 +31,10 @@ __all__ = [
     "HEARTBEAT_TOOL",
     "RELEASE_TOOL",
     "UPSERT_LINK_TOOL",
+    "ToolArgumentError",
     "add_declared_tool",
     "register_operation_tools",
+    "tool_request",
 ]
 
 
@@ -58,6 +63,35 @@ _TYPES: Mapping[str, Any] = {
     spec.INTS: list[int],
     spec.TEXT_OR_TEXTS: list[str] | str,
 }
+
+
+class ToolArgumentError(ToolError):
+    """A tool's arguments are unusable; the server answers with a structured refusal."""
+
+    def __init__(self, reasons: Sequence[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = tuple(reasons)
+
+
+def tool_request(
+    op: Operation, arguments: Mapping[str, Any], *, blank_is_absent: bool = False
+) -> Request:
+    """The op's request from a tool's arguments, read by the socket's own parser, so the
+    daemon's tools, the stdio bridge (which sends them over the socket) and the socket
+    accept and refuse the same input in the same words. With ``blank_is_absent`` (the
+    fleet tools) a blank optional text is not given: a model sends "" for "none"."""
+    values = {arg.name: arguments[arg.name] for arg in op.args if arg.name in arguments}
+    if blank_is_absent:
+        values.update({arg.name: None for arg in op.args if _blank(arg, values.get(arg.name))})
+    try:
+        return PARSERS[op.name](values)
+    except ProtocolError as exc:
+        raise ToolArgumentError([exc.detail]) from exc
+
+
+def _blank(arg: Arg, value: object) -> bool:
+    text = arg.shape == spec.TEXT and not arg.required
+    return text and isinstance(value, str) and not value.strip()
 
 
 def _signature(op: Operation) -> inspect.Signature:
@@ -108,9 +142,10 @@ def _forward(
     assert tool is not None
 
     async def call(**arguments: Any) -> dict[str, Any]:
-        # Every parameter arrives (defaults filled in), as the hand-written tools passed them.
+        # Every parameter arrives (defaults filled in); refused before the backend is asked.
+        asked = tool_request(op, arguments)
         return await tool_answer(
-            backend.call(profile_resolver(), request(op.name, **arguments)),
+            backend.call(profile_resolver(), asked),
             mutating=tool.mutating(arguments),
             lost=tool.lost,
         )

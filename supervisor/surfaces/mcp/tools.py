@@ -23,12 +23,8 @@ from supervisor.operations.registry import TOOLS
 from supervisor.operations.spec import Tool
 from supervisor.policy.refusal import refused
 from supervisor.surfaces.mcp.backend import ToolBackend
-from supervisor.surfaces.mcp.fleet_tools import (
-    ProfileResolver,
-    ToolArgumentError,
-    register_fleet_tools,
-)
-from supervisor.surfaces.mcp.operation_tools import register_operation_tools
+from supervisor.surfaces.mcp.fleet_tools import ProfileResolver, register_fleet_tools
+from supervisor.surfaces.mcp.operation_tools import ToolArgumentError, register_operation_tools
 from supervisor.surfaces.mcp.results import flag_error
 from supervisor.surfaces.mcp.size import DEFAULT_MAX_RESULT_BYTES
 from supervisor.version import package_version

@@ -40,6 +40,7 @@ from supervisor.wire import (
 __all__ = [
     "CONTROL_SCHEMAS",
     "FLEET_PARSERS",
+    "PARSERS",
     "FrameTooLarge",
     "Unauthenticated",
     "UnknownOp",
@@ -91,7 +92,7 @@ def _decoded(data: Any) -> Frame:
     op = data.get("op")
     if not isinstance(op, str):
         raise ProtocolError(f"op must be a string, one of {_KNOWN_OPS}")
-    if op not in _PARSERS:
+    if op not in PARSERS:
         raise UnknownOp(f"unknown op {op[:64]!r}; expected one of {_KNOWN_OPS}")
     token = data.get("token")
     if token is not None and (not isinstance(token, str) or len(token) > MAX_TEXT):
@@ -99,7 +100,7 @@ def _decoded(data: Any) -> Frame:
     args = data.get("args", {})
     if not isinstance(args, dict):
         raise ProtocolError("args must be an object")
-    return Frame(id=request_id, op=op, token=token, args=_PARSERS[op](args))
+    return Frame(id=request_id, op=op, token=token, args=PARSERS[op](args))
 
 
 _MAX_IDENTITIES = 100_000
@@ -390,7 +391,7 @@ def _parser(op: str) -> Callable[[Mapping[str, Any]], Request]:
 
 
 #: Every declared op -> the parser of its arguments (unknown keys: see each family above).
-_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Request]] = {
+PARSERS: Mapping[str, Callable[[Mapping[str, Any]], Request]] = {
     op: _parser(op) for op in OPERATIONS
 }
-_KNOWN_OPS = sorted(_PARSERS)
+_KNOWN_OPS = sorted(PARSERS)

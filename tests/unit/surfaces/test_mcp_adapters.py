@@ -22,6 +22,7 @@ from supervisor.operations.requests import Request, arguments
 from supervisor.policy.control.permissions import Profile
 from supervisor.policy.fleet.snapshot import ManifestEntry
 from supervisor.surfaces.mcp.fleet_tools import APPLY_TOOL, PLAN_TOOL, SNAPSHOT_TOOL
+from supervisor.surfaces.mcp.operation_tools import HEARTBEAT_TOOL
 from supervisor.surfaces.mcp.tools import build_mcp_server
 from supervisor.surfaces.socket.protocol import decode_request
 from supervisor.version import package_version
@@ -124,6 +125,12 @@ async def test_blank_optional_strings_mean_not_given() -> None:
         (APPLY_TOOL, "apply", {**APPLY_ARGS, "candidate_fingerprint": "f" * 513}),
         (APPLY_TOOL, "apply", {**APPLY_ARGS, "candidate_fingerprint": " "}),
         (APPLY_TOOL, "apply", {**APPLY_ARGS, "worker_identities": '["w-1", ""]'}),
+        (HEARTBEAT_TOOL, "lease_heartbeat", {"session_id": "s" * 600, "lease_id": "l-1"}),
+        (
+            HEARTBEAT_TOOL,
+            "lease_heartbeat",
+            {"session_id": "s", "lease_id": "l", "lease_ttl_seconds": 1e13},
+        ),
     ],
 )
 async def test_a_tool_refuses_what_the_socket_refuses_in_its_words(
