@@ -84,8 +84,8 @@ def register_fleet_tools(
     max_result_bytes: int,
 ) -> None:
     """Add the snapshot, plan and apply tools to ``server`` as their operations declare
-    them, each handing the backend's ``call`` the op's request its hook reads (as the
-    socket does); every decision is the backend's."""
+    them, each handing the backend's ``call`` the op's request, read by the socket's
+    parser (``tool_request``); every decision is the backend's."""
 
     def hook(op: Operation, located: bool) -> Callable[..., Awaitable[dict[str, Any]]]:
         async def call(**a: Any) -> dict[str, Any]:
