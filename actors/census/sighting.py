@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
+from supervisor.client_configs.entries import is_wrapped
 from supervisor.policy.servers.abandoned import (
     STDIO_ABANDONED,
     Abandonment,
@@ -24,6 +28,7 @@ from supervisor.system.unix_diag import UnixPeers
 
 __all__ = [
     "Wire",
+    "exec_wrapper",
     "link_kind",
     "moved_wire",
     "parent_sight",
@@ -36,6 +41,18 @@ __all__ = [
 
 #: The descriptors that carry a server's stdio, as links (``pipe:[n]``, ``socket:[n]``).
 Wire = tuple[str | None, ...]
+
+
+def exec_wrapper(argv: Sequence[str]) -> bool:
+    """The exec wrapper itself, before its ``execve`` into the server it wraps (its script,
+    or ``fleet-supervisor exec`` as its interpreter runs it): a moment in a wrapped server's
+    start, never a server of its own. Same pid, same start after the exec, so a sight taken
+    now would stand for the server unless it is taken again."""
+    if not argv:
+        return False
+    if is_wrapped(argv[0], list(argv[1:])):
+        return True
+    return len(argv) > 2 and os.path.basename(argv[1]) == "fleet-supervisor" and "exec" in argv[2:]
 
 
 def link_kind(link: str | None) -> str | None:

@@ -2,10 +2,11 @@
 
 A sweep lists ``/proc`` (with each entry's inode, which a new process under an old pid
 never shares) and reads in full only the processes it has not seen: the rest cost a
-dictionary lookup. A process young enough to be between its fork and its exec is looked
-at again at the next sweep. Servers (and their trees) are read every sweep for usage.
-Between sweeps, the processes that exec'd (``look_at``, from the kernel's events) or
-appeared in a listing (``glance``) are looked at: an owner is recorded while it runs.
+dictionary lookup. A process young enough to be between its fork and its exec (or the
+exec wrapper, until its exec) is looked at again at the next sweep. Servers (and their
+trees) are read every sweep for usage. Between sweeps, the processes that exec'd
+(``look_at``, from the kernel's events) or appeared in a listing (``glance``) are looked
+at: an owner is recorded while it runs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import anyio.to_thread
 from actors.census.owners import judge_owner, still_unowned
 from actors.census.sighting import (
     Wire,
+    exec_wrapper,
     link_kind,
     parent_sight,
     sighting,
@@ -28,13 +30,7 @@ from actors.census.sighting import (
     stdio_moved,
 )
 from actors.census.survivors import members_seen, nested_servers, topmost_survivors
-from actors.census.tracked import (
-    Tracked,
-    judged_server,
-    restored,
-    started_seconds,
-    survivor,
-)
+from actors.census.tracked import Tracked, judged_server, restored, started_seconds, survivor
 from actors.census.usage import descendants, read_tree, tree_pss
 from supervisor.policy.servers.census import (
     PROVENANCE_OBSERVED,
@@ -290,6 +286,10 @@ class Tracker:
     ) -> None:
         seen = sighting(pid, full)
         argv = plain_argv(full.argv)
+        if not seen.wrapped and exec_wrapper(argv):
+            if (entry := self._seen.get(pid)) is not None:  # young: looked at after its exec
+                self._seen[pid] = (*entry[:3], True)
+            return
         parent = None
         wire: Wire = (full.stdin, full.stdout)
         if not seen.wrapped:

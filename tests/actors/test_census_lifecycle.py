@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from tests.actors.test_census import census_harness, ours
-from tests.process_trees.trees import FAKE_SERVER, child, gone, processes, start_tree
+from tests.process_trees.trees import (
+    FAKE_SERVER,
+    WRAPPED_LAUNCHER,
+    child,
+    gone,
+    processes,
+    start_tree,
+)
 from tests.unavailable import unavailable
 
 pytestmark = pytest.mark.anyio
@@ -110,6 +118,37 @@ async def test_a_wrapped_server_is_counted_once_as_wrapped(tmp_path: Path) -> No
     assert found[0].owner is not None
     assert found[0].owner.process.pid == tree.client
     assert [r for r in rows if r["pid"] == pid] == []  # wrapped servers have registry rows
+
+
+def _runs(pid: int, word: str) -> bool:
+    return word.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+async def test_the_exec_wrapper_seen_before_its_exec_becomes_the_wrapped_server(
+    tmp_path: Path,
+) -> None:
+    """A sight taken between the wrapper's start and its execve (the kernel reports the
+    wrapper's own exec first) is no server; once it has exec'd, the same pid and start are
+    the wrapped server, not an observed one kept from that first sight."""
+    wrapper = tmp_path / "exec_in_place.py"  # the real wrapper's script name
+    wrapper.symlink_to(WRAPPED_LAUNCHER)
+    hold = tmp_path / "exec-now"
+    name = "mcp-held-server"  # what would make an observed server of it, parent a client
+    spec = {"argv": [name, str(wrapper), name, sys.executable, str(hold)], "stdio": "pipe",
+            "executable": sys.executable}  # fmt: skip
+    with processes() as spawned:
+        tree = start_tree(spawned, "claude", [spec])
+        (pid,) = tree.children
+        _until(lambda: _runs(pid, wrapper.name), "the wrapper to start")
+        async with census_harness(tmp_path) as h:
+            before = await h.handle.census(fresh=True)
+            hold.touch()
+            _until(lambda: _runs(pid, str(FAKE_SERVER)), "the wrapper to exec the server")
+            after = await h.handle.census(fresh=True)
+        found = [s for s in after.servers if s.process.pid == pid]
+    assert ours(before.servers, {pid}) == {}
+    assert [s.provenance for s in found] == ["wrapped"]
+    assert found[0].evidence == ("exec_marker",)
 
 
 async def test_a_command_configured_in_a_client_file_is_found_whatever_its_parent(
