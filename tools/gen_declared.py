@@ -45,9 +45,6 @@ FAMILIES: Mapping[str, tuple[str, tuple[Operation, ...]]] = {
 #: lease status (any authenticated caller; asked without a profile).
 _HAND_WRITTEN = frozenset({"register", "heartbeat", "release", "status", "plan", "host_status"})
 
-#: A parameter's annotation by wire shape, when given (optional ones add ``| None``).
-_TYPES = ANNOTATIONS
-
 
 _HEADER = '''"""The handle's keyword call of every {family} op: its request, built from the keyword
 arguments, handed to the one generic ``call`` (generated; do not edit)."""
@@ -98,7 +95,8 @@ __all__ = ["ControlCalls", "FleetCalls", "HostCalls", "LinkCalls", "ReapCalls"]
 
 
 def _param(arg: Arg) -> str:
-    annotation = _TYPES[arg.shape]
+    # By wire shape, when given (optional ones add ``| None``).
+    annotation = ANNOTATIONS[arg.shape]
     if arg.required:
         return f"{arg.name}: {annotation}"
     if arg.shape == spec.BOOL:

@@ -295,7 +295,7 @@ class RegistryWriter(Actor[WriterInbox]):
                 await tx.append_audit(message.event)
                 return WriteAck(ok=True)
             case ControlWrite():
-                # The op carries itself out (each is declared beside its step).
+                # The op carries itself out (its class holds its check and its write).
                 return await message.run(self._control, tx)
             case RenewHostLease() | RetireHostRows():
                 return await handle_host_write(tx, message, self.clock.now())
