@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from actors.mailbox import Outbox, Reply, ask
-from supervisor.operations.requests import Request
+from supervisor.operations.requests import Request, request_as
 from supervisor.policy.control.permissions import Profile
 
 __all__ = ["Call", "ask_call"]
@@ -28,12 +28,8 @@ class Call:
         return self.request.op
 
     def request_as(self, kind: type[_R]) -> _R:
-        """The request as ``kind``, the request type of the op the actor is answering (a
-        route that sent another op's request is a bug, raised as such)."""
-        request = self.request
-        if not isinstance(request, kind):
-            raise TypeError(f"{kind.__name__} expected, got {type(request).__name__}")
-        return request
+        """The request as ``kind``, the request type of the op the actor is answering."""
+        return request_as(self.request, kind)
 
 
 async def ask_call(

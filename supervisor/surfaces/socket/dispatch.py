@@ -25,6 +25,7 @@ from supervisor.operations.declared import (
 )
 from supervisor.operations.fleet import WORKER_OPS
 from supervisor.operations.registry import HOST_OPS, OPERATIONS
+from supervisor.operations.requests import request_as
 from supervisor.policy.control.permissions import Profile
 from supervisor.surfaces.socket.answers import to_wire
 from supervisor.surfaces.socket.frame import Frame
@@ -94,9 +95,7 @@ class Dispatcher:
     # --- workers: peer credentials, not tokens ------------------------------------------
 
     async def register(self, request: Frame, peer: Conversation) -> object:
-        args = request.args
-        if not isinstance(args, RegisterRequest):
-            raise TypeError(f"RegisterRequest expected, got {type(args).__name__}")
+        args = request_as(request.args, RegisterRequest)
         pid = args.pid if args.pid is not None else peer.pid("register")
         await self.authorize_pid(pid, peer, "register")
         return await self.handle.register(pid, args.claims or {})

@@ -17,6 +17,7 @@ from supervisor.handle import SupervisorHandle
 from supervisor.handle.hosts import HostLeaseCalls
 from supervisor.observe.logs import get_logger
 from supervisor.operations.declared import HeartbeatRequest
+from supervisor.operations.requests import request_as
 from supervisor.settings.config import SocketConfig
 from supervisor.surfaces.socket.beats import beat_answer
 from supervisor.surfaces.socket.bind import SocketInUse, bound_listener
@@ -271,9 +272,7 @@ class _SocketServer:
         answers: list[bytes | None] = [None] * len(run)
         accepted: list[tuple[int, HeartbeatRequest]] = []
         for index, (request, _) in enumerate(run):
-            args = request.args
-            if not isinstance(args, HeartbeatRequest):
-                raise TypeError(f"HeartbeatRequest expected, got {type(args).__name__}")
+            args = request_as(request.args, HeartbeatRequest)
             try:
                 await self._authorize_pid(args.pid, peer, "heartbeat")
             except SupervisorError as exc:
