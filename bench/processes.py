@@ -67,6 +67,20 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _listening(path: Path, proc: subprocess.Popen[bytes], *, timeout: float) -> bool:
+    """True once a connect to ``path`` succeeds; False if ``proc`` exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(path))
+            except OSError:
+                time.sleep(0.02)
+                continue
+        return True
+    return False
+
+
 class EchoServer:
     """``python -m bench.echo_server`` on a socket in ``workdir``, killed by pid on exit."""
 
@@ -79,12 +93,11 @@ class EchoServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 30.0
-        while not self.socket_path.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise RuntimeError("the echo server did not start")
-            time.sleep(0.02)
+        # Wait for a connect to succeed, not for the file: the socket's path exists from
+        # bind(), a moment before listen(), and a connect in that moment is refused.
+        if not _listening(self.socket_path, self.proc, timeout=30.0):
+            self.close()
+            raise RuntimeError("the echo server did not start")
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.proc.pid)
@@ -224,18 +237,11 @@ class Daemon:
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                raise RuntimeError(f"daemon exited early ({code}): {self.log_tail()}")
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-                try:
-                    probe.connect(str(self.socket_path))
-                except OSError:
-                    time.sleep(0.05)
-                    continue
+        if _listening(self.socket_path, self.proc, timeout=timeout):
             return
+        if self.proc.poll() is not None:
+            code = self.proc.returncode
+            raise RuntimeError(f"daemon exited early ({code}): {self.log_tail()}")
         self.stop()
         raise RuntimeError(f"daemon did not listen within {timeout}s: {self.log_tail()}")
 
