@@ -14,14 +14,16 @@ import json
 import selectors
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
 import anyio
 import pytest
 
+from supervisor.policy.servers.census import ServerRecord
 from tests.actors.harness import RETIRER
-from tests.process_trees.marked import marked_supervisor
+from tests.process_trees.marked import Marked, marked_supervisor
 from tests.process_trees.trees import io_quiet
 from tests.realclients.harness import (
     SDK_CLIENT,
@@ -38,6 +40,9 @@ from tests.realclients.test_leftovers import require
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 _LIMIT = 60.0
+#: How long (real time) the census must see the old copy's counters unmoved before the
+#: reconnect.
+_IDLE = 0.2
 
 
 def _line(stream: IO[bytes], prefix: str) -> list[str]:
@@ -51,6 +56,42 @@ def _line(stream: IO[bytes], prefix: str) -> list[str]:
             if line.startswith(prefix):
                 return line.split()
     raise AssertionError(f"the SDK client never printed {prefix!r}")
+
+
+async def _until_idle(supervisor: Marked, pid: int) -> None:
+    """Until fresh censuses ``_IDLE`` apart (real time) show ``pid`` quiet since the same
+    read (the harness's clock stands still, so its idle time does not tell); bounded in
+    time and count."""
+    deadline = anyio.current_time() + _LIMIT
+    servers: tuple[ServerRecord, ...] = ()
+    quiet: tuple[float | None, float] | None = None
+    for _ in range(1000):
+        servers = (await supervisor.census()).servers
+        now = anyio.current_time()
+        for server in servers:
+            if server.process.pid != pid or server.quiet_since_boot is None:
+                continue
+            if quiet is None or quiet[0] != server.quiet_since_boot:
+                quiet = (server.quiet_since_boot, now)  # first read, or it moved since
+            elif now - quiet[1] >= _IDLE:
+                return
+        if now > deadline:
+            break
+        await anyio.sleep(0.05)
+    raise AssertionError(f"the census never saw {pid} idle: {_servers(servers, (pid,))}")
+
+
+def _servers(servers: Iterable[ServerRecord], pids: tuple[int, ...]) -> str:
+    """What the census says of ``pids``: when each started, and since when it is quiet."""
+    return (
+        "; ".join(
+            f"{s.process.pid}: started {s.started_since_boot}, quiet since {s.quiet_since_boot}, "
+            f"idle {s.idle_seconds}, owner {s.owner}"
+            for s in servers
+            if s.process.pid in pids
+        )
+        or f"none of {pids} seen"
+    )
 
 
 async def test_a_replaced_copy_is_reported_planned_on_request_and_reaped(tmp_path: Path) -> None:
@@ -76,13 +117,10 @@ async def test_a_replaced_copy_is_reported_planned_on_request_and_reaped(tmp_pat
             old = int(_line(client.stdout, "ready")[1])
             io_quiet(old)  # its answer's last log line written: from here it is idle
             async with marked_supervisor(tmp_path, marker, home.home) as supervisor:
-                # The old copy's I/O counters, first read (the census looks at a process
-                # only once it is older than its settle time: real process age, bounded).
-                for _ in range(100):
-                    seen = await supervisor.census()
-                    if old in {s.process.pid for s in seen.servers}:
-                        break
-                    await anyio.sleep(0.05)
+                # The census sees the old copy idle: its counters read, then read again
+                # unmoved (it looks at a process only once it is older than its settle
+                # time, and a loaded machine may still run the copy's last writes).
+                await _until_idle(supervisor, old)
                 # The kernel stamps a start in 10 ms ticks: a copy started within a tick of
                 # that read could have come first, so the rule would (rightly) not tell.
                 await anyio.sleep(0.05)
@@ -101,7 +139,9 @@ async def test_a_replaced_copy_is_reported_planned_on_request_and_reaped(tmp_pat
             client.stdin.close()
             client.stdout.close()
             kill_all(marker)
-    (found,) = [s for s in report.superseded if s.server.process.pid in (old, new)]
+    found_ = [s for s in report.superseded if s.server.process.pid in (old, new)]
+    assert len(found_) == 1, _servers(report.census.servers, (old, new))
+    (found,) = found_
     assert (found.server.process.pid, found.newer.pid) == (old, new)
     assert found.server.owner is not None
     assert found.server.owner.process.pid == client.pid
