@@ -12,7 +12,8 @@
 # server's start). ``python -m bench --only leftovers`` runs it once per pair and reports
 # the mean per run as figures (wrapped: goal 0). Needs tests/realclients/install.sh;
 # pairs whose client or server is missing are left out and named. Every process a run
-# starts is killed by pid before the next.
+# starts is killed by pid before the next. The real clients run only offline (tests/offline.py):
+# as root, ``unshare --net .venv/bin/python -m tests.offline -- .venv/bin/python -m bench...``.
 
 from __future__ import annotations
 

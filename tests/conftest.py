@@ -1,16 +1,48 @@
-"""Shared pytest configuration: anyio on asyncio, and a real PostgreSQL for tests that need one."""
+"""Shared pytest configuration: anyio on asyncio, a real PostgreSQL for tests that need one,
+and the suite's two parts, online and offline (tests/offline.py)."""
 
 from __future__ import annotations
 
 import itertools
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.pg_server import PgServer, find_pg_bindir, missing_binaries_verdict, start_pg_server
 
 _database_numbers = itertools.count(1)
+
+#: Where every test starts a real MCP client (or npm's code): the offline part.
+_OFFLINE_DIRS = frozenset({"realclients", "sessions"})
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--part",
+        choices=("online", "offline"),
+        default=None,
+        help="run only the tests that start real clients (offline: tests/run.sh runs this "
+        "part in a loopback-only namespace) or only the rest (online: in the host's own "
+        "namespace, where the kernel's process events are); default: both",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the offline part, and keep only the part ``--part`` asks for."""
+    for item in items:
+        if item.path.resolve().relative_to(_TESTS).parts[0] in _OFFLINE_DIRS:
+            item.add_marker(pytest.mark.offline)
+    part = config.getoption("--part")
+    if part is None:
+        return
+    wanted = part == "offline"
+    keep = [item for item in items if (item.get_closest_marker("offline") is not None) == wanted]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
 
 
 @pytest.fixture

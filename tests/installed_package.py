@@ -8,14 +8,30 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["ROOT", "Installed", "build_wheel", "fresh_venv", "pipx_install", "run"]
+__all__ = [
+    "ROOT",
+    "WHEELHOUSE",
+    "Installed",
+    "build_wheel",
+    "fresh_venv",
+    "main",
+    "pipx_install",
+    "run",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What the wheel is built from; tests, bench and the venv stay out of it.
 SOURCES = ("pyproject.toml", "README.md", "supervisor", "actors", "config")
+#: The package's dependencies as wheels, and the pip that pipx installs beside them:
+#: downloaded by ``tests/run.sh`` while the index is reachable, before the suite goes
+#: offline (tests/offline.py), so ``pipx install`` resolves as a user's would, from files.
+WHEELHOUSE = ROOT / ".wheelhouse"
+#: pipx's shared libraries insist on pip >= 23.1.
+_PIP = "pip>=23.1,<27"
 
 
 def run(
@@ -88,9 +104,10 @@ def fresh_venv(tmp_path: Path, wheel: Path) -> Installed:
 def pipx_install(tmp_path: Path, wheel: Path) -> Installed:
     """``pipx install`` of the wheel, as the README shows it, into a pipx home of its own.
 
-    pipx resolves the dependencies from the package index as it would for a user (pip's
-    cache makes a repeat cheap).
+    pipx resolves the dependencies as it would for a user, from ``WHEELHOUSE`` in place
+    of the index: the suite runs with no network.
     """
+    assert any(WHEELHOUSE.glob("*.whl")), f"{WHEELHOUSE} is empty: run bash tests/run.sh"
     home = tmp_path / "pipx"
     env = {
         **os.environ,
@@ -98,8 +115,25 @@ def pipx_install(tmp_path: Path, wheel: Path) -> Installed:
         "PIPX_BIN_DIR": str(home / "bin"),
         "PIPX_MAN_DIR": str(home / "man"),
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(WHEELHOUSE),
     }
     env.pop("PYTHONPATH", None)
     run(sys.executable, "-m", "pipx", "install", wheel, cwd=tmp_path, env=env, timeout=600)
     venv = home / "venvs" / "mcp-fleet-supervisor"
     return Installed(venv, venv / "bin" / "python", home / "bin" / "fleet-supervisor")
+
+
+def main() -> None:
+    """Fill ``WHEELHOUSE`` from the index (a second run only checks it is complete)."""
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        dependencies = tomllib.load(handle)["project"]["dependencies"]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet",
+         "--only-binary", ":all:", "--dest", str(WHEELHOUSE), _PIP, *dependencies],
+        check=True,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -7,8 +7,10 @@
 #      PostgreSQL's server binaries (the store contract on PostgreSQL), systemd-analyze
 #      (the unit `service install` writes). Installed with apt-get as root or through
 #      passwordless sudo; otherwise it stops and prints the exact command to run;
-#   3. the pinned real MCP clients and servers (tests/realclients/install.sh);
-#   4. pytest -q over tests/.
+#   3. the pinned real MCP clients and servers (tests/realclients/install.sh), and the
+#      package's dependencies as wheels for the pipx install test (.wheelhouse/);
+#   4. pytest -q over tests/, in two parts: the tests that start real clients offline, in
+#      a network namespace with only loopback; the rest in the host's namespace.
 #
 # Every step does nothing when what it installs is already there, so a second run starts
 # the tests at once.
@@ -68,5 +70,39 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 fi
 
 bash tests/realclients/install.sh
+# The last use of the index: the wheels `pipx install` takes in the installed-package test.
+.venv/bin/python -m tests.installed_package
 
-exec .venv/bin/python -m pytest -q "$@"
+# The suite runs in two parts. The tests that start a real MCP client (or npm's code) run
+# offline: in a network namespace of their own with only loopback (tests/offline.py), so
+# no client can reach any other address. The rest run in the host's namespace, the only
+# one where the kernel reports process events (the census subscribes to them as root).
+pytest=(.venv/bin/python -m pytest -q)
+if [[ $(id -u) -eq 0 ]]; then
+    offline=(unshare --net)
+else
+    offline=(unshare --map-current-user --keep-caps --net)
+    if ! "${offline[@]}" true 2>/dev/null; then
+        # As root this cannot fail short of a broken machine; as another user the kernel
+        # may refuse user namespaces. Then the real clients' tests say so and do not run.
+        say "cannot make an offline network namespace as $(id -un): the real clients' tests"
+        say "will not run (as root they do; or allow unprivileged user namespaces)"
+        exec "${pytest[@]}" "$@"
+    fi
+fi
+online_rc=0
+"${pytest[@]}" --part online "$@" || online_rc=$?
+offline_rc=0
+"${offline[@]}" .venv/bin/python -m tests.offline -- "${pytest[@]}" --part offline "$@" \
+    || offline_rc=$?
+# 5 is pytest's "no tests collected": fine for one part (arguments may name only the
+# other's tests), not for both.
+if [[ $online_rc -eq 5 && $offline_rc -eq 5 ]]; then
+    exit 5
+fi
+for rc in "$online_rc" "$offline_rc"; do
+    if [[ $rc -ne 0 && $rc -ne 5 ]]; then
+        exit "$rc"
+    fi
+done
+exit 0

@@ -34,7 +34,7 @@ from tests.realclients.harness import (
 )
 from tests.unavailable import unavailable
 
-pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+pytestmark = [pytest.mark.integration, pytest.mark.anyio, pytest.mark.offline]
 
 _READY_SECONDS = 60.0
 

@@ -22,7 +22,7 @@ from tests.realclients.harness import missing, server_entry
 from tests.reap_rig import running_reap
 from tests.unavailable import unavailable
 
-pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+pytestmark = [pytest.mark.integration, pytest.mark.anyio, pytest.mark.offline]
 
 SETTINGS = ReapSettings(grace_seconds=2.0, kill_wait_seconds=10.0, poll_seconds=0.05)
 #: Tries at handing a just-freed pid to a tracer; another process may take it first.

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from tests.offline import OFFLINE_HINT, offline, require_offline
+
 __all__ = [
     "CLIENTS",
     "CLIENTS_DIR",
@@ -146,6 +148,8 @@ def missing(client: str, server: str) -> str | None:
         return f"{client}: {_node_bin(_BIN[client])} is missing ({hint})"
     if client not in CLIENTS:
         return f"unknown client {client!r}"
+    if client in _BIN and not offline():
+        return f"{client} would not be offline here; {OFFLINE_HINT}"
     if server in ("everything", "everything-npx") and not os.access(
         _node_bin(_BIN["everything"]), os.X_OK
     ):
@@ -344,8 +348,10 @@ def client_argv(
     """The command line of a client that exits by itself once it has talked to the servers.
 
     ``method`` is ``list`` (claude/gemini ``mcp list``, inspector ``tools/list``) or
-    ``call`` (inspector ``tools/call`` of the entry's tool).
+    ``call`` (inspector ``tools/call`` of the entry's tool). Only offline: a real client
+    must reach nothing but loopback.
     """
+    require_offline(client)
     if client == "claude":
         home.write_claude(entries)
         return [str(_node_bin(_BIN["claude"])), "mcp", "list"]

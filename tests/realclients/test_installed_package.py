@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.installed_package import Installed, build_wheel, fresh_venv, pipx_install
+from tests.offline import require_offline
 from tests.realclients.harness import (
     CLIENTS_DIR,
     MARKER_ENV,
@@ -133,6 +134,7 @@ def test_the_newcomer_path_works_from_an_installed_package(
                     assert path.is_relative_to(installed.root), path
                 assert words[words.index("--") + 1 :] == [server["command"], *server["args"]]
 
+                require_offline("claude")
                 client = subprocess.Popen(
                     [str(CLIENTS_DIR / "node_modules" / ".bin" / "claude"), "mcp", "list"],
                     cwd=home.project,

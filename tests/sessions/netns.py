@@ -14,7 +14,6 @@ import fcntl
 import os
 import pty
 import select
-import socket
 import struct
 import subprocess
 import sys
@@ -23,26 +22,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.offline import loopback_up, offline
 from tests.sessions.standin import Script, ToolCall, parse_call, serve
 
-__all__ = ["loopback_up", "main"]
-
-_SIOCGIFFLAGS = 0x8913
-_SIOCSIFFLAGS = 0x8914
-_IFF_UP = 0x1
-
-
-def loopback_up() -> None:
-    """``ip link set lo up``, without needing iproute2."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sh", b"lo", 0)
-        flags = struct.unpack("16sh", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | _IFF_UP))
-
-
-def _only_loopback() -> list[str]:
-    """The interfaces this namespace has besides ``lo`` (there must be none)."""
-    return [name for _, name in socket.if_nameindex() if name != "lo"]
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,9 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("client", nargs=argparse.REMAINDER, help="-- CLIENT ARGS...")
     args = parser.parse_args(argv)
     client = args.client[1:] if args.client[:1] == ["--"] else args.client
-    others = _only_loopback()
-    if others:
-        sys.stderr.write(f"netns: not an empty namespace, it has {others}\n")
+    if not offline():
+        sys.stderr.write("netns: not an empty namespace, it has more than lo\n")
         return 125
     loopback_up()
     calls: tuple[ToolCall, ...] = tuple(args.call)

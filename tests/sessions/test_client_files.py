@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from tests.integration.daemon import Daemon
+from tests.offline import require_offline
 from tests.process_trees.marked import marked_supervisor
 from tests.realclients.harness import CLIENTS_DIR, kill_all, leftovers, new_marker, temp_home
 from tests.realclients.scenarios import exec_daemon
@@ -59,6 +60,7 @@ def test_codex_lists_the_wrapped_servers_of_its_config_toml(daemon: Daemon) -> N
         entries = session_entries(new_marker(), home, None)
         config = write_config("codex", home, entries)
         clients_command("wrap", "codex", home, daemon)
+        require_offline("codex")
         listed = subprocess.run(
             [str(_CODEX), "mcp", "list", "--json"],
             cwd=home.project,
