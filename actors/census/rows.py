@@ -16,8 +16,9 @@ _LISTS = ("command", "env_keys", "evidence")
 def observed_row(
     server: Tracked, *, host_id: str, boot_id: str, stamp: str, gone: bool = False
 ) -> dict[str, Any]:
-    """The row of one observed server as of ``stamp`` (its first sight's facts, today's
-    ``last_seen``, and the first stamps its owner and itself were seen gone)."""
+    """The row of one observed server as of ``stamp`` (its first sight's facts, what it
+    runs now, today's ``last_seen``, and the first stamps its owner and itself were seen
+    gone)."""
     record = server.server
     owner = record.owner.process if record.owner is not None else None
     return {

@@ -23,6 +23,7 @@ from supervisor.system.proc_reads import (
     FullRead,
     clock_ticks,
     fd_ends,
+    read_full,
     stdio_link,
 )
 from supervisor.system.unix_diag import UnixPeers
@@ -34,6 +35,7 @@ __all__ = [
     "first_record",
     "judged_server",
     "owner_client",
+    "reread",
     "restored",
     "started_seconds",
     "survivor",
@@ -197,6 +199,25 @@ def first_record(
 def _label(full: FullRead) -> str | None:
     marker = parse_marker(full.marker) if full.marker is not None else None
     return marker.name if marker is not None and marker.name else None
+
+
+def reread(server: Tracked) -> None:
+    """What a server runs now, after an exec since its first sight (``sh -c`` exec'ing
+    ``node``): its command, directory and environment names, which duplicates and
+    replaced copies are told by. Its judgement stands; a change is written again."""
+    full = read_full(server.process.pid)
+    if full is None or full.stat.start != server.process.start or not full.argv:
+        return  # gone (a zombie has no command line), or another process under its pid
+    label = _label(full) if server.provenance == PROVENANCE_WRAPPED else None
+    record = replace(
+        server.server,
+        command=plain_argv(full.argv),
+        cwd=full.cwd,
+        env_keys=full.env_keys,
+        label=label or server.server.label,
+    )
+    if record != server.server:
+        server.server, server.written_at = record, None
 
 
 def judged_server(

@@ -3,10 +3,10 @@
 A sweep lists ``/proc`` (with each entry's inode, which a new process under an old pid
 never shares) and reads in full only the processes it has not seen: the rest cost a
 dictionary lookup. A process young enough to be between its fork and its exec (or the
-exec wrapper, until its exec) is looked at again at the next sweep. Servers (and their
-trees) are read every sweep for usage. Between sweeps, the processes that exec'd
-(``look_at``, from the kernel's events) or appeared in a listing (``glance``) are looked
-at: an owner is recorded while it runs.
+exec wrapper, until its exec) is looked at again at the next sweep; a server too, whose
+record then takes what it runs now. Servers' trees are read every sweep for usage.
+Between sweeps, the processes that exec'd (``look_at``, from the kernel's events) or
+appeared in a listing (``glance``) are looked at: an owner is recorded while it runs.
 """
 
 from __future__ import annotations
@@ -30,13 +30,16 @@ from actors.census.sighting import (
     stdio_moved,
 )
 from actors.census.survivors import members_seen, nested_servers, topmost_survivors
-from actors.census.tracked import Tracked, judged_server, restored, started_seconds, survivor
-from actors.census.usage import descendants, read_tree, tree_pss
-from supervisor.policy.servers.census import (
-    PROVENANCE_OBSERVED,
-    ProcessRef,
-    ServerRecord,
+from actors.census.tracked import (
+    Tracked,
+    judged_server,
+    reread,
+    restored,
+    started_seconds,
+    survivor,
 )
+from actors.census.usage import descendants, read_tree, tree_pss
+from supervisor.policy.servers.census import PROVENANCE_OBSERVED, ProcessRef, ServerRecord
 from supervisor.policy.servers.discovery import (
     STDIO_KINDS,
     ConfiguredServer,
@@ -65,8 +68,6 @@ __all__ = ["Tracker"]
 #: A process whose fd 0 is /dev/null before it is read in full: pid, start, command line
 #: and working directory, enough to tell whether it could be a server at all.
 _Quiet = tuple[int, str, tuple[str, ...], str | None]
-
-
 Yield = Callable[[], Awaitable[None]]
 Configured = Callable[[list[str | None]], Awaitable[tuple[ConfiguredServer, ...]]]
 
@@ -184,9 +185,10 @@ class Tracker:
         self, pids: frozenset[int], stamp: str, pause: Yield, configured: Configured
     ) -> None:
         """Processes the kernel says just exec'd, looked at now: one seen before under the
-        same start is looked at again (its exec changed what it runs), a server is not."""
+        same start is looked at again (its exec changed what it runs); a server's judgement
+        stands, and its record takes what it runs now."""
         listed: dict[int, int] = {}
-        for pid in sorted(pids - self.servers.keys()):
+        for pid in sorted(pids):
             try:
                 listed[pid] = os.stat(f"/proc/{pid}").st_ino
             except OSError:
@@ -247,7 +249,9 @@ class Tracker:
                 self._forget(pid)
             return
         if old is not None and old[1] == stat.start and (not old[3] or pid in self.servers):
-            self._seen[pid] = (inode, old[1], old[2], False)
+            if old[3]:  # a server young or just exec'd: what it runs may have changed
+                reread(self.servers[pid])
+            self._seen[pid] = (inode, old[1], old[2], old[3] and self._young(stat.start))
             return  # the same process: its /proc entry was only made again
         if old is not None:
             # A new process under the pid (the old one is gone), or a young one seen again,

@@ -24,9 +24,12 @@ __all__ = [
 Row = dict[str, Any]
 _COLUMNS = frozenset(OBSERVED_COLUMNS)
 _STAMPS = ("first_seen", "last_seen", "owner_gone_at", "gone_at")
+#: What the process runs now: an exec since its first sight (``sh -c`` exec'ing ``node``)
+#: changes it, and the latest sighting's word stands.
+_RUNS = ("command", "cwd", "env_keys")
 _LIST = ", ".join(OBSERVED_COLUMNS)
 #: What a later sighting of the same incarnation may change; the rest is its first sight.
-_MUTABLE = ("last_seen", "owner_gone_at", "gone_at")
+_MUTABLE = ("last_seen", "owner_gone_at", "gone_at", *_RUNS)
 
 
 def select_observed_servers(*, live_only: bool) -> str:
@@ -76,7 +79,7 @@ class ObservedServersTx:
         # never moves when something was first seen gone.
         updates = ", ".join(
             f"{c} = excluded.{c}"
-            if c == "last_seen"
+            if c == "last_seen" or c in _RUNS
             else f"{c} = COALESCE(observed_servers.{c}, excluded.{c})"
             for c in _MUTABLE
         )

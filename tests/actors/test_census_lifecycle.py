@@ -1,20 +1,28 @@
-"""The census over time: pid reuse, a restart, wrapped servers, configured ones, the cost."""
+"""The census over time: pid reuse, a restart, wrapped servers, servers that exec again,
+configured ones, the cost."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
+from actors.census.actor import CensusSettings
+from supervisor.policy.servers.census import ServerRecord
+from tests.actors.harness import default_settings
+from tests.actors.helpers_app import SettledHarness, harness
 from tests.actors.test_census import census_harness, ours
 from tests.process_trees.trees import (
+    EXEC_LATER,
     FAKE_SERVER,
     WRAPPED_LAUNCHER,
     child,
@@ -179,3 +187,58 @@ async def test_a_steady_sweep_reads_only_what_it_has_not_seen(tmp_path: Path) ->
     # exec'd at the first): on a quiet host, a handful.
     assert first > 0
     assert second < first
+
+
+@asynccontextmanager
+async def _settling(tmp_path: Path, settle_seconds: float) -> AsyncIterator[SettledHarness]:
+    """The census with this settle time, and no first-sight pass of its own (the test
+    says when the kernel reports an exec)."""
+    census = CensusSettings(home=tmp_path, settle_seconds=settle_seconds, process_events=False)
+    async with harness(
+        tmp_path, settings=dataclasses.replace(default_settings(), census=census)
+    ) as h:
+        yield h
+
+
+def _exec_later(tmp_path: Path) -> tuple[dict[str, object], Path]:
+    """A launcher a client starts over pipes, named as an MCP server is (so taken for one
+    at first sight), that execs ``mcp-time-server`` once the returned path exists."""
+    hold = tmp_path / "exec-now"
+    argv = ["mcp-launcher", str(EXEC_LATER), str(hold), "mcp-time-server", sys.executable]
+    return {"argv": argv, "stdio": "pipe", "executable": sys.executable}, hold
+
+
+def _same_judgement(first: ServerRecord, now: ServerRecord) -> None:
+    assert first.command[0] == "mcp-launcher"
+    assert now.command == ("mcp-time-server", str(FAKE_SERVER))
+    assert (now.provenance, now.evidence, now.first_seen, now.owner) == (
+        first.provenance, first.evidence, first.first_seen, first.owner,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("events", [False, True], ids=["young", "kernel_event"])
+async def test_a_server_that_execs_after_its_first_sight_is_what_it_runs_now(
+    tmp_path: Path, events: bool
+) -> None:
+    """A launcher judged a server at first sight execs the real server: the same pid and
+    start stay a server on that judgement, and its record and row take what it runs now.
+    Seen again while young (the settle time), or when the kernel reports the exec; a
+    settled server the kernel says nothing of is not read again."""
+    spec, hold = _exec_later(tmp_path)
+    with processes() as spawned:
+        tree = start_tree(spawned, "claude", [spec])
+        (pid,) = tree.children
+        _until(lambda: _runs(pid, EXEC_LATER.name), "the launcher to start")
+        async with _settling(tmp_path, 0.0 if events else 3600.0) as h:
+            (first,) = ours((await h.handle.census(fresh=True)).servers, {pid}).values()
+            hold.touch()
+            _until(lambda: _runs(pid, str(FAKE_SERVER)), "the launcher to exec the server")
+            (swept,) = ours((await h.handle.census(fresh=True)).servers, {pid}).values()
+            if events:
+                assert swept.command == first.command  # settled: a sweep does not re-read it
+                await h.supervisor.census.looks_at(frozenset({pid}))  # type: ignore[union-attr]
+                (swept,) = ours((await h.handle.census(fresh=True)).servers, {pid}).values()
+            rows = await h.store.read_observed_servers("host-a", live_only=False)
+    _same_judgement(first, swept)
+    (row,) = [r for r in rows if r["pid"] == pid]
+    assert json.loads(row["command"]) == list(swept.command)

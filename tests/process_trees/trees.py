@@ -17,6 +17,7 @@ from typing import Any
 from tests.spawned import Spawned, spawning, wait_exec_of
 
 __all__ = [
+    "EXEC_LATER",
     "FAKE_CLIENT",
     "FAKE_SERVER",
     "Tree",
@@ -35,6 +36,7 @@ _HERE = Path(__file__).resolve().parent
 FAKE_CLIENT = _HERE / "fake_client.py"
 FAKE_SERVER = _HERE / "fake_server.py"
 WRAPPED_LAUNCHER = _HERE / "wrapped_launcher.py"
+EXEC_LATER = _HERE / "exec_later.py"
 _POLLS = 1000
 
 

@@ -1,4 +1,5 @@
-"""Observed server rows on both engines: first sight, later sightings, stamps kept once set."""
+"""Observed server rows on both engines: first sight, later sightings (stamps kept once set,
+what the process runs now)."""
 
 from __future__ import annotations
 
@@ -37,23 +38,26 @@ def observed(**overrides: Any) -> dict[str, Any]:
     return row
 
 
-async def test_a_first_sight_round_trips_and_later_sightings_move_only_their_stamps(
+async def test_a_first_sight_round_trips_and_later_sightings_move_only_stamps_and_what_it_runs(
     store: Store,
 ) -> None:
     async with store.write() as tx:
         await tx.observed().record(observed())
+    runs_now = {"command": '["node", "server.js"]', "cwd": "/srv", "env_keys": '["PATH"]'}
     async with store.write() as tx:
-        # A later sighting: the first sight's facts are kept, whatever this one says.
+        # A later sighting: the first sight's facts are kept, whatever this one says, but
+        # for what the process runs now (it may have exec'd since: sh -c exec'ing node).
         await tx.observed().record(
-            observed(last_seen=STAMP_2, owner_gone_at=STAMP_2, command='["changed"]')
-        )
+            observed(last_seen=STAMP_2, owner_gone_at=STAMP_2, first_seen=STAMP_2,
+                     provenance="wrapped", evidence='["changed"]', **runs_now)
+        )  # fmt: skip
     async with store.write() as tx:
         await tx.observed().record(
-            observed(last_seen=STAMP_3, owner_gone_at=STAMP_3, gone_at=STAMP_3)
+            observed(last_seen=STAMP_3, owner_gone_at=STAMP_3, gone_at=STAMP_3, **runs_now)
         )
     assert await store.read_observed_servers("host-a") == []
     (row,) = await store.read_observed_servers("host-a", live_only=False)
-    assert row == observed(last_seen=STAMP_3, owner_gone_at=STAMP_2, gone_at=STAMP_3)
+    assert row == observed(last_seen=STAMP_3, owner_gone_at=STAMP_2, gone_at=STAMP_3, **runs_now)
     assert await store.read_observed_servers("host-b", live_only=False) == []
 
 
