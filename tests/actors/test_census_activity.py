@@ -160,6 +160,8 @@ def test_a_kept_descriptor_reads_its_own_incarnation_only() -> None:
     counters = IoCounters()
     child = subprocess.Popen(["sleep", "30"])
     try:
+        # Once it has loaded its libraries: the two reads below must see it idle.
+        io_quiet(child.pid)
         facts = read_stat_facts(child.pid)
         assert facts is not None
         first = counters.read(child.pid, facts.start)
