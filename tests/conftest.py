@@ -33,15 +33,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the offline part, and keep only the part ``--part`` asks for."""
     for item in items:
-        if item.path.resolve().relative_to(_TESTS).parts[0] in _OFFLINE_DIRS:
+        path = item.path.resolve()
+        if path.is_relative_to(_TESTS) and path.relative_to(_TESTS).parts[0] in _OFFLINE_DIRS:
             item.add_marker(pytest.mark.offline)
     part = config.getoption("--part")
     if part is None:
         return
     wanted = part == "offline"
-    keep = [item for item in items if (item.get_closest_marker("offline") is not None) == wanted]
-    if len(keep) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        (keep if (item.get_closest_marker("offline") is not None) == wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 

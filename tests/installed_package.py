@@ -125,14 +125,20 @@ def pipx_install(tmp_path: Path, wheel: Path) -> Installed:
 
 
 def main() -> None:
-    """Fill ``WHEELHOUSE`` from the index (a second run only checks it is complete)."""
+    """Fill ``WHEELHOUSE`` from the index; nothing to do (and no index asked) when it was
+    filled for these very requirements."""
     with (ROOT / "pyproject.toml").open("rb") as handle:
-        dependencies = tomllib.load(handle)["project"]["dependencies"]
+        requirements = [_PIP, *tomllib.load(handle)["project"]["dependencies"]]
+    done = WHEELHOUSE / "requirements.txt"
+    wanted = "\n".join(requirements) + "\n"
+    if done.exists() and done.read_text(encoding="utf-8") == wanted:
+        return
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet",
-         "--only-binary", ":all:", "--dest", str(WHEELHOUSE), _PIP, *dependencies],
+         "--only-binary", ":all:", "--dest", str(WHEELHOUSE), *requirements],
         check=True,
     )  # fmt: skip
+    done.write_text(wanted, encoding="utf-8")
 
 
 if __name__ == "__main__":

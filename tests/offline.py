@@ -1,10 +1,11 @@
 """Run a command offline: in a fresh network namespace that has only loopback, brought up.
 
-``tests/run.sh`` starts the whole suite as ``unshare -n python -m tests.offline -- CMD``
-(``unshare -c -n --keep-caps`` when not root), so no process a test starts (a real MCP
-client above all) can reach any address but 127.0.0.1: the namespace has no other
-interface. Unix sockets bound to paths still connect, and the daemon, its census and
-the clients share the one namespace, so the census's socket proofs see both ends.
+``tests/run.sh`` starts the suite's offline part (the tests that start a real MCP client)
+as ``unshare -n python -m tests.offline -- pytest --part offline`` (``unshare -c -n
+--keep-caps`` when not root), so no process those tests start can reach any address but
+127.0.0.1: the namespace has no other interface. Unix sockets bound to paths still
+connect, and the daemon, its census and the clients share the one namespace, so the
+census's socket proofs see both ends.
 
 Real clients start only when ``offline()`` holds (``require_offline``), so a run outside
 the namespace fails with the command to use instead of letting a client out.
