@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from supervisor.client_configs.entries import is_wrapped
@@ -48,11 +47,9 @@ def exec_wrapper(argv: Sequence[str]) -> bool:
     or ``fleet-supervisor exec`` as its interpreter runs it): a moment in a wrapped server's
     start, never a server of its own. Same pid, same start after the exec, so a sight taken
     now would stand for the server unless it is taken again."""
-    if not argv:
-        return False
-    if is_wrapped(argv[0], list(argv[1:])):
-        return True
-    return len(argv) > 2 and os.path.basename(argv[1]) == "fleet-supervisor" and "exec" in argv[2:]
+    # The client-file check of a wrapped entry, read from the command or, under an
+    # interpreter, from its script.
+    return any(is_wrapped(argv[i], list(argv[i + 1 :])) for i in range(min(2, len(argv))))
 
 
 def link_kind(link: str | None) -> str | None:
