@@ -23,6 +23,7 @@ from supervisor.system.proc_reads import (
     FullRead,
     clock_ticks,
     fd_ends,
+    read_argv,
     read_full,
     stdio_link,
 )
@@ -201,10 +202,19 @@ def _label(full: FullRead) -> str | None:
     return marker.name if marker is not None and marker.name else None
 
 
-def reread(server: Tracked) -> None:
+def reread(server: Tracked, *, if_command_moved: bool = False) -> None:
     """What a server runs now, after an exec since its first sight (``sh -c`` exec'ing
     ``node``): its command, directory and environment names, which duplicates and
-    replaced copies are told by. Its judgement stands; a change is written again."""
+    replaced copies are told by. Its judgement stands; a change is written again.
+
+    ``if_command_moved``: only when its command line is not the recorded one. Every sweep
+    asks this of every server (one read each), so an exec that no kernel event reported
+    (no process events without ``CAP_NET_ADMIN``, nor outside the first network
+    namespace) is seen at the next sweep."""
+    if if_command_moved:
+        argv = read_argv(server.process.pid)
+        if not argv or plain_argv(argv) == server.server.command:
+            return  # as recorded, or unreadable (gone, a zombie): nothing to take
     full = read_full(server.process.pid)
     if full is None or full.stat.start != server.process.start or not full.argv:
         return  # gone (a zombie has no command line), or another process under its pid

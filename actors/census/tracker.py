@@ -4,7 +4,7 @@ A sweep lists ``/proc`` (with each entry's inode, which a new process under an o
 never shares) and reads in full only the processes it has not seen: the rest cost a
 dictionary lookup. A process young enough to be between its fork and its exec (or the
 exec wrapper, until its exec) is looked at again at the next sweep; a server too, whose
-record then takes what it runs now. Servers' trees are read every sweep for usage.
+record then takes what it runs now. Each sweep reads servers' trees and command lines.
 Between sweeps, the processes that exec'd (``look_at``, from the kernel's events) or
 appeared in a listing (``glance``) are looked at: an owner is recorded while it runs.
 """
@@ -362,6 +362,7 @@ class Tracker:
             if tree is None:
                 self._forget(pid)
                 continue
+            reread(server, if_command_moved=True)  # an exec since that no kernel event told of
             if server.pss_at is None or now - server.pss_at >= self._pss_every:
                 pids = [pid, *(m.pid for m in tree.usage.children)]
                 server.pss = await anyio.to_thread.run_sync(tree_pss, pids)

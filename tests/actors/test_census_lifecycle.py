@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -216,28 +217,35 @@ def _same_judgement(first: ServerRecord, now: ServerRecord) -> None:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("events", [False, True], ids=["young", "kernel_event"])
+@pytest.mark.parametrize(
+    ("settle", "events"),
+    [(3600.0, False), (0.0, True), (0.0, False)],
+    ids=["young", "kernel_event", "settled_next_sweep"],
+)
 async def test_a_server_that_execs_after_its_first_sight_is_what_it_runs_now(
-    tmp_path: Path, events: bool
+    tmp_path: Path, settle: float, events: bool
 ) -> None:
     """A launcher judged a server at first sight execs the real server: the same pid and
     start stay a server on that judgement, and its record and row take what it runs now.
-    Seen again while young (the settle time), or when the kernel reports the exec; a
-    settled server the kernel says nothing of is not read again."""
+    Seen again while young (the settle time), when the kernel reports the exec, or, a
+    settled server no kernel event was heard of, at the next sweep (its command line moved)."""
     spec, hold = _exec_later(tmp_path)
     with processes() as spawned:
         tree = start_tree(spawned, "claude", [spec])
         (pid,) = tree.children
         _until(lambda: _runs(pid, EXEC_LATER.name), "the launcher to start")
-        async with _settling(tmp_path, 0.0 if events else 3600.0) as h:
+        async with _settling(tmp_path, settle) as h:
             (first,) = ours((await h.handle.census(fresh=True)).servers, {pid}).values()
             hold.touch()
             _until(lambda: _runs(pid, str(FAKE_SERVER)), "the launcher to exec the server")
-            (swept,) = ours((await h.handle.census(fresh=True)).servers, {pid}).values()
+            census: Any = h.supervisor.census
             if events:
-                assert swept.command == first.command  # settled: a sweep does not re-read it
-                await h.supervisor.census.looks_at(frozenset({pid}))  # type: ignore[union-attr]
-                (swept,) = ours((await h.handle.census(fresh=True)).servers, {pid}).values()
+                await census.looks_at(frozenset({pid}))
+            elif settle:
+                await census.first_sights()  # the listing pass between sweeps
+            if events or settle:  # taken before any sweep
+                assert census.tracker.servers[pid].server.command[0] == "mcp-time-server"
+            (swept,) = ours((await h.handle.census(fresh=True)).servers, {pid}).values()
             rows = await h.store.read_observed_servers("host-a", live_only=False)
     _same_judgement(first, swept)
     (row,) = [r for r in rows if r["pid"] == pid]
