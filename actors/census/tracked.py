@@ -79,6 +79,8 @@ class Tracked:
     #: The tree's members by the parent links discovery saw, taken when its leader went:
     #: a child the first-sight pass saw, whose leader exited before any tree was read.
     members_seen: tuple[ProcessRef, ...] = ()
+    #: A survivor's: the stdio its server's first leader had (empty: not seen).
+    leader_wire: Wire = ()
 
     def saw_io(self, io_bytes: int | None, now: float, uptime: float | None = None) -> None:
         """Take one read of the tree's counters (``now``: the read's monotonic time,
@@ -267,4 +269,5 @@ def survivor(
         stdio=wire_now(process.pid, owner.process if owner is not None else None, peers),
         started_at=started_seconds(process.start),
         owner_gone_at=gone.owner_gone_at,
+        leader_wire=gone.leader_wire or gone.stdio,
     )

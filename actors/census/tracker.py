@@ -38,6 +38,7 @@ from actors.census.tracked import (
     started_seconds,
     survivor,
 )
+from actors.census.unreached import judge_survivors
 from actors.census.usage import descendants, read_tree, tree_pss
 from supervisor.policy.servers.census import PROVENANCE_OBSERVED, ProcessRef, ServerRecord
 from supervisor.policy.servers.discovery import (
@@ -158,8 +159,7 @@ class Tracker:
         gone_before = len(self.gone)
         for pid in [p for p in seen if p not in listed]:
             self._forget(pid)
-        self.uptime = uptime_seconds()
-        self.swept_at = now
+        self.uptime, self.swept_at = uptime_seconds(), now
         self.first_sights = len(fresh)
         pending = still_unowned(self.unowned, self.servers)
         await self._first_look(fresh, listed, pending, stamp, pause=pause, configured=configured)
@@ -374,6 +374,7 @@ class Tracker:
             judge_owner(server, stamp, owner_ends, self.peers, seen=self._seen,
                         listed=self._listed, complete=self._complete)  # fmt: skip
             await pause()
+        judge_survivors(list(self.servers.values()), owner_ends, self.peers)
         # The descriptors of processes no tree holds any more (gone, or left a tree).
         self.io.keep_only(
             {
@@ -385,8 +386,7 @@ class Tracker:
 
     def start_seen(self, pid: int) -> str | None:
         """The start of the process discovery knows under ``pid``."""
-        seen = self._seen.get(pid)
-        return seen[1] if seen is not None else None
+        return seen[1] if (seen := self._seen.get(pid)) is not None else None
 
     def records(self) -> tuple[ServerRecord, ...]:
         return tuple(

@@ -16,7 +16,15 @@ import os
 import select
 from dataclasses import dataclass
 
-__all__ = ["ACCESS_BOTH", "ACCESS_READ", "ACCESS_WRITE", "PipeEnd", "pipe_inode", "probe_pipe"]
+__all__ = [
+    "ACCESS_BOTH",
+    "ACCESS_READ",
+    "ACCESS_WRITE",
+    "PipeEnd",
+    "fd_access",
+    "pipe_inode",
+    "probe_pipe",
+]
 
 ACCESS_READ = "read"
 ACCESS_WRITE = "write"
@@ -47,7 +55,7 @@ def pipe_inode(link: str | None) -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
-def _access(pid: int, fd: int) -> str | None:
+def fd_access(pid: int, fd: int) -> str | None:
     """How the process holds the descriptor (its ``flags`` in fdinfo), None if unreadable."""
     try:
         with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as handle:
@@ -65,7 +73,7 @@ def probe_pipe(pid: int, fd: int, link: str) -> PipeEnd:
     inode = pipe_inode(link)
     if inode is None:
         return PipeEnd(link=link, access=None, released=None, why="not a pipe")
-    access = _access(pid, fd)
+    access = fd_access(pid, fd)
     if access is None:
         why = f"pid {pid}'s descriptor {fd} cannot be read (gone, or not ours to inspect)"
         return PipeEnd(link=link, access=None, released=None, why=why)

@@ -21,6 +21,7 @@ __all__ = [
     "fd_ends",
     "fd_links",
     "marker_names_self",
+    "netlink_sockets",
     "page_size",
     "proc_entries",
     "proc_names",
@@ -239,6 +240,21 @@ def fd_ends(pid: int) -> frozenset[str] | None:
     its descriptors cannot be read."""
     links = fd_links(pid)
     return None if links is None else frozenset(links.values())
+
+
+def netlink_sockets() -> frozenset[str] | None:
+    """The netlink sockets of this network namespace (``socket:[n]``), from
+    ``/proc/net/netlink``: a process's line to the kernel, never to another process.
+    None when it cannot be read."""
+    data = _read_bytes("/proc/net/netlink", 1 << 20)
+    if data is None:
+        return None
+    found = set()
+    for line in data.splitlines()[1:]:
+        fields = line.split()
+        if fields and fields[-1].isdigit():
+            found.add(f"socket:[{int(fields[-1])}]")
+    return frozenset(found)
 
 
 def pss_bytes(pid: int) -> int | None:

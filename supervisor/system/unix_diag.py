@@ -14,6 +14,8 @@ _NLMSG_ERROR = 2
 _UDIAG_SHOW_PEER = 0x04
 _UNIX_DIAG_PEER = 2
 _UNIX_DIAG_SHUTDOWN = 6
+#: ``sk_state`` of a socket that listens for connections (the kernel's TCP_LISTEN).
+_LISTEN = 10
 #: ``sk_shutdown`` of a stream socket whose peer was released: no reads, no writes.
 _SHUTDOWN_BOTH = 3
 _ALL_STATES = 0xFFFFFFFF
@@ -30,7 +32,8 @@ class UnixPeers:
     """One netlink socket, asked once per inode: ``peer(inode)`` is the inode of the other
     end of a connected Unix socket (a socket pair's other half), or None when the kernel
     does not say (no such socket, not connected, sock_diag unavailable); ``peer_closed``
-    tells a released peer from one the kernel does not name."""
+    tells a released peer from one the kernel does not name; ``listening`` whether it
+    waits for connections."""
 
     def __init__(self) -> None:
         self._sock: socket.socket | None = None
@@ -47,23 +50,30 @@ class UnixPeers:
         return self._sock
 
     def peer(self, inode: int) -> int | None:
-        attrs = self._query(inode)
-        return None if attrs is None else _peer_of(attrs)
+        found = self._query(inode)
+        return None if found is None else _peer_of(found[1])
+
+    def listening(self, inode: int) -> bool | None:
+        """Whether the Unix socket ``inode`` listens (a path or name others connect to);
+        None when the kernel does not say (not a Unix socket, or sock_diag unavailable)."""
+        found = self._query(inode)
+        return None if found is None else found[0] == _LISTEN
 
     def peer_closed(self, inode: int) -> bool | None:
         """Whether the other end of a socket pair's half is gone: True when the kernel
         names no peer and has shut the socket both ways (what releasing its peer does),
         False when it names a peer, None when it does not say."""
-        attrs = self._query(inode)
-        if attrs is None:
+        found = self._query(inode)
+        if found is None:
             return None
+        attrs = found[1]
         if _peer_of(attrs) is not None:
             return False
         shutdown = attrs.get(_UNIX_DIAG_SHUTDOWN, b"")
         return True if shutdown[:1] == bytes([_SHUTDOWN_BOTH]) else None
 
-    def _query(self, inode: int) -> dict[int, bytes] | None:
-        """The kernel's attributes of the Unix socket ``inode``, or None."""
+    def _query(self, inode: int) -> tuple[int, dict[int, bytes]] | None:
+        """The kernel's state and attributes of the Unix socket ``inode``, or None."""
         sock = self._socket()
         if sock is None or not 0 < inode <= 0xFFFFFFFF:
             return None
@@ -93,13 +103,13 @@ def _peer_of(attrs: dict[int, bytes]) -> int | None:
     return (struct.unpack_from("=I", raw)[0] or None) if len(raw) >= 4 else None
 
 
-def _attributes(data: bytes, inode: int) -> dict[int, bytes] | None:
+def _attributes(data: bytes, inode: int) -> tuple[int, dict[int, bytes]] | None:
     if len(data) < _HEADER.size + _MESSAGE.size:
         return None
     length, kind, _flags, _seq, _pid = _HEADER.unpack_from(data)
     if kind == _NLMSG_ERROR or kind != _SOCK_DIAG_BY_FAMILY:
         return None
-    found = _MESSAGE.unpack_from(data, _HEADER.size)[4]
+    _family, _type, state, _pad, found, *_ = _MESSAGE.unpack_from(data, _HEADER.size)
     if found != inode:
         return None
     attrs: dict[int, bytes] = {}
@@ -111,4 +121,4 @@ def _attributes(data: bytes, inode: int) -> dict[int, bytes] | None:
             return None
         attrs[attr] = data[offset + _ATTR.size : offset + size]
         offset += (size + 3) & ~3
-    return attrs
+    return state, attrs

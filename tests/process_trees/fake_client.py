@@ -3,16 +3,19 @@
 ``python fake_client.py SPEC`` where SPEC is JSON: a list of ``{"argv": [...], "stdio":
 "pipe" | "socket" | "devnull", "executable": PATH}``. Each child runs ``executable``
 (``argv[0]`` is only its name, so a test can make it look like any program), with stdin
-and stdout as pipes, socket-pair halves or /dev/null. The client keeps its ends open, prints
-``{"children": [pid, ...]}`` and sleeps, bounded by ``LIFETIME_SECONDS``. SIGUSR1 makes
-it close its ends of every child's stdio and keep running. SIGUSR2 makes it start one more
-copy of its first child over pipes (a reconnect that leaves the old copy running) and
-print ``{"children": [pid]}`` for it.
+and stdout as pipes, socket-pair halves or /dev/null (``"stderr": "pipe"``: its stderr
+too, a pipe the client only reads, as clients collect servers' logs; ``"env"``: variables
+added to its environment, such as a test's marker). The client keeps
+its ends open, prints ``{"children": [pid, ...]}`` and sleeps, bounded by
+``LIFETIME_SECONDS``. SIGUSR1 makes it close its ends of every child's stdio and keep
+running. SIGUSR2 makes it start one more copy of its first child over pipes (a reconnect
+that leaves the old copy running) and print ``{"children": [pid]}`` for it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -42,7 +45,12 @@ def main() -> int:
         else:
             pipe = subprocess.PIPE if stdio == "pipe" else subprocess.DEVNULL
             process = subprocess.Popen(
-                child["argv"], executable=child["executable"], stdin=pipe, stdout=pipe
+                child["argv"],
+                executable=child["executable"],
+                stdin=pipe,
+                stdout=pipe,
+                stderr=subprocess.PIPE if child.get("stderr") == "pipe" else None,
+                env={**os.environ, **child.get("env", {})},
             )
         kept.append(process)
         children.append(process.pid)

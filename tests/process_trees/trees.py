@@ -132,7 +132,7 @@ def start_tree(spawned: Spawned, client_name: str, children: Sequence[dict[str, 
         spawned.track(pid)
         wait_exec_of(pid)
     for pid, spec in zip(pids, children, strict=True):
-        if "--child" in spec["argv"]:
+        if "--child" in spec["argv"] or "--browser-child" in spec["argv"]:
             until(partial(kids_of, pid), f"pid {pid} to start its child")
             for grandchild in kids_of(pid):
                 spawned.track(grandchild)

@@ -82,8 +82,10 @@ class ServerRecord:
     #: The wrapped server's registry row, None for an observed one.
     worker_identity: str | None = None
     #: No owner was recorded, and the kernel says no process holds the other end of any
-    #: of its stdio sockets or pipes: whoever started it is gone. None: not judged (an
-    #: owner is recorded). ``stdio_detail`` says why, end by end, in words.
+    #: of its stdio sockets or pipes: whoever started it is gone. Or, what survived its
+    #: server's leader while the owner runs: nothing of that stdio is left in its tree,
+    #: and nothing connects it to the owner or another server. None: not judged, or not
+    #: proven. ``stdio_detail`` says why, in words.
     stdio_abandoned: bool | None = None
     stdio_detail: str | None = None
     #: Seconds since its tree last did I/O, at least: since the sweep that first saw its

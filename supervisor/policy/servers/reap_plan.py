@@ -3,8 +3,9 @@
 A census in, a frozen plan out. A server is a target only on positive evidence that its
 owner is gone: the owner client's incarnation is recorded dead (``alive is False``; the
 census judges it by pid and start token, never by ``PPID == 1``), the owner's end of
-the server's stdio is recorded closed, or, with no owner recorded, the kernel says no
-process holds the other end of any of its stdio sockets or pipes. Evidence that cannot be read
+the server's stdio is recorded closed, what survived a server's leader is out of its
+running owner's reach, or, with no owner recorded, the kernel says no process holds the
+other end of any of its stdio sockets or pipes. Evidence that cannot be read
 (None) keeps the server. Servers launched through ``exec`` are kept: the server guard
 stops those. Live clients' duplicate servers are reported, never targeted.
 """
@@ -36,6 +37,7 @@ __all__ = [
     "REAP_STDIO_ABANDONED",
     "REAP_STDIO_CLOSED",
     "REAP_SUPERSEDED",
+    "REAP_UNREACHABLE",
     "ReapEntry",
     "ReapPlan",
     "members_of",
@@ -52,6 +54,10 @@ REAP_STDIO_CLOSED = "owner_stdio_closed"
 #: No owner was recorded, but no process holds the other end of any of its stdio sockets
 #: or pipes (discovery's evidence word, so the reason names what was seen).
 REAP_STDIO_ABANDONED = STDIO_ABANDONED
+#: The owner runs, but what survived the server's leader is out of its reach: nothing of
+#: the server's stdio is left in its tree and nothing connects it to the owner or to
+#: another server (the census's ``stdio_abandoned`` on a survivor, actors.census.unreached).
+REAP_UNREACHABLE = "survivor_unreachable"
 #: Only with ``include_superseded`` (the user's word): an older copy its live owner
 #: replaced, idle since the newer copy started (policy.servers.superseded).
 REAP_SUPERSEDED = SUPERSEDED
@@ -152,6 +158,8 @@ def _verdict(server: ServerRecord, protected: frozenset[int]) -> tuple[str, str]
         return REAP_OWNER_GONE, f"{_owner_text(owner)} is gone (that incarnation exited)"
     if owner.stdio_open is False:
         return REAP_STDIO_CLOSED, f"{_owner_text(owner)} runs but closed its end of the stdio"
+    if owner.stdio_open is None and server.stdio_abandoned is True:
+        return REAP_UNREACHABLE, f"{_owner_text(owner)} runs, but {server.stdio_detail}"
     return KEEP_OWNER_LIVE, f"{_owner_text(owner)} runs"
 
 
@@ -167,7 +175,13 @@ def _superseded_detail(found: Superseded) -> str:
     )
 
 
-_REAPED = (REAP_OWNER_GONE, REAP_STDIO_CLOSED, REAP_STDIO_ABANDONED, REAP_SUPERSEDED)
+_REAPED = (
+    REAP_OWNER_GONE,
+    REAP_STDIO_CLOSED,
+    REAP_STDIO_ABANDONED,
+    REAP_UNREACHABLE,
+    REAP_SUPERSEDED,
+)
 
 
 def _entries(

@@ -89,11 +89,14 @@ class HistoryPoint:
 
 def is_orphaned(server: ServerRecord) -> bool:
     """Its owner client is known to be gone (by pid and start, never by its parent pid),
-    or, with no owner recorded, the other ends of its stdio sockets are released (a leak
-    from before the supervisor ran: nobody can talk to it)."""
-    if server.owner is None:
+    or nobody can talk to it: with no owner recorded, the other ends of its stdio are
+    released (a leak from before the supervisor ran), or, what survived a server's
+    leader, it is out of its running owner's reach."""
+    owner = server.owner
+    if owner is None:
         return server.stdio_abandoned is True
-    return server.owner.alive is False
+    unreachable = owner.alive is True and owner.stdio_open is None
+    return owner.alive is False or (unreachable and server.stdio_abandoned is True)
 
 
 def cpu_percent(before: float | None, after: float | None, elapsed: float) -> float | None:

@@ -27,6 +27,7 @@ from supervisor.policy.servers.reap_plan import (
     REAP_OWNER_GONE,
     REAP_STDIO_ABANDONED,
     REAP_STDIO_CLOSED,
+    REAP_UNREACHABLE,
     plan_reap,
 )
 from supervisor.policy.servers.reap_rules import (
@@ -102,6 +103,14 @@ def census(*servers: ServerRecord) -> Census:
         (replace(server(10, owner=None), stdio_abandoned=False), KEEP_NO_OWNER),
         # An owner recorded decides, whatever the sockets say.
         (replace(server(10, alive=True, stdio_open=True), stdio_abandoned=True), KEEP_OWNER_LIVE),
+        # What survived a server's leader, out of its running owner's reach (the census
+        # says so only when the owner holds none of its stdio).
+        (replace(server(10, alive=True, stdio_open=None), stdio_abandoned=True), REAP_UNREACHABLE),
+        (replace(server(10, alive=True, stdio_open=None), stdio_abandoned=None), KEEP_OWNER_LIVE),
+        (
+            replace(server(10, alive=None, stdio_open=None), stdio_abandoned=True),
+            KEEP_OWNER_UNKNOWN,
+        ),
         (
             replace(server(10, alive=False, provenance=PROVENANCE_WRAPPED), stdio_abandoned=True),
             KEEP_WRAPPED,
@@ -114,7 +123,7 @@ def test_each_server_gets_one_verdict(record: ServerRecord, code: str) -> None:
     plan = plan_reap(census(record))
     [entry] = [*plan.targets, *plan.kept]
     assert entry.reason_code == code
-    targets = ("owner_client_gone", "owner_stdio", "stdio_abandoned")
+    targets = ("owner_client_gone", "owner_stdio", "stdio_abandoned", "survivor_unreachable")
     assert (entry in plan.targets) == code.startswith(targets)
 
 

@@ -165,3 +165,16 @@ def test_a_server_left_on_released_socket_pairs_counts_as_an_orphan() -> None:
     assert [is_orphaned(s) for s in (ownerless, abandoned)] == [False, True]
     summary = summarize(Census(servers=(ownerless, abandoned), taken_at=0.0))
     assert summary.orphaned == 1
+
+
+def test_what_survived_out_of_its_running_owners_reach_counts_as_an_orphan() -> None:
+    live = server(3, ("chromium",))  # the owner runs; its stdio not judged (None)
+    unreachable = replace(live, stdio_abandoned=True)
+    assert live.owner is not None
+    held = replace(unreachable, owner=replace(live.owner, stdio_open=True))
+    unknown = replace(unreachable, owner=replace(live.owner, alive=None))
+    assert [is_orphaned(s) for s in (live, unreachable, held, unknown)] == [
+        False, True, False, False,
+    ]  # fmt: skip
+    summary = summarize(Census(servers=(live, unreachable), taken_at=0.0))
+    assert summary.orphaned == 1
