@@ -109,6 +109,7 @@ async def test_what_survived_with_a_way_in_is_kept(tmp_path: Path, way: str) -> 
     assert not is_orphaned(left)
     (entry,) = [e for e in plan_reap(after).kept if e.server.process.pid == browser]
     assert entry.reason_code == KEEP_OWNER_LIVE
+    assert said in entry.detail  # the plan says what keeps it
 
 
 def _sockets(pid: int) -> int:

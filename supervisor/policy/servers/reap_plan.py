@@ -160,7 +160,9 @@ def _verdict(server: ServerRecord, protected: frozenset[int]) -> tuple[str, str]
         return REAP_STDIO_CLOSED, f"{_owner_text(owner)} runs but closed its end of the stdio"
     if owner.stdio_open is None and server.stdio_abandoned is True:
         return REAP_UNREACHABLE, f"{_owner_text(owner)} runs, but {server.stdio_detail}"
-    return KEEP_OWNER_LIVE, f"{_owner_text(owner)} runs"
+    # What keeps a survivor its owner holds no stdio of within reach, when it was judged.
+    said = f"; {server.stdio_detail}" if server.stdio_detail else ""
+    return KEEP_OWNER_LIVE, f"{_owner_text(owner)} runs{said}"
 
 
 def _total(values: Sequence[int | None]) -> int | None:
