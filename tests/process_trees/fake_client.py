@@ -5,11 +5,11 @@
 (``argv[0]`` is only its name, so a test can make it look like any program), with stdin
 and stdout as pipes, socket-pair halves or /dev/null (``"stderr": "pipe"``: its stderr
 too, a pipe the client only reads, as clients collect servers' logs; ``"env"``: variables
-added to its environment, such as a test's marker). The client keeps
-its ends open, prints ``{"children": [pid, ...]}`` and sleeps, bounded by
-``LIFETIME_SECONDS``. SIGUSR1 makes it close its ends of every child's stdio and keep
-running. SIGUSR2 makes it start one more copy of its first child over pipes (a reconnect
-that leaves the old copy running) and print ``{"children": [pid]}`` for it.
+added to its environment, such as a test's marker). The client keeps its ends open,
+prints ``{"children": [pid, ...]}`` and sleeps, bounded by ``LIFETIME_SECONDS``. SIGUSR1
+makes it close its ends of every child's stdio and keep running. SIGUSR2 makes it start
+one more copy of its first child over pipes (a reconnect that leaves the old copy
+running) and print ``{"children": [pid]}`` for it.
 """
 
 from __future__ import annotations
