@@ -79,6 +79,9 @@ SERVERS = ("everything", "everything-npx", "time", "stubborn")
 #: Not in the test matrix: the stub made polite (exits on EOF or its first stop signal),
 #: only to log how each client stops a well-behaved server.
 OBSERVER = "observer"
+#: Not in the test matrix either: the polite stub with a child in a session of its own,
+#: which a client stopping the server's process group does not reach (a browser).
+DETACHING = "detaching"
 #: ``client_type`` each client registers as under the wrapper.
 CLIENT_TYPES = {
     "claude": "claude_code",
@@ -119,6 +122,7 @@ _TOOLS: dict[str, tuple[str, dict[str, str]]] = {
     "time": ("get_current_time", {"timezone": "UTC"}),
     "stubborn": ("stubborn_echo", {"text": "leftovers"}),
     "observer": ("stubborn_echo", {"text": "leftovers"}),
+    "detaching": ("stubborn_echo", {"text": "leftovers"}),
 }
 
 
@@ -158,7 +162,7 @@ def missing(client: str, server: str) -> str | None:
         return "everything-npx: npx is not on PATH"
     if server == "time" and _time_server() is None:
         return f"time: mcp-server-time is not installed beside {sys.executable} ({hint})"
-    if server not in (*SERVERS, OBSERVER):
+    if server not in (*SERVERS, OBSERVER, DETACHING):
         return f"unknown server {server!r}"
     return None
 
@@ -230,6 +234,10 @@ def server_entry(
     elif kind == "observer":
         command = sys.executable
         args = (str(STUBBORN_SERVER), "--polite", *(("--log", str(log)) if log else ()))
+    elif kind == "detaching":
+        # Polite, with a child in a session of its own (a browser, as Playwright's).
+        command = sys.executable
+        args = (str(STUBBORN_SERVER), "--polite", "--detached-child")
     else:
         raise ValueError(f"unknown server kind {kind!r}")
     tool, tool_args = _TOOLS[kind]
@@ -370,7 +378,7 @@ def client_argv(
 
 
 def sdk_argv(mode: str, entry: ServerEntry) -> list[str]:
-    """``sdk_client.py MODE`` running ``entry`` (``hold`` or ``close-stdin``)."""
+    """``sdk_client.py MODE`` running ``entry`` (``hold``, ``close-stdin``, ``restart``)."""
     pairs = [arg for k, v in entry.env.items() for arg in ("--env", f"{k}={v}")]
     return [sys.executable, str(SDK_CLIENT), *pairs, mode, "--", *entry.argv]
 

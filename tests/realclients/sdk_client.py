@@ -8,7 +8,10 @@
 # ``reconnect``: as ``hold``, then once a line comes on stdin, a second connection to a new
 # copy of the server (its tools listed and one tool called: ``--call TOOL=JSON``) while
 # the first stays open and unused, as Claude Code's /mcp reconnect does (#79740); then
-# ``reconnected OLD NEW`` (the two servers' pids) and the wait.
+# ``reconnected OLD NEW`` (the two servers' pids) and the wait. ``restart``: as
+# ``reconnect``, but the first connection is closed first, the SDK stopping its server
+# as it does (stdin closed, then the server's process group signalled), then
+# ``restarted OLD NEW`` and the wait.
 # Either way the wait is bounded by ``LIFETIME_SECONDS``. The server's environment is
 # the SDK's default one (HOME, PATH, ...) plus every ``--env KEY=VALUE``.
 
@@ -22,9 +25,13 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import IO, Any
+from functools import partial
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:
+    from mcp.client.stdio import StdioServerParameters
 
 __all__ = ["LIFETIME_SECONDS", "main"]
 
@@ -54,8 +61,15 @@ def _children() -> set[int]:
 
 
 async def _reconnect(
-    command: str, args: Sequence[str], env: Mapping[str, str], call: tuple[str, dict[str, Any]]
+    command: str,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    call: tuple[str, dict[str, Any]] | None,
+    *,
+    restart: bool = False,
 ) -> int:
+    """``reconnect`` (a second copy while the first stays open), or ``restart`` (the first
+    closed, so stopped by the SDK, before the second)."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -66,15 +80,32 @@ async def _reconnect(
         (old,) = _children()
         print(f"ready {old}", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)
-        before = _children()
-        async with Client(params) as second:
-            with anyio.fail_after(_HANDSHAKE_SECONDS):
-                await second.list_tools()
-                await second.call_tool(call[0], call[1])
-            (new,) = _children() - before
-            print(f"reconnected {old} {new}", flush=True)
-            await anyio.sleep(LIFETIME_SECONDS)
+        if not restart:
+            await _second(params, old, call, "reconnected")
+            return 0
+    await _second(params, old, call, "restarted")
     return 0
+
+
+async def _second(
+    params: StdioServerParameters,
+    old: int,
+    call: tuple[str, dict[str, Any]] | None,
+    word: str,
+) -> None:
+    """A second copy of the server: its tools listed (and ``call`` made), then
+    ``WORD OLD NEW`` and the wait."""
+    from mcp import Client
+
+    before = _children()
+    async with Client(params) as second:
+        with anyio.fail_after(_HANDSHAKE_SECONDS):
+            await second.list_tools()
+            if call is not None:
+                await second.call_tool(call[0], call[1])
+        (new,) = _children() - before
+        print(f"{word} {old} {new}", flush=True)
+        await anyio.sleep(LIFETIME_SECONDS)
 
 
 def _request(stdin: IO[bytes], ident: int, method: str, params: Mapping[str, Any]) -> None:
@@ -145,7 +176,7 @@ def _close_stdin(command: str, args: Sequence[str], env: Mapping[str, str]) -> i
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("mode", choices=("hold", "close-stdin", "reconnect"))
+    parser.add_argument("mode", choices=("hold", "close-stdin", "reconnect", "restart"))
     parser.add_argument("--call", help="reconnect: TOOL=JSON, the call on the new copy")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
@@ -156,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = dict(item.split("=", 1) for item in args.env)
     if args.mode == "hold":
         return anyio.run(_hold, command[0], command[1:], env)
+    if args.mode == "restart":
+        return anyio.run(partial(_reconnect, restart=True), command[0], command[1:], env, None)
     if args.mode == "reconnect":
         tool, _, arguments = (args.call or "").partition("=")
         call = (tool, json.loads(arguments or "{}"))

@@ -7,6 +7,8 @@
 # which is how the harness sees how a client tries to stop its servers. ``--polite``
 # makes it exit on EOF and on SIGTERM/SIGINT/SIGHUP instead (an observer of well-behaved
 # shutdown); ``--child`` starts one child process that ignores the same signals;
+# ``--detached-child`` starts it in a session of its own, as Playwright starts its browser,
+# so a client that signals the server's process group does not reach it;
 # ``--hold-until PATH`` answers nothing until PATH exists (a test looks at the tree while
 # the client still waits for it). Every wait is bounded: after ``LIFETIME_SECONDS`` it
 # exits whatever happened.
@@ -147,13 +149,17 @@ def _serve(log: _Log, *, polite: bool, deadline: float, hold: Path | None = None
                 log.event("broken pipe")
 
 
-def _start_child(log_path: Path | None) -> None:
+def _start_child(log_path: Path | None, *, detached: bool = False) -> None:
     argv = [sys.executable, os.path.abspath(__file__), "--sleeper"]
     if log_path is not None:
         argv += ["--log", str(log_path)]
     # Not the server's pipes: the child must not keep the client's stdio open.
     subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=detached,
     )
 
 
@@ -162,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, help="append received signals and EOF here")
     parser.add_argument("--polite", action="store_true", help="exit on EOF and stop signals")
     parser.add_argument("--child", action="store_true", help="start one stubborn child")
+    parser.add_argument("--detached-child", action="store_true", help="... in its own session")
     parser.add_argument("--hold-until", type=Path, help="answer nothing until this file exists")
     parser.add_argument("--sleeper", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -172,8 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sleeper:
         _sleep_out(deadline)
         return 0
-    if args.child:
-        _start_child(args.log)
+    if args.child or args.detached_child:
+        _start_child(args.log, detached=args.detached_child)
     _serve(log, polite=args.polite, deadline=deadline, hold=args.hold_until)
     return 0
 

@@ -45,7 +45,7 @@ _LIMIT = 60.0
 _IDLE = 0.2
 
 
-def _line(stream: IO[bytes], prefix: str) -> list[str]:
+def client_line(stream: IO[bytes], prefix: str) -> list[str]:
     """The words of the client's next line starting with ``prefix`` (bounded)."""
     with selectors.DefaultSelector() as selector:
         selector.register(stream, selectors.EVENT_READ)
@@ -114,7 +114,7 @@ async def test_a_replaced_copy_is_reported_planned_on_request_and_reaped(tmp_pat
         assert client.stdin is not None
         assert client.stdout is not None
         try:
-            old = int(_line(client.stdout, "ready")[1])
+            old = int(client_line(client.stdout, "ready")[1])
             io_quiet(old)  # its answer's last log line written: from here it is idle
             async with marked_supervisor(tmp_path, marker, home.home) as supervisor:
                 # The census sees the old copy idle: its counters read, then read again
@@ -126,7 +126,7 @@ async def test_a_replaced_copy_is_reported_planned_on_request_and_reaped(tmp_pat
                 await anyio.sleep(0.05)
                 client.stdin.write(b"reconnect\n")
                 client.stdin.flush()
-                new = int(_line(client.stdout, "reconnected")[2])
+                new = int(client_line(client.stdout, "reconnected")[2])
                 report = await supervisor.handle.census_report(fresh=True)
                 plain = await supervisor.plan()
                 asked = dict(await supervisor.handle.reap_plan(RETIRER, include=["superseded"]))
