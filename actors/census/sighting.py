@@ -28,6 +28,7 @@ from supervisor.system.unix_diag import UnixPeers
 __all__ = [
     "Wire",
     "exec_wrapper",
+    "link_inode",
     "link_kind",
     "moved_wire",
     "parent_sight",
@@ -69,7 +70,8 @@ def link_kind(link: str | None) -> str | None:
     return "file"
 
 
-def _inode(link: str) -> int | None:
+def link_inode(link: str) -> int | None:
+    """The inode of a ``socket:[n]`` (or ``pipe:[n]``) link, else None."""
     raw = link[link.find("[") + 1 : link.rfind("]")]
     return int(raw) if raw.isdigit() else None
 
@@ -90,7 +92,7 @@ def stdio_connected(
             if link not in ends:
                 return False
             continue
-        inode = _inode(link) if link.startswith("socket:") else None
+        inode = link_inode(link) if link.startswith("socket:") else None
         peer = peers.peer(inode) if inode is not None else None
         if peer is None or f"socket:[{peer}]" not in ends:
             return False
@@ -134,7 +136,7 @@ def stdio_abandoned(pid: int, links: Wire, peers: UnixPeers) -> Abandonment:
             probe = probe_pipe(pid, fd, link)
             ends.append(EndState(link=link, released=probe.released, why=probe.why))
             continue
-        inode = _inode(link) if link is not None and link.startswith("socket:") else None
+        inode = link_inode(link) if link is not None and link.startswith("socket:") else None
         closed = peers.peer_closed(inode) if inode is not None else None
         why = {
             True: "its peer is released",

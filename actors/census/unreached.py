@@ -13,12 +13,12 @@ every descriptor that cannot be read, keeps it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
-from actors.census.sighting import Wire
+from actors.census.sighting import Wire, link_inode
 from actors.census.tracked import SURVIVED_LEADER, Tracked
 from supervisor.policy.servers.census import ProcessRef
 from supervisor.system.pipe_ends import ACCESS_READ, fd_access
@@ -82,9 +82,8 @@ def out_of_reach(
     lines: frozenset[str] | None = None
     outside: list[str] = [link for link in held if link.startswith("pipe:")]
     for link in sorted(link for link in held if link.startswith("socket:")):
-        inode = int(link[8:-1])
-        listening = peers.listening(inode)
-        if listening is None:
+        inode = link_inode(link)
+        if inode is None or (listening := peers.listening(inode)) is None:
             lines = netlink() if lines is None else lines
             if lines is not None and link in lines:
                 continue  # a line to the kernel, never to another process
@@ -119,14 +118,13 @@ def judge_survivors(servers: Sequence[Tracked], ends: Ends, peers: Peers) -> Non
             continue
         found: Reach = (None, "")
         if owner.alive is True and owner.stdio_open is None:
-            links = fd_links(owner.process.pid)
             found = out_of_reach(
                 _ends(_tree(tracked), ends),
                 tracked.leader_wire,
-                None if links is None else frozenset(links.values()),
+                _ends([owner.process], ends),  # read by judge_owner this sweep
                 partial(_others, servers, tracked, ends),
                 peers,
-                owner_writes=partial(_writes, owner.process.pid, links or {}),
+                owner_writes=partial(_writes, owner.process.pid),
             )
         tracked.server = replace(
             tracked.server, stdio_abandoned=found[0], stdio_detail=found[1] or None
@@ -137,11 +135,12 @@ def _tree(tracked: Tracked) -> tuple[ProcessRef, ...]:
     return (tracked.process, *tracked.server.usage.children)
 
 
-def _writes(pid: int, links: Mapping[int, str], link: str) -> bool | None:
-    """Whether ``pid`` holds the pipe ``link`` (its descriptors ``links``) other than
-    read-only; None when a descriptor's flags cannot be read."""
-    modes = [fd_access(pid, fd) for fd, held in links.items() if held == link]
-    if None in modes:
+def _writes(pid: int, link: str) -> bool | None:
+    """Whether ``pid`` holds the pipe ``link`` other than read-only; None when its
+    descriptors or their flags cannot be read (asked only of a pipe both hold)."""
+    links = fd_links(pid)
+    modes = [fd_access(pid, fd) for fd, held in (links or {}).items() if held == link]
+    if links is None or not modes or None in modes:
         return None
     return any(mode != ACCESS_READ for mode in modes)
 
