@@ -377,9 +377,12 @@ def client_argv(
     raise ValueError(f"{client} does not exit by itself")
 
 
-def sdk_argv(mode: str, entry: ServerEntry) -> list[str]:
-    """``sdk_client.py MODE`` running ``entry`` (``hold``, ``close-stdin``, ``restart``)."""
+def sdk_argv(mode: str, entry: ServerEntry, *, call: bool = False) -> list[str]:
+    """``sdk_client.py MODE`` running ``entry`` (``hold``, ``close-stdin``, ``reconnect``,
+    ``restart``); ``call``: the entry's tool call on the new copy (``reconnect``)."""
     pairs = [arg for k, v in entry.env.items() for arg in ("--env", f"{k}={v}")]
+    if call:
+        pairs += ["--call", f"{entry.tool}={json.dumps(dict(entry.tool_args))}"]
     return [sys.executable, str(SDK_CLIENT), *pairs, mode, "--", *entry.argv]
 
 

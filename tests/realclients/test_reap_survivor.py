@@ -12,7 +12,6 @@ cut to this run's marked processes.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,17 +20,14 @@ from tests.process_trees.marked import marked_supervisor
 from tests.process_trees.trees import kids_of, running, until
 from tests.realclients.harness import (
     DETACHING,
-    client_env,
-    kill_all,
-    kill_pid,
     leftovers,
     new_marker,
     sdk_argv,
     server_entry,
     temp_home,
 )
+from tests.realclients.sdk_run import client_line, sdk_client
 from tests.realclients.test_leftovers import require
-from tests.realclients.test_superseded import client_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -46,18 +42,9 @@ async def test_the_child_a_restarted_server_left_is_reaped_while_its_client_runs
     marker = new_marker()
     with temp_home() as home:
         entry = server_entry(DETACHING, name="browser", marker=marker, home=home.home)
-        client = subprocess.Popen(
-            sdk_argv("restart", entry),
-            cwd=home.project,
-            env=client_env(home.home),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            process_group=0,
-        )
-        assert client.stdin is not None
-        assert client.stdout is not None
-        try:
+        with sdk_client(sdk_argv("restart", entry), home, marker) as client:
+            assert client.stdin is not None
+            assert client.stdout is not None
             old = int(client_line(client.stdout, "ready")[1])
             until(lambda: kids_of(old), "the first copy to start its child")
             (child,) = kids_of(old)
@@ -77,12 +64,6 @@ async def test_the_child_a_restarted_server_left_is_reaped_while_its_client_runs
                 applied = await supervisor.apply(plan)
                 left = {p.pid for p in leftovers(marker)}
             client_ran = client.poll() is None
-        finally:
-            kill_pid(client.pid)
-            client.wait(timeout=30)
-            client.stdin.close()
-            client.stdout.close()
-            kill_all(marker)
     (server,) = [s for s in first.servers if s.process.pid == old]
     assert [m.pid for m in server.usage.children] == [child]
     assert server.owner is not None

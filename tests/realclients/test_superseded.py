@@ -10,13 +10,8 @@ host is ever planned.
 
 from __future__ import annotations
 
-import json
-import selectors
-import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO
 
 import anyio
 import pytest
@@ -25,16 +20,8 @@ from supervisor.policy.servers.census import ServerRecord
 from tests.actors.harness import RETIRER
 from tests.process_trees.marked import Marked, marked_supervisor
 from tests.process_trees.trees import io_quiet
-from tests.realclients.harness import (
-    SDK_CLIENT,
-    client_env,
-    kill_all,
-    kill_pid,
-    leftovers,
-    new_marker,
-    server_entry,
-    temp_home,
-)
+from tests.realclients.harness import leftovers, new_marker, sdk_argv, server_entry, temp_home
+from tests.realclients.sdk_run import client_line, sdk_client
 from tests.realclients.test_leftovers import require
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -43,19 +30,6 @@ _LIMIT = 60.0
 #: How long (real time) the census must see the old copy's counters unmoved before the
 #: reconnect.
 _IDLE = 0.2
-
-
-def client_line(stream: IO[bytes], prefix: str) -> list[str]:
-    """The words of the client's next line starting with ``prefix`` (bounded)."""
-    with selectors.DefaultSelector() as selector:
-        selector.register(stream, selectors.EVENT_READ)
-        while selector.select(timeout=_LIMIT):
-            line = stream.readline().decode()
-            if not line:
-                break
-            if line.startswith(prefix):
-                return line.split()
-    raise AssertionError(f"the SDK client never printed {prefix!r}")
 
 
 async def _until_idle(supervisor: Marked, pid: int) -> None:
@@ -99,21 +73,9 @@ async def test_a_replaced_copy_is_reported_planned_on_request_and_reaped(tmp_pat
     marker = new_marker()
     with temp_home() as home:
         entry = server_entry("time", name="time", marker=marker, home=home.home)
-        pairs = [arg for k, v in entry.env.items() for arg in ("--env", f"{k}={v}")]
-        call = f"{entry.tool}={json.dumps(dict(entry.tool_args))}"
-        client = subprocess.Popen(
-            [sys.executable, str(SDK_CLIENT), *pairs, "--call", call, "reconnect", "--",
-             *entry.argv],
-            cwd=home.project,
-            env=client_env(home.home),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            process_group=0,
-        )  # fmt: skip
-        assert client.stdin is not None
-        assert client.stdout is not None
-        try:
+        with sdk_client(sdk_argv("reconnect", entry, call=True), home, marker) as client:
+            assert client.stdin is not None
+            assert client.stdout is not None
             old = int(client_line(client.stdout, "ready")[1])
             io_quiet(old)  # its answer's last log line written: from here it is idle
             async with marked_supervisor(tmp_path, marker, home.home) as supervisor:
@@ -133,12 +95,6 @@ async def test_a_replaced_copy_is_reported_planned_on_request_and_reaped(tmp_pat
                 applied = await supervisor.apply(asked)
                 left = {p.pid for p in leftovers(marker)}
             client_alive = client.poll() is None
-        finally:
-            kill_pid(client.pid)
-            client.wait(timeout=30)
-            client.stdin.close()
-            client.stdout.close()
-            kill_all(marker)
     found_ = [s for s in report.superseded if s.server.process.pid in (old, new)]
     assert len(found_) == 1, _servers(report.census.servers, (old, new))
     (found,) = found_
